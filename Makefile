@@ -1,0 +1,61 @@
+# upsert-kafka-ops: the two set-up commands are `make demo` and `make test` (see README.md).
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+export PYTHON
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed-stamp
+PIP_VERSION := 26.3
+EXTRAS := airflow,dagster,dev
+LINT_PATHS := src tests
+TIMED := scripts/timed.sh
+
+.PHONY: help toolchain install jars lint unit integration test demo constraints clean
+
+help:
+	@echo "make demo   - install, fetch jars, run the main job on a local Kafka broker and local Spark"
+	@echo "make test   - install, fetch jars, lint, run the whole test suite against real Kafka and Spark"
+	@echo "make jars   - resolve the JVM jars from Maven Central (a no-op when up to date)"
+
+toolchain:
+	@scripts/ensure-toolchain.sh
+
+$(STAMP): pyproject.toml constraints.txt
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q "pip==$(PIP_VERSION)"
+	$(BIN)/pip install -q -c constraints.txt -e ".[$(EXTRAS)]"
+	@touch $@
+
+install: toolchain
+	@$(TIMED) install $(MAKE) --no-print-directory $(STAMP)
+
+jars: install
+	@$(TIMED) jars $(BIN)/upsert-kafka-ops jars fetch
+
+lint: install
+	$(BIN)/ruff check $(LINT_PATHS)
+	$(BIN)/ruff format --check $(LINT_PATHS)
+	$(BIN)/mypy
+
+unit: install
+	@$(TIMED) "unit tests" $(BIN)/pytest tests/unit
+
+integration: jars
+	@$(TIMED) "integration tests" $(BIN)/pytest tests/integration --durations=10
+
+test: jars lint unit integration
+
+demo: jars
+	$(BIN)/upsert-kafka-ops demo
+
+# Re-pin the whole verified set after changing a range in pyproject.toml (check it resolves first:
+# pip install --dry-run -c constraints.txt -e ".[$(EXTRAS)]").
+constraints: install
+	@{ echo "# Exact versions verified to install and pass together (make, CI). Regenerate: make constraints"; \
+	   $(BIN)/pip freeze --exclude-editable | grep -v '^upsert-kafka-ops'; } > constraints.txt.new
+	@mv constraints.txt.new constraints.txt
+
+clean:
+	rm -rf $(VENV) build dist src/*.egg-info .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -1,0 +1,44 @@
+"""Typed errors of upsert-kafka-ops.
+
+Every error the package raises on purpose derives from :class:`UpsertKafkaOpsError`. Errors about
+user input name the field or option at fault and say how to fix it.
+"""
+
+from __future__ import annotations
+
+
+class UpsertKafkaOpsError(Exception):
+    """Base class of every error raised by upsert-kafka-ops."""
+
+
+class SpecError(UpsertKafkaOpsError, ValueError):
+    """A table, connection or job specification is invalid.
+
+    :param field: the option or field at fault, e.g. ``key.format``.
+    :param message: what is wrong.
+    :param fix: how to fix it.
+    """
+
+    def __init__(self, field: str, message: str, fix: str | None = None) -> None:
+        self.field = field
+        self.fix = fix
+        text = f"{field}: {message}"
+        if fix:
+            text += f" Fix: {fix}"
+        super().__init__(text)
+
+
+class ToolchainError(UpsertKafkaOpsError):
+    """A required tool (Java, Maven) or artifact (the JVM jars) is missing or unusable."""
+
+
+class JarsError(ToolchainError):
+    """The JVM artifacts could not be resolved, or were not resolved before use."""
+
+
+class LocalServiceError(UpsertKafkaOpsError):
+    """A local service (the embedded Kafka broker) failed to start, answer or stop."""
+
+
+class KafkaConnectionError(UpsertKafkaOpsError):
+    """The Kafka cluster could not be reached, or refused the credentials or the TLS handshake."""

@@ -1,0 +1,264 @@
+"""JVM artifacts from Maven Central: the Kafka broker (and its perf tools) and Spark's connectors.
+
+The Maven coordinates live here, inside the package, so a wheel install knows them too.
+:func:`fetch` resolves each group with Maven into its own folder of a cache directory (separate
+classpaths: the broker never sees Spark's jars and the other way round), and writes a manifest; a
+second call with the same coordinates finds the manifest and does nothing.
+
+Spark's group is resolved with its transitive dependencies, minus the artifacts that the pyspark
+distribution already ships in ``pyspark/jars`` (a second copy of hadoop, scala or lz4 on the
+classpath would be a version conflict waiting to happen).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from xml.sax.saxutils import escape
+
+from upsert_kafka_ops.errors import JarsError, ToolchainError
+
+#: The pyspark release whose JVM connectors are resolved. Must equal the installed pyspark.
+SPARK_VERSION = "4.0.0"
+#: Delta's JVM artifact matching the ``delta-spark`` Python package.
+DELTA_VERSION = "4.0.0"
+#: Apache Kafka broker and tools (KRaft only, Java 17+).
+KAFKA_VERSION = "4.3.1"
+POSTGRESQL_JDBC_VERSION = "42.7.8"
+LOG4J_VERSION = "2.25.4"
+
+MAVEN_CENTRAL = "https://repo.maven.apache.org/maven2"
+ENV_JARS_DIR = "UPSERT_KAFKA_OPS_JARS_DIR"
+ENV_MAVEN_REPO = "UPSERT_KAFKA_OPS_MAVEN_REPO"
+
+
+@dataclass(frozen=True)
+class Artifact:
+    """A Maven artifact ``group:artifact:version``."""
+
+    group: str
+    artifact: str
+    version: str
+
+    def __str__(self) -> str:
+        return f"{self.group}:{self.artifact}:{self.version}"
+
+
+@dataclass(frozen=True)
+class JarGroup:
+    """A set of artifacts resolved together into one folder (one classpath)."""
+
+    name: str
+    artifacts: tuple[Artifact, ...]
+    #: ``group:artifact`` (``*`` allowed for the artifact) left out of the transitive closure.
+    exclusions: tuple[str, ...] = field(default=())
+
+    def fingerprint(self) -> str:
+        text = json.dumps([[str(a) for a in self.artifacts], list(self.exclusions)])
+        return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+KAFKA_GROUP = JarGroup(
+    name="kafka",
+    artifacts=(
+        Artifact("org.apache.kafka", "kafka_2.13", KAFKA_VERSION),
+        Artifact("org.apache.kafka", "kafka-tools", KAFKA_VERSION),
+        # Kafka 4.x logs through slf4j 1.7 -> log4j2 (KIP-653); the binding is not in its pom.
+        Artifact("org.apache.logging.log4j", "log4j-slf4j-impl", LOG4J_VERSION),
+    ),
+)
+
+SPARK_GROUP = JarGroup(
+    name="spark",
+    artifacts=(
+        Artifact("org.apache.spark", "spark-sql-kafka-0-10_2.13", SPARK_VERSION),
+        Artifact("org.apache.spark", "spark-avro_2.13", SPARK_VERSION),
+        Artifact("io.delta", "delta-spark_2.13", DELTA_VERSION),
+        Artifact("org.postgresql", "postgresql", POSTGRESQL_JDBC_VERSION),
+    ),
+    # Already in pyspark/jars (checked by tests/integration/test_jars.py against the installed
+    # pyspark): keep one copy of each on the classpath.
+    exclusions=(
+        "org.apache.hadoop:*",
+        "org.scala-lang:*",
+        "org.scala-lang.modules:*",
+        "org.lz4:*",
+        "org.xerial.snappy:*",
+        "com.github.luben:*",
+        "org.slf4j:*",
+        "com.google.code.findbugs:*",
+        "org.apache.spark:spark-tags_2.13",
+        "org.antlr:*",
+        "org.checkerframework:*",
+        "org.tukaani:*",
+    ),
+)
+
+GROUPS: dict[str, JarGroup] = {g.name: g for g in (KAFKA_GROUP, SPARK_GROUP)}
+
+
+def default_jars_dir() -> Path:
+    """The cache folder: ``$UPSERT_KAFKA_OPS_JARS_DIR``, else the user's cache directory."""
+    env = os.environ.get(ENV_JARS_DIR)
+    if env:
+        return Path(env).expanduser().resolve()
+    from platformdirs import user_cache_dir
+
+    return Path(user_cache_dir("upsert-kafka-ops")) / "jars"
+
+
+def _pom(group: JarGroup) -> str:
+    deps = []
+    for a in group.artifacts:
+        excl = "".join(
+            f"<exclusion><groupId>{escape(e.split(':')[0])}</groupId>"
+            f"<artifactId>{escape(e.split(':')[1])}</artifactId></exclusion>"
+            for e in group.exclusions
+        )
+        deps.append(
+            f"<dependency><groupId>{escape(a.group)}</groupId><artifactId>{escape(a.artifact)}</artifactId>"
+            f"<version>{escape(a.version)}</version><exclusions>{excl}</exclusions></dependency>"
+        )
+    return (
+        '<project xmlns="http://maven.apache.org/POM/4.0.0"><modelVersion>4.0.0</modelVersion>'
+        f"<groupId>upsert-kafka-ops</groupId><artifactId>jars-{group.name}</artifactId>"
+        f"<version>0</version><packaging>pom</packaging><dependencies>{''.join(deps)}</dependencies>"
+        "</project>\n"
+    )
+
+
+def _settings(repo_url: str) -> str:
+    # Some upstream poms (Spark's) declare extra repositories that are not reachable here; mirror
+    # every repository to the one we use so resolution only ever asks Maven Central.
+    return (
+        "<settings><mirrors><mirror><id>uko-central</id><mirrorOf>*</mirrorOf>"
+        f"<url>{escape(repo_url)}</url></mirror></mirrors></settings>\n"
+    )
+
+
+def _check_tools() -> str:
+    mvn = shutil.which("mvn")
+    if mvn is None:
+        raise ToolchainError(
+            "Maven (mvn) is not on PATH; it resolves the JVM jars from Maven Central. "
+            "Install it (Debian: apt-get install -y maven) and run again."
+        )
+    if shutil.which("java") is None:
+        raise ToolchainError(
+            "Java is not on PATH. Install Java 17 (Debian: apt-get install -y openjdk-17-jdk-headless)."
+        )
+    return mvn
+
+
+def group_dir(group: str | JarGroup, jars_dir: Path | None = None) -> Path:
+    g = GROUPS[group] if isinstance(group, str) else group
+    return (jars_dir or default_jars_dir()) / g.name
+
+
+def is_fetched(group: str | JarGroup, jars_dir: Path | None = None) -> bool:
+    """True when the group's folder holds a manifest for the current coordinates and every jar."""
+    g = GROUPS[group] if isinstance(group, str) else group
+    folder = group_dir(g, jars_dir)
+    manifest = folder / "manifest.json"
+    if not manifest.is_file():
+        return False
+    try:
+        data = json.loads(manifest.read_text())
+    except ValueError:
+        return False
+    if data.get("fingerprint") != g.fingerprint():
+        return False
+    return all((folder / name).is_file() for name in data.get("jars", []))
+
+
+def jar_paths(group: str | JarGroup, jars_dir: Path | None = None) -> list[Path]:
+    """The jars of a fetched group, sorted; raises :class:`JarsError` when not fetched."""
+    g = GROUPS[group] if isinstance(group, str) else group
+    folder = group_dir(g, jars_dir)
+    if not is_fetched(g, jars_dir):
+        raise JarsError(
+            f"The {g.name} jars are not in {folder} (or are stale). "
+            "Run `upsert-kafka-ops jars fetch` (or `make jars`) first."
+        )
+    data = json.loads((folder / "manifest.json").read_text())
+    return [folder / name for name in sorted(data["jars"])]
+
+
+def fetch(
+    groups: list[str] | None = None,
+    jars_dir: Path | None = None,
+    repo_url: str | None = None,
+    log: bool = True,
+) -> dict[str, Path]:
+    """Resolve the groups with Maven into ``jars_dir/<group>``; a no-op for groups already fetched.
+
+    :param groups: group names (``kafka``, ``spark``); all by default.
+    :param jars_dir: cache folder; :func:`default_jars_dir` by default.
+    :param repo_url: Maven repository; ``$UPSERT_KAFKA_OPS_MAVEN_REPO`` or Maven Central.
+    :returns: group name -> folder.
+    :raises JarsError: when Maven fails; the message carries Maven's error lines.
+    """
+    base = jars_dir or default_jars_dir()
+    repo = repo_url or os.environ.get(ENV_MAVEN_REPO) or MAVEN_CENTRAL
+    out: dict[str, Path] = {}
+    for name in groups or list(GROUPS):
+        if name not in GROUPS:
+            raise JarsError(f"Unknown jar group {name!r}; choose from {sorted(GROUPS)}.")
+        g = GROUPS[name]
+        folder = base / g.name
+        out[name] = folder
+        if is_fetched(g, base):
+            if log:
+                print(f"jars: {g.name} up to date in {folder}")
+            continue
+        _resolve(g, folder, repo, log)
+    return out
+
+
+def _resolve(g: JarGroup, folder: Path, repo: str, log: bool) -> None:
+    mvn = _check_tools()
+    if log:
+        print(f"jars: resolving {g.name} ({', '.join(map(str, g.artifacts))}) into {folder}")
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{g.name}-", dir=folder.parent))
+    try:
+        work = staging / "build"
+        work.mkdir()
+        (work / "pom.xml").write_text(_pom(g))
+        (work / "settings.xml").write_text(_settings(repo))
+        jars = staging / "jars"
+        cmd = [
+            mvn, "-B", "-q", "-s", str(work / "settings.xml"), "-f", str(work / "pom.xml"),
+            "dependency:copy-dependencies", f"-DoutputDirectory={jars}", "-DincludeScope=runtime",
+        ]  # fmt: skip
+        proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+        if proc.returncode != 0:
+            errors = [ln for ln in (proc.stdout + proc.stderr).splitlines() if "ERROR" in ln][:8]
+            raise JarsError(
+                f"Maven could not resolve the {g.name} jars from {repo} (exit {proc.returncode}):\n"
+                + "\n".join(errors)
+            )
+        names = sorted(p.name for p in jars.glob("*.jar"))
+        if not names:
+            raise JarsError(f"Maven resolved no jars for {g.name}.")
+        manifest = {
+            "fingerprint": g.fingerprint(),
+            "artifacts": [str(a) for a in g.artifacts],
+            "exclusions": list(g.exclusions),
+            "jars": names,
+        }
+        (jars / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
+        # Swap in atomically-enough: a concurrent reader sees the old folder or the new one.
+        if folder.exists():
+            shutil.rmtree(folder)
+        jars.rename(folder)
+        if log:
+            print(f"jars: {g.name}: {len(names)} jars")
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)

@@ -1,0 +1,430 @@
+"""A real single-node Apache Kafka broker (KRaft) on 127.0.0.1, from the Maven Central jars.
+
+Use it as a context manager::
+
+    with LocalKafka(tmp_path) as kafka:
+        print(kafka.bootstrap_servers)
+
+or from the command line (``upsert-kafka-ops local kafka start|stop|status``), which keeps the
+pid and the bootstrap address in ``state.json`` of the state folder.
+
+Optional listeners: ``SASL_PLAINTEXT`` with SCRAM-SHA-256/512 users created at format time, and
+``SSL`` with a generated CA and a server certificate valid for IP 127.0.0.1.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import time
+import uuid
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from upsert_kafka_ops import jars
+from upsert_kafka_ops.errors import KafkaConnectionError, LocalServiceError, ToolchainError
+from upsert_kafka_ops.local.tls import TlsFiles, generate
+
+SCRAM_MECHANISMS = ("SCRAM-SHA-256", "SCRAM-SHA-512")
+_LOG4J2 = """\
+status = warn
+appender.file.type = File
+appender.file.name = FILE
+appender.file.fileName = {log}
+appender.file.layout.type = PatternLayout
+appender.file.layout.pattern = [%d] %p %m (%c)%n
+rootLogger.level = INFO
+rootLogger.appenderRef.file.ref = FILE
+logger.state.name = state.change.logger
+logger.state.level = WARN
+"""
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that was free a moment ago."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def default_state_dir() -> Path:
+    from platformdirs import user_state_dir
+
+    return Path(user_state_dir("upsert-kafka-ops")) / "local-kafka"
+
+
+def _cluster_id() -> str:
+    while True:
+        cid = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+        if not cid.startswith("-"):
+            return cid
+
+
+def _java() -> str:
+    home = os.environ.get("JAVA_HOME")
+    java = str(Path(home) / "bin" / "java") if home else "java"
+    try:
+        out = subprocess.run([java, "-version"], capture_output=True, text=True, check=False).stderr
+    except FileNotFoundError as exc:
+        raise ToolchainError(
+            "Java 17 or newer is required to run the Kafka broker and Spark; it was not found. "
+            "Install it (Debian: apt-get install -y openjdk-17-jdk-headless) or set JAVA_HOME."
+        ) from exc
+    version = out.split('"')[1] if '"' in out else ""
+    major = int(version.split(".")[0]) if version[:2].isdigit() else 0
+    if major < 17:
+        raise ToolchainError(f"Java 17 or newer is required, found {version or out.strip()!r}.")
+    return java
+
+
+class LocalKafka:
+    """A single-node KRaft broker (broker and controller in one JVM) on free loopback ports.
+
+    :param work_dir: folder for the properties, data, TLS files and logs (created).
+    :param jars_dir: jar cache (see :mod:`upsert_kafka_ops.jars`); the ``kafka`` group must be fetched.
+    :param scram_users: ``{user: password}``; enables a ``SASL_PLAINTEXT`` listener with
+        SCRAM-SHA-256 and SCRAM-SHA-512, each user created for both mechanisms at format time.
+    :param ssl: enable an ``SSL`` listener with a generated CA (:attr:`ca_file`).
+    :param heap: JVM heap (``-Xmx``).
+    :param properties: extra broker properties (override the defaults).
+    """
+
+    def __init__(
+        self,
+        work_dir: Path | str,
+        *,
+        jars_dir: Path | None = None,
+        scram_users: dict[str, str] | None = None,
+        ssl: bool = False,
+        heap: str = "1g",
+        properties: dict[str, str] | None = None,
+    ) -> None:
+        self.work_dir = Path(work_dir).resolve()
+        self.jars_dir = jars_dir
+        self.scram_users = dict(scram_users or {})
+        self.ssl = ssl
+        self.heap = heap
+        self.extra_properties = dict(properties or {})
+        self.ports: dict[str, int] = {}
+        self.tls: TlsFiles | None = None
+        self._proc: subprocess.Popen[bytes] | None = None
+        self.pid: int | None = None
+
+    # -- addresses -------------------------------------------------------------------------
+    def _address(self, listener: str) -> str:
+        if listener not in self.ports:
+            raise LocalServiceError(f"The {listener} listener is not enabled on this broker.")
+        return f"127.0.0.1:{self.ports[listener]}"
+
+    @property
+    def bootstrap_servers(self) -> str:
+        """The PLAINTEXT listener."""
+        return self._address("PLAINTEXT")
+
+    @property
+    def sasl_bootstrap_servers(self) -> str:
+        return self._address("SASL_PLAINTEXT")
+
+    @property
+    def ssl_bootstrap_servers(self) -> str:
+        return self._address("SSL")
+
+    @property
+    def ca_file(self) -> Path:
+        if self.tls is None:
+            raise LocalServiceError("This broker has no SSL listener (pass ssl=True).")
+        return self.tls.ca_cert
+
+    @property
+    def log_file(self) -> Path:
+        return self.work_dir / "logs" / "server.log"
+
+    @property
+    def stdout_file(self) -> Path:
+        return self.work_dir / "logs" / "broker.out"
+
+    def client_config(self, **extra: Any) -> dict[str, Any]:
+        """librdkafka settings for the PLAINTEXT listener."""
+        return {"bootstrap.servers": self.bootstrap_servers, **extra}
+
+    # -- lifecycle -------------------------------------------------------------------------
+    def _properties(self) -> str:
+        p = self.ports
+        listeners = [f"PLAINTEXT://127.0.0.1:{p['PLAINTEXT']}", f"CONTROLLER://127.0.0.1:{p['CONTROLLER']}"]
+        advertised = [f"PLAINTEXT://127.0.0.1:{p['PLAINTEXT']}"]
+        for name in ("SASL_PLAINTEXT", "SSL"):
+            if name in p:
+                listeners.append(f"{name}://127.0.0.1:{p[name]}")
+                advertised.append(f"{name}://127.0.0.1:{p[name]}")
+        props: dict[str, str] = {
+            "process.roles": "broker,controller",
+            "node.id": "1",
+            "controller.quorum.voters": f"1@127.0.0.1:{p['CONTROLLER']}",
+            "listeners": ",".join(listeners),
+            "advertised.listeners": ",".join(advertised),
+            "controller.listener.names": "CONTROLLER",
+            "inter.broker.listener.name": "PLAINTEXT",
+            "listener.security.protocol.map": (
+                "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT,SSL:SSL"
+            ),
+            "log.dirs": str(self.work_dir / "data"),
+            "num.partitions": "1",
+            "offsets.topic.replication.factor": "1",
+            "offsets.topic.num.partitions": "4",
+            "transaction.state.log.replication.factor": "1",
+            "transaction.state.log.min.isr": "1",
+            "transaction.state.log.num.partitions": "4",
+            "share.coordinator.state.topic.replication.factor": "1",
+            "share.coordinator.state.topic.min.isr": "1",
+            "group.initial.rebalance.delay.ms": "0",
+            "auto.create.topics.enable": "false",
+            "log.cleaner.backoff.ms": "1000",
+        }
+        if "SASL_PLAINTEXT" in p:
+            props["sasl.enabled.mechanisms"] = ",".join(SCRAM_MECHANISMS)
+            for mech in SCRAM_MECHANISMS:
+                props[f"listener.name.sasl_plaintext.{mech.lower()}.sasl.jaas.config"] = (
+                    "org.apache.kafka.common.security.scram.ScramLoginModule required;"
+                )
+        if self.tls is not None:
+            props["listener.name.ssl.ssl.keystore.type"] = "PEM"
+            props["listener.name.ssl.ssl.keystore.location"] = str(self.tls.server_keystore)
+            props["listener.name.ssl.ssl.client.auth"] = "none"
+        props.update(self.extra_properties)
+        return "".join(f"{k}={v}\n" for k, v in props.items())
+
+    def _run_tool(self, java: str, classpath: str, args: list[str]) -> None:
+        proc = subprocess.run(
+            [java, "-cp", classpath, f"-Dlog4j2.configurationFile={self.work_dir / 'tools-log4j2.properties'}", *args],
+            capture_output=True, text=True, check=False,
+        )  # fmt: skip
+        if proc.returncode != 0:
+            lines = (proc.stdout + proc.stderr).splitlines()
+            # the exception's message is at the top; the stack trace below it says little
+            shown = [ln for ln in lines if not ln.lstrip().startswith("at ")][:20]
+            raise LocalServiceError(
+                f"Kafka storage format failed (exit {proc.returncode}):\n" + "\n".join(shown)
+            )
+
+    def start(self, timeout: float = 120.0) -> LocalKafka:
+        """Format the storage folder and start the broker; returns once it answers metadata requests."""
+        if self._proc is not None:
+            raise LocalServiceError("This broker is already started.")
+        java = _java()
+        classpath = str(jars.group_dir("kafka", self.jars_dir) / "*")
+        jars.jar_paths("kafka", self.jars_dir)  # raises a clear error when not fetched
+        self.work_dir.mkdir(parents=True, exist_ok=True)
+        (self.work_dir / "logs").mkdir(exist_ok=True)
+        self.ports = {"PLAINTEXT": free_port(), "CONTROLLER": free_port()}
+        if self.scram_users:
+            self.ports["SASL_PLAINTEXT"] = free_port()
+        if self.ssl:
+            self.ports["SSL"] = free_port()
+            self.tls = generate(self.work_dir / "tls")
+        props_file = self.work_dir / "server.properties"
+        props_file.write_text(self._properties())
+        (self.work_dir / "log4j2.properties").write_text(_LOG4J2.format(log=self.log_file))
+        (self.work_dir / "tools-log4j2.properties").write_text(
+            _LOG4J2.format(log=self.work_dir / "logs" / "tools.log")
+        )
+
+        fmt = [
+            "kafka.tools.StorageTool",
+            "format",
+            "-t",
+            _cluster_id(),
+            "-c",
+            str(props_file),
+            "--ignore-formatted",
+        ]
+        for user, password in self.scram_users.items():
+            for mech in SCRAM_MECHANISMS:
+                fmt += ["--add-scram", f"{mech}=[name={user},password={password}]"]
+        self._run_tool(java, classpath, fmt)
+
+        cmd = [
+            java, f"-Xmx{self.heap}", "-Xms256m", "-XX:+UseG1GC", "-Djava.awt.headless=true",
+            f"-Dlog4j2.configurationFile={self.work_dir / 'log4j2.properties'}",
+            "-cp", classpath, "kafka.Kafka", str(props_file),
+        ]  # fmt: skip
+        with open(self.stdout_file, "ab") as out:
+            self._proc = subprocess.Popen(
+                cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True
+            )
+        self.pid = self._proc.pid
+        try:
+            self._wait_ready(timeout)
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def _wait_ready(self, timeout: float) -> None:
+        from upsert_kafka_ops.kafka.admin import probe
+
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self._proc is not None and self._proc.poll() is not None:
+                raise LocalServiceError(
+                    f"The Kafka broker exited with code {self._proc.returncode} during start.\n{self.log_tail()}"
+                )
+            try:
+                probe(self.client_config(), timeout=min(5.0, max(0.5, deadline - time.monotonic())))
+                return
+            except KafkaConnectionError:
+                continue
+        raise LocalServiceError(f"The Kafka broker did not answer within {timeout:g}s.\n{self.log_tail()}")
+
+    def log_tail(self, lines: int = 30) -> str:
+        """The broker's first ERROR lines and the last lines of its log and console output."""
+        parts = []
+        for f in (self.log_file, self.stdout_file):
+            if not f.is_file():
+                continue
+            text = f.read_text(errors="replace").splitlines()
+            errors = [ln for ln in text if "] ERROR " in ln or ln.startswith(("Exception", "Caused by"))][:10]
+            if errors:
+                parts.append(f"--- {f} (errors)\n" + "\n".join(errors))
+            parts.append(f"--- {f} (last {min(lines, len(text))} lines)\n" + "\n".join(text[-lines:]))
+        return "\n".join(parts) or "(no broker log was written)"
+
+    def stop(self, timeout: float = 30.0) -> None:
+        """Stop the broker by its pid (SIGTERM, then SIGKILL after ``timeout``) and wait for exit."""
+        if self._proc is None:
+            return
+        _terminate(self._proc.pid, timeout, self._proc)
+        self._proc = None
+
+    def __enter__(self) -> LocalKafka:
+        return self.start()
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
+
+    # -- topics ----------------------------------------------------------------------------
+    def create_topic(
+        self, name: str, partitions: int = 1, config: dict[str, str] | None = None, timeout: float = 30.0
+    ) -> None:
+        """Create a topic and wait until its metadata is visible."""
+        from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
+
+        admin = AdminClient(self.client_config())
+        futures = admin.create_topics(
+            [NewTopic(name, num_partitions=partitions, replication_factor=1, config=dict(config or {}))],
+            operation_timeout=timeout,
+            request_timeout=timeout,
+        )
+        futures[name].result(timeout=timeout)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            md = admin.list_topics(topic=name, timeout=5)
+            t = md.topics.get(name)
+            if t is not None and t.error is None and len(t.partitions) == partitions:
+                return
+            time.sleep(0.1)
+        raise LocalServiceError(f"Topic {name!r} did not appear within {timeout:g}s.")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    # a zombie still answers kill(0); read its state
+    with contextlib.suppress(OSError):
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        if stat.rsplit(")", 1)[1].split()[0] == "Z":
+            return False
+    return True
+
+
+def _terminate(pid: int, timeout: float, proc: subprocess.Popen[bytes] | None = None) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc is not None:
+            if proc.poll() is not None:
+                return
+        elif not _alive(pid):
+            return
+        time.sleep(0.1)
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGKILL)
+    if proc is not None:
+        proc.wait(timeout=10)
+    else:
+        end = time.monotonic() + 10
+        while _alive(pid) and time.monotonic() < end:
+            time.sleep(0.1)
+
+
+# -- detached mode (the CLI) -------------------------------------------------------------------
+def _state_file(state_dir: Path) -> Path:
+    return state_dir / "state.json"
+
+
+def _is_our_broker(pid: int, state_dir: Path) -> bool:
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return False
+    return b"kafka.Kafka" in cmdline and str(state_dir.resolve() / "server.properties").encode() in cmdline
+
+
+def detached_status(state_dir: Path) -> dict[str, Any]:
+    """``{"running": bool, ...state}`` for a broker started with :func:`start_detached`."""
+    f = _state_file(state_dir)
+    if not f.is_file():
+        return {"running": False, "dir": str(state_dir)}
+    state: dict[str, Any] = json.loads(f.read_text())
+    state["running"] = _alive(int(state["pid"])) and _is_our_broker(int(state["pid"]), state_dir)
+    return state
+
+
+def start_detached(state_dir: Path, jars_dir: Path | None = None, timeout: float = 120.0) -> LocalKafka:
+    """Start a broker that outlives this process; its pid and address go to ``state.json``."""
+    status = detached_status(state_dir)
+    if status["running"]:
+        raise LocalServiceError(
+            f"A local broker is already running (pid {status['pid']}, {status['bootstrap_servers']}); "
+            "stop it first with `upsert-kafka-ops local kafka stop`."
+        )
+    broker = LocalKafka(state_dir, jars_dir=jars_dir)
+    broker.start(timeout=timeout)
+    assert broker.pid is not None
+    _state_file(state_dir).write_text(
+        json.dumps(
+            {
+                "pid": broker.pid,
+                "bootstrap_servers": broker.bootstrap_servers,
+                "dir": str(broker.work_dir),
+                "log": str(broker.log_file),
+            }
+        )
+    )
+    # the Popen object is dropped on purpose: the broker keeps running in its own session
+    broker._proc = None
+    return broker
+
+
+def stop_detached(state_dir: Path, timeout: float = 30.0) -> bool:
+    """Stop the broker recorded in ``state.json``; False when none was running."""
+    status = detached_status(state_dir)
+    f = _state_file(state_dir)
+    if not status["running"]:
+        f.unlink(missing_ok=True)
+        return False
+    _terminate(int(status["pid"]), timeout)
+    f.unlink(missing_ok=True)
+    return True

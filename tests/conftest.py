@@ -1,0 +1,77 @@
+"""Suite-wide rules: nothing may hide work.
+
+- A skipped or xfailed test (or a skipped module) is turned into a failure: the suite starts the
+  real components it needs, so a skip can only mean something is missing.
+- A run fails when fewer tests ran than were collected (deselection, ``-x``), unless
+  ``UKO_ALLOW_PARTIAL_RUN=1`` is set for a developer's focused run.
+- ``AIRFLOW_HOME`` points at a temporary folder before anything can import airflow.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Generator
+from typing import Any
+
+import pytest
+
+os.environ.setdefault("AIRFLOW_HOME", tempfile.mkdtemp(prefix="uko-airflow-home-"))
+
+pytest_plugins = ["pytester"]
+
+_NO_SKIP = "Skipped and xfailed tests are not allowed in this suite (it must fail loudly instead)"
+
+
+def _reason(longrepr: Any) -> str:
+    if isinstance(longrepr, tuple) and len(longrepr) == 3:
+        return str(longrepr[2])
+    return str(longrepr)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, Any, None]:
+    outcome = yield
+    rep = outcome.get_result()
+    if rep.skipped or hasattr(rep, "wasxfail"):
+        why = getattr(rep, "wasxfail", "") or _reason(rep.longrepr)
+        rep.outcome = "failed"
+        rep.longrepr = f"{_NO_SKIP}: {item.nodeid}: {why}"
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_make_collect_report(collector: pytest.Collector) -> Generator[None, Any, None]:
+    outcome = yield
+    rep = outcome.get_result()
+    if rep.skipped:
+        rep.outcome = "failed"
+        rep.longrepr = f"{_NO_SKIP}: {collector.nodeid}: {_reason(rep.longrepr)}"
+
+
+_ran: set[str] = set()
+_deselected: list[str] = []
+
+
+def pytest_deselected(items: list[pytest.Item]) -> None:
+    _deselected.extend(i.nodeid for i in items)
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    if report.when == "call":
+        _ran.add(report.nodeid)
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    if session.config.getoption("collectonly") or os.environ.get("UKO_ALLOW_PARTIAL_RUN") == "1":
+        return
+    collected = session.testscollected + len(_deselected)
+    if len(_ran) < collected:
+        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+        message = (
+            f"only {len(_ran)} of {collected} collected tests ran "
+            f"({len(_deselected)} deselected); the whole suite must run"
+        )
+        if reporter is not None:
+            reporter.write_line(f"ERROR: {message}", red=True, bold=True)
+        if session.exitstatus == 0:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED

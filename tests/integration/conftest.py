@@ -1,0 +1,58 @@
+"""Real components for the integration suite: one Kafka broker and one SparkSession per session.
+
+Nothing here skips: when Java, Maven or the jars are missing, the fixtures raise and the tests fail.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pytest
+
+from upsert_kafka_ops import jars
+from upsert_kafka_ops.local import LocalKafka
+from upsert_kafka_ops.runtime import build_spark_session
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+SCRAM_USERS = {"alice": "alice-secret", "bob": "bob-secret"}
+
+
+@pytest.fixture(scope="session")
+def jars_dir() -> Path:
+    """The jar cache, fetched if needed (a no-op when `make jars` already ran)."""
+    jars.fetch(log=False)
+    return jars.default_jars_dir()
+
+
+@pytest.fixture(scope="session")
+def kafka(jars_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalKafka]:
+    """A real single-node KRaft broker with PLAINTEXT, SASL_PLAINTEXT (SCRAM) and SSL listeners."""
+    broker = LocalKafka(
+        tmp_path_factory.mktemp("kafka"), jars_dir=jars_dir, scram_users=SCRAM_USERS, ssl=True
+    )
+    with broker:
+        yield broker
+
+
+@pytest.fixture(scope="session")
+def spark(jars_dir: Path) -> Iterator[SparkSession]:
+    session = build_spark_session(jars_dir=jars_dir, app_name="upsert-kafka-ops-tests")
+    yield session
+    session.stop()
+
+
+@pytest.fixture
+def new_topic(kafka: LocalKafka) -> Callable[..., str]:
+    """Create a fresh topic per call: ``new_topic(partitions=1, config=None) -> name``."""
+
+    def make(partitions: int = 1, config: dict[str, str] | None = None) -> str:
+        name = f"t-{uuid.uuid4().hex[:12]}"
+        kafka.create_topic(name, partitions=partitions, config=config)
+        return name
+
+    return make

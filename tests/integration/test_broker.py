@@ -1,0 +1,106 @@
+"""The local KRaft broker: start, stop, topics, and the CLI."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType
+
+from upsert_kafka_ops.errors import LocalServiceError
+from upsert_kafka_ops.local import LocalKafka
+from upsert_kafka_ops.local import kafka as kafka_module
+from upsert_kafka_ops.local.kafka import _alive
+
+
+def test_compacted_topic_is_created_with_its_cleanup_policy(
+    kafka: LocalKafka, new_topic: Callable[..., str]
+) -> None:
+    name = new_topic(partitions=3, config={"cleanup.policy": "compact"})
+    admin = AdminClient(kafka.client_config())
+    resource = ConfigResource(ResourceType.TOPIC, name)
+    configs = admin.describe_configs([resource])[resource].result(timeout=10)
+    assert configs["cleanup.policy"].value == "compact"
+    assert len(admin.list_topics(topic=name, timeout=10).topics[name].partitions) == 3
+
+
+def test_start_and_stop_leave_no_process_behind(jars_dir: Path, tmp_path: Path) -> None:
+    broker = LocalKafka(tmp_path / "b", jars_dir=jars_dir, heap="512m")
+    with broker:
+        pid = broker.pid
+        assert pid is not None and _alive(pid)
+        assert broker.log_file.is_file()
+    assert not _alive(pid)
+    assert not Path(f"/proc/{pid}").exists()
+
+
+def test_failed_start_shows_the_broker_log(jars_dir: Path, tmp_path: Path) -> None:
+    broker = LocalKafka(
+        tmp_path / "bad", jars_dir=jars_dir, heap="256m", properties={"node.id": "not-a-number"}
+    )
+    with pytest.raises(LocalServiceError) as info:
+        broker.start(timeout=60)
+    text = str(info.value)
+    # Kafka's own message names the bad value (node.id is an alias of broker.id)
+    assert "Invalid value not-a-number" in text
+    assert broker.pid is None  # it failed at format time, before any broker process
+
+
+def test_broker_that_dies_at_start_shows_its_log_tail(
+    jars_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    busy = socket.socket()
+    busy.bind(("127.0.0.1", 0))
+    busy.listen()
+    ports = iter([busy.getsockname()[1]])
+    real_free_port = kafka_module.free_port
+    monkeypatch.setattr(kafka_module, "free_port", lambda: next(ports, None) or real_free_port())
+    broker = LocalKafka(tmp_path / "busy", jars_dir=jars_dir, heap="256m")
+    try:
+        with pytest.raises(LocalServiceError) as info:
+            broker.start(timeout=90)
+    finally:
+        busy.close()
+    text = str(info.value)
+    assert "exited with code" in text
+    assert "Address already in use" in text  # from the broker's log tail
+    assert broker.pid is not None and not _alive(broker.pid)
+
+
+def _cli(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "upsert_kafka_ops.cli", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+    )
+
+
+def test_cli_start_status_stop(jars_dir: Path, tmp_path: Path) -> None:
+    env = {**os.environ, "UPSERT_KAFKA_OPS_JARS_DIR": str(jars_dir)}
+    state = str(tmp_path / "state")
+    started = _cli("local", "kafka", "start", "--dir", state, env=env)
+    assert started.returncode == 0, started.stderr
+    info = json.loads(started.stdout)
+    try:
+        status = _cli("local", "kafka", "status", "--dir", state, env=env)
+        assert status.returncode == 0
+        assert json.loads(status.stdout)["running"] is True
+        assert json.loads(status.stdout)["bootstrap_servers"] == info["bootstrap_servers"]
+        md = AdminClient({"bootstrap.servers": info["bootstrap_servers"]}).list_topics(timeout=10)
+        assert md.brokers
+        again = _cli("local", "kafka", "start", "--dir", state, env=env)
+        assert again.returncode == 2 and "already running" in again.stderr
+    finally:
+        stopped = _cli("local", "kafka", "stop", "--dir", state, env=env)
+    assert stopped.returncode == 0 and stopped.stdout.strip() == "stopped"
+    assert not _alive(int(info["pid"]))
+    after = _cli("local", "kafka", "status", "--dir", state, env=env)
+    assert after.returncode == 3 and json.loads(after.stdout)["running"] is False

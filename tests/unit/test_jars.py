@@ -1,0 +1,89 @@
+"""Jar coordinates, the generated pom and the fetch manifest (no Maven run here)."""
+
+from __future__ import annotations
+
+import json
+import xml.etree.ElementTree as ET
+from importlib.metadata import version
+from pathlib import Path
+
+import pytest
+
+from upsert_kafka_ops import jars
+from upsert_kafka_ops.errors import JarsError
+
+NS = {"m": "http://maven.apache.org/POM/4.0.0"}
+
+
+def test_spark_connectors_match_the_installed_pyspark_and_delta() -> None:
+    assert version("pyspark") == jars.SPARK_VERSION
+    assert version("delta-spark") == jars.DELTA_VERSION
+    coords = {a.artifact: a.version for a in jars.SPARK_GROUP.artifacts}
+    assert coords["spark-sql-kafka-0-10_2.13"] == jars.SPARK_VERSION
+    assert coords["spark-avro_2.13"] == jars.SPARK_VERSION
+    assert coords["delta-spark_2.13"] == jars.DELTA_VERSION
+
+
+def test_kafka_broker_is_4x_with_tools_and_a_logging_binding() -> None:
+    names = {a.artifact: a.version for a in jars.KAFKA_GROUP.artifacts}
+    assert names["kafka_2.13"].startswith("4.")
+    assert names["kafka-tools"] == names["kafka_2.13"]
+    assert "log4j-slf4j-impl" in names
+
+
+def test_pom_lists_each_artifact_with_the_exclusions() -> None:
+    root = ET.fromstring(jars._pom(jars.SPARK_GROUP))
+    deps = root.findall("m:dependencies/m:dependency", NS)
+    got = [(d.findtext("m:groupId", namespaces=NS), d.findtext("m:artifactId", namespaces=NS)) for d in deps]
+    assert got == [(a.group, a.artifact) for a in jars.SPARK_GROUP.artifacts]
+    excl = deps[0].findall("m:exclusions/m:exclusion", NS)
+    assert len(excl) == len(jars.SPARK_GROUP.exclusions)
+    assert {"org.apache.hadoop", "org.scala-lang"} <= {e.findtext("m:groupId", namespaces=NS) for e in excl}
+
+
+def test_settings_mirror_everything_to_one_repository() -> None:
+    root = ET.fromstring(jars._settings("https://repo.example/maven2"))
+    assert root.findtext("mirrors/mirror/mirrorOf") == "*"
+    assert root.findtext("mirrors/mirror/url") == "https://repo.example/maven2"
+
+
+def _fake_fetched(base: Path, group: jars.JarGroup, names: list[str]) -> Path:
+    folder = base / group.name
+    folder.mkdir(parents=True)
+    for n in names:
+        (folder / n).write_bytes(b"PK")
+    (folder / "manifest.json").write_text(json.dumps({"fingerprint": group.fingerprint(), "jars": names}))
+    return folder
+
+
+def test_manifest_decides_whether_a_group_is_fetched(tmp_path: Path) -> None:
+    assert not jars.is_fetched("spark", tmp_path)
+    folder = _fake_fetched(tmp_path, jars.SPARK_GROUP, ["b.jar", "a.jar"])
+    assert jars.is_fetched("spark", tmp_path)
+    assert jars.jar_paths("spark", tmp_path) == [folder / "a.jar", folder / "b.jar"]
+    (folder / "a.jar").unlink()
+    assert not jars.is_fetched("spark", tmp_path)
+
+
+def test_changed_coordinates_make_the_cache_stale(tmp_path: Path) -> None:
+    _fake_fetched(tmp_path, jars.SPARK_GROUP, ["a.jar"])
+    manifest = tmp_path / "spark" / "manifest.json"
+    manifest.write_text(json.dumps({"fingerprint": "something-else", "jars": ["a.jar"]}))
+    with pytest.raises(JarsError, match="upsert-kafka-ops jars fetch"):
+        jars.jar_paths("spark", tmp_path)
+
+
+def test_fetch_of_an_up_to_date_group_runs_no_maven(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _fake_fetched(tmp_path, jars.KAFKA_GROUP, ["k.jar"])
+    monkeypatch.setattr(jars, "_resolve", lambda *a: pytest.fail("Maven must not run for a fetched group"))
+    assert jars.fetch(["kafka"], jars_dir=tmp_path, log=False) == {"kafka": tmp_path / "kafka"}
+
+
+def test_unknown_group_is_named(tmp_path: Path) -> None:
+    with pytest.raises(JarsError, match="'flink'"):
+        jars.fetch(["flink"], jars_dir=tmp_path, log=False)
+
+
+def test_jars_dir_env_override(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(jars.ENV_JARS_DIR, str(tmp_path / "cache"))
+    assert jars.default_jars_dir() == (tmp_path / "cache").resolve()
