@@ -21,8 +21,9 @@ class SpecError(UpsertKafkaOpsError, ValueError):
 
     def __init__(self, field: str, message: str, fix: str | None = None) -> None:
         self.field = field
+        self.message = message
         self.fix = fix
-        text = f"{field}: {message}"
+        text = f"{field}: {message}" if field else message
         if fix:
             text += f" Fix: {fix}"
         super().__init__(text)

@@ -23,7 +23,8 @@ def _run(code: str) -> subprocess.CompletedProcess[str]:
 def test_core_modules_import_without_orchestrators_or_spark() -> None:
     proc = _run(
         "import upsert_kafka_ops, upsert_kafka_ops.jars, upsert_kafka_ops.cli, upsert_kafka_ops.errors,"
-        " upsert_kafka_ops.kafka, upsert_kafka_ops.local, upsert_kafka_ops.runtime; print('ok')"
+        " upsert_kafka_ops.kafka, upsert_kafka_ops.local, upsert_kafka_ops.runtime, upsert_kafka_ops.spec.table,"
+        " upsert_kafka_ops.spec.ddl, upsert_kafka_ops.engine, upsert_kafka_ops.formats.codecs; print('ok')"
     )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "ok"

@@ -1,0 +1,24 @@
+"""The upsert-kafka engine on PySpark: changelog source, materialization, sink writes.
+
+Needs the ``spark`` jars (``upsert-kafka-ops jars fetch``); pyspark is imported inside the functions.
+"""
+
+from __future__ import annotations
+
+from upsert_kafka_ops.engine.bounds import Bounds, resolve_bounds
+from upsert_kafka_ops.engine.results import RunResult
+from upsert_kafka_ops.engine.sink import write_changelog, write_snapshot
+from upsert_kafka_ops.engine.source import DataError, Read, materialize, read_changelog, read_changes
+
+__all__ = [
+    "Bounds",
+    "DataError",
+    "Read",
+    "RunResult",
+    "materialize",
+    "read_changelog",
+    "read_changes",
+    "resolve_bounds",
+    "write_changelog",
+    "write_snapshot",
+]

@@ -1,0 +1,124 @@
+"""Where a read starts and ends, fixed when the read starts.
+
+``start``: ``"earliest"`` (default) or stored offsets ``{(topic, partition): offset}`` (an incremental
+run). ``until``: ``"latest"`` (the end offsets when the read starts, the default), a timestamp (a
+``datetime`` or ``{"timestamp_ms": ...}``: the first offset at or after it), explicit offsets, or
+``{"group": "name"}`` (a consumer group's committed offsets). End offsets are exclusive.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from upsert_kafka_ops.errors import SpecError
+from upsert_kafka_ops.kafka import offsets as ko
+from upsert_kafka_ops.spec.table import UpsertKafkaTable, _KafkaTableBase
+
+Offsets = dict[tuple[str, int], int]
+
+
+@dataclass(frozen=True)
+class Bounds:
+    """Resolved bounds: per partition, the first offset to read and the end (exclusive)."""
+
+    start: Offsets
+    end: Offsets
+
+    def partitions(self) -> list[tuple[str, int]]:
+        return sorted(self.end)
+
+    def to_json(self) -> dict[str, dict[str, dict[str, int]]]:
+        return {"start": offsets_to_json(self.start), "end": offsets_to_json(self.end)}
+
+
+def offsets_to_json(offsets: Offsets) -> dict[str, dict[str, int]]:
+    """``{(t, p): o}`` as ``{"t": {"p": o}}`` (Spark's and Kafka tools' shape)."""
+    out: dict[str, dict[str, int]] = {}
+    for (topic, partition), offset in sorted(offsets.items()):
+        out.setdefault(topic, {})[str(partition)] = int(offset)
+    return out
+
+
+def offsets_from_json(data: Mapping[str, Mapping[str, int]]) -> Offsets:
+    return {(t, int(p)): int(o) for t, parts in data.items() for p, o in parts.items()}
+
+
+def _explicit(value: Mapping[Any, Any], topics: list[str], what: str) -> Offsets:
+    out: Offsets = {}
+    for k, v in value.items():
+        if isinstance(k, tuple):
+            out[(str(k[0]), int(k[1]))] = int(v)
+        elif isinstance(k, int) or (isinstance(k, str) and k.isdigit()):
+            if len(topics) != 1:
+                raise SpecError(
+                    what, "offsets keyed by partition need a single topic.", "key them by (topic, partition)."
+                )
+            out[(topics[0], int(k))] = int(v)
+        elif isinstance(v, Mapping):  # {"topic": {"0": 12}}
+            out.update(offsets_from_json({str(k): v}))
+        else:
+            raise SpecError(what, f"cannot read offsets key {k!r}.", "use {(topic, partition): offset}.")
+    return out
+
+
+def resolve_bounds(
+    table: _KafkaTableBase,
+    config: dict[str, Any],
+    start: str | Mapping[Any, Any] = "earliest",
+    until: Any = None,
+) -> Bounds:
+    """Fix the bounds of a read now, against the cluster (``config``: librdkafka settings)."""
+    partitions = ko.topic_partitions(config, topics=table.topic, pattern=table.topic_pattern)
+    topics = sorted({t for t, _ in partitions})
+    earliest = ko.earliest_offsets(config, partitions)
+    latest = ko.end_offsets(config, partitions, read_committed=True)
+
+    if until is None and isinstance(table, UpsertKafkaTable):
+        until = _table_default_until(table)
+    if until is None or until == "latest":
+        end = dict(latest)
+    elif isinstance(until, dt.datetime):
+        end = ko.offsets_for_timestamp(config, partitions, int(until.timestamp() * 1000))
+    elif isinstance(until, Mapping) and "timestamp_ms" in until:
+        end = ko.offsets_for_timestamp(config, partitions, int(until["timestamp_ms"]))
+    elif isinstance(until, Mapping) and "group" in until:
+        committed = ko.committed_offsets(config, str(until["group"]), partitions)
+        end = {tp: (off if off is not None else earliest[tp]) for tp, off in committed.items()}
+    elif isinstance(until, Mapping):
+        given = _explicit(until, topics, "until")
+        # Flink: "If an offset for a partition is not provided it will not consume from that partition."
+        end = {tp: given.get(tp, earliest[tp]) for tp in partitions}
+    else:
+        raise SpecError(
+            "until",
+            f"cannot use {until!r}.",
+            "use 'latest', a datetime, {'timestamp_ms': ...}, offsets, or {'group': name}.",
+        )
+
+    if start == "earliest":
+        begin = dict(earliest)
+    elif isinstance(start, Mapping):
+        given = _explicit(start, topics, "start")
+        unknown = sorted(set(given) - set(partitions))
+        if unknown:
+            raise SpecError("start", f"offsets for partitions the topics do not have: {unknown}.")
+        # a partition with no stored offset (e.g. added since the last run) starts at its earliest
+        begin = {tp: max(given.get(tp, earliest[tp]), earliest[tp]) for tp in partitions}
+    else:
+        raise SpecError("start", f"cannot use {start!r}.", "use 'earliest' or stored offsets.")
+    end = {tp: min(max(off, earliest[tp]), latest[tp]) for tp, off in end.items()}
+    return Bounds(start=begin, end=end)
+
+
+def _table_default_until(table: UpsertKafkaTable) -> Any:
+    mode = table.scan_bounded_mode
+    if mode == "timestamp":
+        return {"timestamp_ms": table.scan_bounded_timestamp_millis}
+    if mode == "specific-offsets":
+        return table.bounded_offsets()
+    if mode == "group-offsets":
+        return {"group": table.properties["group.id"]}
+    return "latest"

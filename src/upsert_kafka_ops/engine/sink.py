@@ -1,0 +1,189 @@
+"""The upsert-kafka sink on Spark: a changelog or a table written to a topic with upsert semantics.
+
+The primary key columns (in declaration order) are the Kafka key; INSERT and UPDATE_AFTER become values,
+DELETE (and an UPDATE_BEFORE not followed by an UPDATE_AFTER) a tombstone. Each write is first reduced
+to the last change per key (Flink's buffer-flush semantics, applied to the whole write), so the order
+of a key's changes can never depend on Spark's task layout; the partition is Kafka's default
+partitioner on the key bytes (murmur2), as Flink's sink leaves it. Delivery is at-least-once with an
+idempotent producer.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Any
+
+from upsert_kafka_ops.engine.results import RunResult
+from upsert_kafka_ops.engine.source import DataError, key_codec, resolve_connection, value_codec
+from upsert_kafka_ops.errors import SpecError
+from upsert_kafka_ops.spec.connection import KafkaConnection
+from upsert_kafka_ops.spec.table import UpsertKafkaTable
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame
+
+OPS = ("+I", "+U", "-U", "-D")
+_PRODUCER = {"kafka.enable.idempotence": "true", "kafka.acks": "all"}
+
+
+def _sink_topic(table: UpsertKafkaTable) -> str:
+    if table.topic_pattern is not None or len(table.topic or []) != 1:
+        raise SpecError("topic", "a sink writes to exactly one topic.", "set 'topic' to a single topic name.")
+    return (table.topic or [""])[0]
+
+
+def _encoded(table: UpsertKafkaTable, df: DataFrame) -> tuple[Column, Column]:
+    """(key bytes, value bytes) columns of the table's rows in ``df``."""
+    from pyspark.sql import functions as F
+
+    missing = [c.name for c in table.physical_columns if c.name not in df.columns]
+    if missing:
+        raise SpecError("columns", f"the DataFrame lacks the table's column(s): {', '.join(missing)}.")
+    key = F.struct(*[F.col(c.name).alias(table.key_field_name(c.name)) for c in table.key_columns])
+    value = F.struct(*[F.col(c.name) for c in table.value_columns])
+    return key_codec(table).encode(key), value_codec(table).encode(value)
+
+
+def _write(table: UpsertKafkaTable, conn: KafkaConnection, records: DataFrame) -> None:
+    """Write (key, value) binary rows; a NULL value is a tombstone."""
+    if table.sink_parallelism is not None:
+        records = records.repartition(table.sink_parallelism)
+    options = {f"kafka.{k}": v for k, v in table.properties.items() if k != "bootstrap.servers"}
+    options.update(_PRODUCER)
+    options.update(conn.to_spark_options())
+    records.write.format("kafka").options(**options).option("topic", _sink_topic(table)).save()
+
+
+def _write_stats(records: DataFrame) -> Any:
+    from pyspark.sql import functions as F
+
+    return records.agg(
+        F.count(F.lit(1)).alias("n"),
+        F.count(F.when(F.col("value").isNull(), 1)).alias("tombs"),
+        F.coalesce(F.sum(F.length("key") + F.coalesce(F.length("value"), F.lit(0))), F.lit(0)).alias("bytes"),
+    ).first()
+
+
+def write_changelog(
+    df: DataFrame,
+    table: UpsertKafkaTable,
+    connection: KafkaConnection | None = None,
+    *,
+    order_by: list[str] | str | None = None,
+) -> RunResult:
+    """Write a changelog DataFrame (an ``op`` column of +I, +U, -U, -D and the table's columns).
+
+    The last change per key by ``order_by`` is written (default ``_topic, _partition, _offset`` when
+    the DataFrame has them, as :func:`~upsert_kafka_ops.engine.read_changelog` gives). Among changes
+    with equal order, an UPDATE_AFTER wins over the UPDATE_BEFORE it follows. Several rows for one key
+    with no order is an error.
+    """
+    from pyspark import StorageLevel
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    began = time.monotonic()
+    conn = resolve_connection(table, connection)
+    topic = _sink_topic(table)
+    if "op" not in df.columns:
+        raise SpecError("op", "the changelog DataFrame has no 'op' column.", "add one with +I, +U, -U or -D.")
+    if order_by is None:
+        order_by = [c for c in ("_topic", "_partition", "_offset") if c in df.columns]
+        if "_offset" not in order_by:
+            order_by = []
+    order = [order_by] if isinstance(order_by, str) else list(order_by)
+    pk = table.primary_key
+    bad_op = df.where(~F.col("op").isin(*OPS) | F.col("op").isNull()).select("op").limit(1).collect()
+    if bad_op:
+        raise SpecError("op", f"unknown change kind {bad_op[0]['op']!r}.", f"use one of {', '.join(OPS)}.")
+    if not order:
+        dup = df.groupBy(*pk).count().where("count > 1").limit(1).collect()
+        if dup:
+            raise SpecError(
+                "order_by",
+                f"key {tuple(dup[0][k] for k in pk)} has {dup[0]['count']} changes and no order was given.",
+                "pass order_by=... (e.g. a sequence or timestamp column) so the last change per key is defined.",
+            )
+        last = df
+    else:
+        rank = F.when(F.col("op") == "-U", 0).otherwise(1)
+        w = Window.partitionBy(*pk).orderBy(*[F.col(c).desc_nulls_last() for c in order], rank.desc())
+        last = df.withColumn("__rn", F.row_number().over(w)).where("__rn = 1")
+    key, value = _encoded(table, last)
+    records = last.select(
+        key.alias("key"), F.when(F.col("op").isin("+I", "+U"), value).alias("value")
+    ).persist(StorageLevel.MEMORY_AND_DISK)
+    try:
+        null_keys = records.where(F.col("key").isNull()).limit(1).count()
+        if null_keys:
+            raise DataError("A primary key encodes to NULL bytes; a Kafka upsert key cannot be NULL.")
+        stats = _write_stats(records)
+        _write(table, conn, records)
+    finally:
+        records.unpersist()
+    return RunResult(
+        operation="write_changelog",
+        topics=[topic],
+        records_in=df.count(),
+        distinct_keys=int(stats["n"]),
+        records_out=int(stats["n"]),
+        tombstones_out=int(stats["tombs"]),
+        bytes_out=int(stats["bytes"]),
+        duration_s=round(time.monotonic() - began, 3),
+    )
+
+
+def write_snapshot(
+    df: DataFrame, table: UpsertKafkaTable, connection: KafkaConnection | None = None
+) -> RunResult:
+    """Make the topic hold ``df`` (one row per key): compare with the topic's current state by encoded
+    key and value bytes, write only keys whose bytes changed, and tombstones for keys that vanished.
+    Nothing is written when nothing changed."""
+    from pyspark import StorageLevel
+    from pyspark.sql import functions as F
+
+    from upsert_kafka_ops.engine.bounds import resolve_bounds
+    from upsert_kafka_ops.engine.source import read_raw
+
+    began = time.monotonic()
+    conn = resolve_connection(table, connection)
+    topic = _sink_topic(table)
+    pk = table.primary_key
+    dup = df.groupBy(*pk).count().where("count > 1").limit(1).collect()
+    if dup:
+        raise SpecError(
+            "df",
+            f"key {tuple(dup[0][k] for k in pk)} appears {dup[0]['count']} times in the snapshot.",
+            "give one row per key.",
+        )
+    key, value = _encoded(table, df)
+    desired = df.select(key.alias("key"), value.alias("want"))
+
+    bounds = resolve_bounds(table, conn.to_librdkafka(), "earliest", "latest")
+    raw = read_raw(df.sparkSession, table, conn, bounds)
+    per_part = raw.groupBy("key", "topic", "partition").agg(
+        F.max_by("value", "offset").alias("value"), F.max("timestamp").alias("ts")
+    )
+    current = per_part.groupBy("key").agg(
+        F.max_by("value", F.struct("ts", "topic", "partition")).alias("have")
+    )
+    current = current.where(F.col("have").isNotNull() & F.col("key").isNotNull())
+
+    diff = desired.join(current, "key", "full_outer")
+    records = diff.where(~F.col("want").eqNullSafe(F.col("have"))).select("key", F.col("want").alias("value"))
+    records = records.persist(StorageLevel.MEMORY_AND_DISK)
+    try:
+        stats = _write_stats(records)
+        if stats["n"]:
+            _write(table, conn, records)
+    finally:
+        records.unpersist()
+    return RunResult(
+        operation="write_snapshot",
+        topics=[topic],
+        records_in=df.count(),
+        records_out=int(stats["n"]),
+        tombstones_out=int(stats["tombs"]),
+        bytes_out=int(stats["bytes"]),
+        duration_s=round(time.monotonic() - began, 3),
+    )

@@ -1,0 +1,524 @@
+"""The upsert-kafka source on Spark: a topic read as a changelog, and folded into the latest row per key.
+
+Per partition, offset order is the truth. A key found in more than one partition (e.g. after
+partitions were added) is ordered across partitions by record timestamp, where each record's
+timestamp is first raised to the largest one seen before it in its partition, so that the order
+inside a partition always stays offset order; ties go to the higher (topic, partition). The key is
+counted, and ``strict=True`` fails.
+
+:func:`materialize` and :func:`read_changes` decode late (DESIGN §7): they fold on the key and the
+record position first, and decode only the winning values, one per live key.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple
+
+from upsert_kafka_ops.engine.bounds import Bounds, offsets_to_json, resolve_bounds
+from upsert_kafka_ops.engine.results import RunResult
+from upsert_kafka_ops.errors import SpecError, UpsertKafkaOpsError
+from upsert_kafka_ops.formats.codecs import make_codec
+from upsert_kafka_ops.spec.connection import KafkaConnection
+from upsert_kafka_ops.spec.table import UpsertKafkaTable
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame, SparkSession
+
+POSITION = ["_topic", "_partition", "_offset", "_timestamp"]
+
+
+class DataError(UpsertKafkaOpsError):
+    """A record could not be decoded, or the topic breaks a rule that ``strict`` enforces."""
+
+
+class Read(NamedTuple):
+    """A read's DataFrame and its :class:`RunResult`."""
+
+    df: DataFrame
+    result: RunResult
+
+
+# -- options and codecs ---------------------------------------------------------------------------
+def _side_options(table: UpsertKafkaTable, side: str, fmt: str) -> dict[str, str]:
+    head = f"{side}.{fmt}."
+    return {k[len(head) :]: v for k, v in table.format_options.items() if k.startswith(head)}
+
+
+def _ignores_errors(table: UpsertKafkaTable, side: str) -> bool:
+    fmt = table.key_format if side == "key" else table.value_format
+    return _side_options(table, side, fmt).get("ignore-parse-errors", "false").lower() == "true"
+
+
+def key_codec(table: UpsertKafkaTable) -> Any:
+    fields = [(table.key_field_name(c.name), c.sql_type) for c in table.key_columns]
+    return make_codec(table.key_format, fields, _side_options(table, "key", table.key_format))
+
+
+def value_codec(table: UpsertKafkaTable) -> Any:
+    fields = [(c.name, c.sql_type) for c in table.value_columns]
+    return make_codec(table.value_format, fields, _side_options(table, "value", table.value_format))
+
+
+def resolve_connection(table: UpsertKafkaTable, connection: KafkaConnection | None) -> KafkaConnection:
+    if connection is not None:
+        return connection
+    servers = table.properties.get("bootstrap.servers")
+    if not servers:
+        raise SpecError(
+            "connection", "no connection given and the table has no properties.bootstrap.servers."
+        )
+    return KafkaConnection(bootstrap_servers=servers)
+
+
+# -- reading --------------------------------------------------------------------------------------
+def read_raw(
+    spark: SparkSession,
+    table: UpsertKafkaTable,
+    connection: KafkaConnection,
+    bounds: Bounds,
+    headers: bool = False,
+) -> DataFrame:
+    """The records inside ``bounds`` as Spark's Kafka source gives them (read_committed)."""
+    parts = [tp for tp in bounds.partitions() if bounds.end[tp] > bounds.start[tp]]
+    options = {f"kafka.{k}": v for k, v in table.properties.items() if k != "bootstrap.servers"}
+    options.update(connection.to_spark_options())
+    options.setdefault("kafka.isolation.level", "read_committed")
+    if not parts:  # Spark's source needs at least one partition to assign; read an empty range instead
+        t, p = bounds.partitions()[0] if bounds.partitions() else (table.topic[0] if table.topic else "", 0)
+        parts, ranges = [(t, p)], {(t, p): (bounds.start.get((t, p), 0),) * 2}
+    else:
+        ranges = {tp: (bounds.start[tp], bounds.end[tp]) for tp in parts}
+    assign: dict[str, list[int]] = {}
+    for t, p in parts:
+        assign.setdefault(t, []).append(p)
+    reader = (
+        spark.read.format("kafka")
+        .options(**options)
+        .option("assign", json.dumps(assign))
+        .option("startingOffsets", json.dumps(offsets_to_json({tp: r[0] for tp, r in ranges.items()})))
+        .option("endingOffsets", json.dumps(offsets_to_json({tp: r[1] for tp, r in ranges.items()})))
+        .option("includeHeaders", str(headers).lower())
+    )
+    return reader.load()
+
+
+def _metadata_value(c: Any, raw: Mapping[str, Column]) -> Column:
+    from pyspark.sql import functions as F
+
+    source = {
+        "topic": raw["topic"],
+        "partition": raw["partition"],
+        "offset": raw["offset"],
+        "timestamp": raw["timestamp"],
+        "timestamp-type": F.when(raw["timestampType"] == 1, F.lit("LogAppendTime")).otherwise(
+            F.lit("CreateTime")
+        ),
+        "leader-epoch": F.lit(None),
+        "headers": F.map_from_entries(raw["headers"]) if "headers" in raw else F.lit(None),
+    }[c.metadata]
+    return source.cast(c.sql_type.to_spark())
+
+
+def _first_error(df: DataFrame, what: str) -> DataError:
+    row = df.orderBy("topic", "partition", "offset").select("topic", "partition", "offset").first()
+    assert row is not None
+    return DataError(
+        f"Cannot decode the {what} of the record at topic {row['topic']!r}, partition {row['partition']}, "
+        f"offset {row['offset']}. Set '{what}.<format>.ignore-parse-errors' = 'true' to skip such records."
+    )
+
+
+def read_changes(
+    spark: SparkSession,
+    table: UpsertKafkaTable,
+    connection: KafkaConnection | None = None,
+    *,
+    start: str | Mapping[Any, Any] = "earliest",
+    until: Any = None,
+    strict: bool = False,
+    validation: Literal["winners", "full"] = "winners",
+) -> Read:
+    """The last change per key inside the bounds: ``op`` '+U' with the row, or '-D' with the key only.
+
+    This is what an incremental run MERGEs into its target: the range holds only part of history, so
+    a tombstone is a delete even for a key the range never saw inserted (the target may hold it).
+    """
+    return _fold(spark, table, connection, start, until, strict, validation, keep_deletes=True)
+
+
+def materialize(
+    spark: SparkSession,
+    table: UpsertKafkaTable,
+    connection: KafkaConnection | None = None,
+    *,
+    start: str | Mapping[Any, Any] = "earliest",
+    until: Any = None,
+    strict: bool = False,
+    validation: Literal["winners", "full"] = "winners",
+) -> Read:
+    """The latest live row per key: the table's columns, one row per key whose last record is not a
+    tombstone. Deterministic whatever Spark's task layout.
+
+    :param start: ``"earliest"`` or stored offsets (then only the range's keys are seen: use
+        :func:`read_changes` to also get the range's deletes).
+    :param until: see :mod:`upsert_kafka_ops.engine.bounds`; the table's ``scan.bounded.*`` by default.
+    :param strict: fail when a key is found in more than one partition.
+    :param validation: ``"winners"`` decodes only the winning values; ``"full"`` decodes every value
+        and fails on the first bad one (naming topic, partition and offset).
+    """
+    return _fold(spark, table, connection, start, until, strict, validation, keep_deletes=False)
+
+
+def _fold(
+    spark: SparkSession,
+    table: UpsertKafkaTable,
+    connection: KafkaConnection | None,
+    start: str | Mapping[Any, Any],
+    until: Any,
+    strict: bool,
+    validation: str,
+    keep_deletes: bool,
+) -> Read:
+    from pyspark import StorageLevel
+    from pyspark.sql import functions as F
+
+    began = time.monotonic()
+    conn = resolve_connection(table, connection)
+    bounds = resolve_bounds(table, conn.to_librdkafka(), start, until)
+    headers = any(c.metadata == "headers" for c in table.metadata_columns)
+    raw = read_raw(spark, table, conn, bounds, headers)
+    kcodec, vcodec = key_codec(table), value_codec(table)
+    key_names = [c.name for c in table.key_columns]
+
+    if validation == "full":
+        bad = raw.where(F.col("value").isNotNull() & vcodec.decode(F.col("value")).error)
+        if not _ignores_errors(table, "value") and not bad.isEmpty():
+            raise _first_error(bad, "value")
+
+    # 1. per distinct key bytes and partition: the last record, its largest timestamp, counts
+    per_bytes = raw.groupBy("key", "topic", "partition").agg(
+        F.max("offset").alias("offset"),
+        F.max("timestamp").alias("ts"),
+        F.max_by(F.col("value").isNull(), "offset").alias("tomb"),
+        F.count(F.lit(1)).alias("n"),
+        F.sum(F.col("value").isNull().cast("long")).alias("tombs"),
+        F.sum(F.coalesce(F.length("key"), F.lit(0)) + F.coalesce(F.length("value"), F.lit(0))).alias("bytes"),
+    )
+    kd = kcodec.decode(F.col("key"))
+    per_bytes = per_bytes.select(
+        *[kd.value.getField(table.key_field_name(k)).alias(k) for k in key_names],
+        F.col("key").isNull().alias("null_key"),
+        (F.col("key").isNotNull() & kd.error).alias("key_error"),
+        "topic",
+        "partition",
+        "offset",
+        "ts",
+        "tomb",
+        "n",
+        "tombs",
+        "bytes",
+    ).persist(StorageLevel.MEMORY_AND_DISK)
+    try:
+        stats = per_bytes.agg(
+            F.coalesce(F.sum("n"), F.lit(0)).alias("records"),
+            F.coalesce(F.sum("bytes"), F.lit(0)).alias("bytes"),
+            F.coalesce(F.sum("tombs"), F.lit(0)).alias("tombs"),
+            F.coalesce(F.sum(F.when(F.col("null_key"), F.col("n"))), F.lit(0)).alias("null_keys"),
+            F.coalesce(F.sum(F.when(F.col("key_error"), F.col("n"))), F.lit(0)).alias("key_errors"),
+        ).first()
+        assert stats is not None
+        if stats["key_errors"] and not _ignores_errors(table, "key"):
+            raise _first_error(per_bytes.where("key_error"), "key")
+
+        # 2. per logical key and partition, then 3. per logical key across partitions
+        good = per_bytes.where(~F.col("null_key") & ~F.col("key_error"))
+        per_part = good.groupBy(*key_names, "topic", "partition").agg(
+            F.max_by(F.struct("offset", "tomb"), "offset").alias("last"), F.max("ts").alias("ts")
+        )
+        winners = (
+            per_part.groupBy(*key_names)
+            .agg(
+                F.max_by(
+                    F.struct("topic", "partition", "last.offset", "last.tomb", "ts"),
+                    F.struct("ts", "topic", "partition"),
+                ).alias("w"),
+                F.count(F.lit(1)).alias("parts"),
+            )
+            .select(*key_names, "w.*", "parts")
+            .persist(StorageLevel.MEMORY_AND_DISK)
+        )
+        try:
+            counts = winners.agg(
+                F.count(F.lit(1)).alias("keys"), F.count(F.when(F.col("parts") > 1, 1)).alias("multi")
+            ).first()
+            assert counts is not None
+            if strict and counts["multi"]:
+                sample = winners.where("parts > 1").select(*key_names).limit(5).collect()
+                raise DataError(
+                    f"{counts['multi']} key(s) appear in more than one partition (e.g. {[tuple(r) for r in sample]}); "
+                    "their order across partitions is not defined by Kafka. Re-key the topic, or read with strict=False "
+                    "to take the newest record by timestamp."
+                )
+            df, parse_skipped = _winning_rows(
+                spark, table, conn, bounds, raw, winners, key_names, vcodec, keep_deletes
+            )
+        finally:
+            winners.unpersist()
+    finally:
+        per_bytes.unpersist()
+
+    df = df.persist(StorageLevel.MEMORY_AND_DISK)
+    records_out = df.count()
+    result = RunResult(
+        operation="read_changes" if keep_deletes else "materialize",
+        topics=sorted({t for t, _ in bounds.partitions()}),
+        records_in=int(stats["records"]),
+        bytes_in=int(stats["bytes"]),
+        tombstones_in=int(stats["tombs"]),
+        null_keys_dropped=int(stats["null_keys"]),
+        parse_errors_skipped=int(stats["key_errors"]) + parse_skipped,
+        distinct_keys=int(counts["keys"]),
+        keys_in_several_partitions=int(counts["multi"]),
+        records_out=records_out,
+        start_offsets=offsets_to_json(bounds.start),
+        end_offsets=offsets_to_json(bounds.end),
+        duration_s=round(time.monotonic() - began, 3),
+    )
+    return Read(df, result)
+
+
+def _winning_rows(
+    spark: SparkSession,
+    table: UpsertKafkaTable,
+    conn: KafkaConnection,
+    bounds: Bounds,
+    raw: DataFrame,
+    winners: DataFrame,
+    key_names: list[str],
+    vcodec: Any,
+    keep_deletes: bool,
+) -> tuple[DataFrame, int]:
+    """Decode the winning values only; handle the undecodable ones (fail, or fall back)."""
+    from pyspark.sql import functions as F
+
+    live = winners.where(~F.col("tomb")).select("topic", "partition", "offset")
+    joined = raw.join(F.broadcast(live), ["topic", "partition", "offset"])
+    decoded = _rows(table, joined, vcodec, key_from_value=False)
+    bad = decoded.where("_error")
+    skipped = 0
+    if not bad.isEmpty():
+        if not _ignores_errors(table, "value"):
+            raise _first_error(
+                bad.withColumnsRenamed({"_topic": "topic", "_partition": "partition", "_offset": "offset"}),
+                "value",
+            )
+        # Flink drops a bad record: the key keeps its previous state. Fold the affected keys again
+        # over their decodable records only.
+        affected = bad.select(*key_names).distinct()
+        skipped = _count_bad_records(table, raw, affected, vcodec)
+        redo = _refold_without_bad(table, raw, affected, vcodec)
+        decoded = decoded.where(~F.col("_error")).unionByName(redo)
+    out = decoded.drop("_error", "_is_null").withColumn("op", F.lit("+U"))
+    if keep_deletes:
+        deletes = winners.where(F.col("tomb")).select(
+            *key_names,
+            F.col("topic").alias("_topic"),
+            F.col("partition").alias("_partition"),
+            F.col("offset").alias("_offset"),
+            F.col("ts").alias("_timestamp"),
+        )
+        out = out.unionByName(deletes.withColumn("op", F.lit("-D")), allowMissingColumns=True)
+        return out.select("op", *[c.name for c in table.columns], *POSITION), skipped
+    return out.select(*[c.name for c in table.columns]), skipped
+
+
+def _rows(
+    table: UpsertKafkaTable, raw: DataFrame, vcodec: Any, key_from_value: bool, keep: tuple[str, ...] = ()
+) -> DataFrame:
+    """Decode keys and values of raw records into the table's columns, the position, ``_error``
+    (undecodable value), ``_is_null`` (tombstone), and the ``keep`` columns of ``raw``."""
+    from pyspark.sql import functions as F
+
+    kd = key_codec(table).decode(F.col("key"))
+    vd = vcodec.decode(F.col("value"))
+    cols = {c: F.col(c) for c in raw.columns}
+    out = []
+    for c in table.columns:
+        if c.metadata is not None:
+            out.append(_metadata_value(c, cols).alias(c.name))
+        elif c.name in table.primary_key and not key_from_value:
+            out.append(kd.value.getField(table.key_field_name(c.name)).alias(c.name))
+        else:
+            out.append(vd.value.getField(c.name).alias(c.name))
+    return raw.select(
+        *out,
+        F.col("topic").alias("_topic"),
+        F.col("partition").alias("_partition"),
+        F.col("offset").alias("_offset"),
+        F.col("timestamp").alias("_timestamp"),
+        (F.col("value").isNotNull() & vd.error).alias("_error"),
+        F.col("value").isNull().alias("_is_null"),
+        *keep,
+    )
+
+
+def _affected_records(table: UpsertKafkaTable, raw: DataFrame, affected: DataFrame) -> DataFrame:
+    from pyspark.sql import functions as F
+
+    kd = key_codec(table).decode(F.col("key"))
+    key_names = [c.name for c in table.key_columns]
+    keyed = raw.where(F.col("key").isNotNull()).select(
+        "*", *[kd.value.getField(table.key_field_name(k)).alias(f"__k_{k}") for k in key_names]
+    )
+    cond = [keyed[f"__k_{k}"].eqNullSafe(F.col(k)) for k in key_names]
+    return keyed.join(F.broadcast(affected), cond, "left_semi").drop(*[f"__k_{k}" for k in key_names])
+
+
+def _count_bad_records(table: UpsertKafkaTable, raw: DataFrame, affected: DataFrame, vcodec: Any) -> int:
+    from pyspark.sql import functions as F
+
+    recs = _affected_records(table, raw, affected)
+    return int(recs.where(F.col("value").isNotNull() & vcodec.decode(F.col("value")).error).count())
+
+
+def _refold_without_bad(
+    table: UpsertKafkaTable, raw: DataFrame, affected: DataFrame, vcodec: Any
+) -> DataFrame:
+    """For the affected keys: the last decodable record (in changelog order), if it is not a tombstone."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    recs = _affected_records(table, raw, affected)
+    rows = _rows(table, recs, vcodec, key_from_value=False).where(~F.col("_error"))
+    key_names = [c.name for c in table.key_columns]
+    ordered = _with_changelog_order(rows, key_names)
+    w = Window.partitionBy(*key_names).orderBy(F.col("_order").desc())
+    last = ordered.withColumn("_rn", F.row_number().over(w)).where("_rn = 1 AND NOT _is_null")
+    return last.drop("_rn", "_order", "_eff_ts")
+
+
+def _with_changelog_order(df: DataFrame, key_names: list[str]) -> DataFrame:
+    """Add ``_order``: the cross-partition changelog order of a key's records (see the module doc)."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    running = (
+        Window.partitionBy(*key_names, "_topic", "_partition")
+        .orderBy("_offset")
+        .rowsBetween(Window.unboundedPreceding, Window.currentRow)
+    )
+    df = df.withColumn("_eff_ts", F.max("_timestamp").over(running))
+    return df.withColumn("_order", F.struct("_eff_ts", "_topic", "_partition", "_offset"))
+
+
+# -- the full changelog ---------------------------------------------------------------------------
+def read_changelog(
+    spark: SparkSession,
+    table: UpsertKafkaTable,
+    connection: KafkaConnection | None = None,
+    *,
+    start: str | Mapping[Any, Any] = "earliest",
+    until: Any = None,
+    mode: Literal["upsert", "retract"] = "upsert",
+    strict: bool = False,
+) -> Read:
+    """The topic as a changelog: ``op``, the table's columns, and ``_topic``, ``_partition``,
+    ``_offset``, ``_timestamp`` of the record that caused the change.
+
+    - ``mode="upsert"``: +I for the first value of a key (or the first after a delete), +U for a
+      changed value, -D with the last known row for a tombstone; never -U.
+    - ``mode="retract"`` (Flink's ChangelogNormalize for retract consumers): -U with the previous row
+      before each +U.
+    In both modes a value identical to the key's current row emits nothing, and a tombstone for a key
+    that is absent emits nothing. Every value is decoded (a changelog row carries it).
+    """
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    if mode not in ("upsert", "retract"):
+        raise SpecError("mode", f"unknown mode {mode!r}.", "use 'upsert' or 'retract'.")
+    began = time.monotonic()
+    conn = resolve_connection(table, connection)
+    bounds = resolve_bounds(table, conn.to_librdkafka(), start, until)
+    headers = any(c.metadata == "headers" for c in table.metadata_columns)
+    raw = read_raw(spark, table, conn, bounds, headers)
+    vcodec = value_codec(table)
+    key_names = [c.name for c in table.key_columns]
+    kd = key_codec(table).decode(F.col("key"))
+
+    flagged = raw.select(
+        "*",
+        F.col("key").isNull().alias("_null_key"),
+        (F.col("key").isNotNull() & kd.error).alias("_key_error"),
+    )
+    rows = _rows(table, flagged, vcodec, key_from_value=False, keep=("_null_key", "_key_error"))
+    bad_keys = rows.where("_key_error")
+    if not _ignores_errors(table, "key") and not bad_keys.isEmpty():
+        raise _first_error(
+            bad_keys.withColumnsRenamed({"_topic": "topic", "_partition": "partition", "_offset": "offset"}),
+            "key",
+        )
+    bad_values = rows.where("_error AND NOT _null_key AND NOT _key_error")
+    if not _ignores_errors(table, "value") and not bad_values.isEmpty():
+        raise _first_error(
+            bad_values.withColumnsRenamed(
+                {"_topic": "topic", "_partition": "partition", "_offset": "offset"}
+            ),
+            "value",
+        )
+    good = rows.where("NOT _null_key AND NOT _key_error AND NOT _error")
+
+    row_cols = [c.name for c in table.columns]
+    ordered = _with_changelog_order(good, key_names)
+    w = Window.partitionBy(*key_names).orderBy("_order")
+    ordered = ordered.withColumn("_row", F.when(~F.col("_is_null"), F.struct(*row_cols)))
+    ordered = ordered.withColumn("_prev", F.lag("_row").over(w))
+    ordered = ordered.withColumn(
+        "_parts", F.size(F.collect_set(F.struct("_topic", "_partition")).over(Window.partitionBy(*key_names)))
+    )
+    if strict and not ordered.where("_parts > 1").isEmpty():
+        raise DataError(
+            "A key appears in more than one partition; read with strict=False to order by timestamp."
+        )
+
+    # compare on the data columns only (metadata such as offset differs on every record)
+    data_cols = [c.name for c in table.physical_columns]
+    same = F.struct(*[F.col("_row").getField(n) for n in data_cols]).eqNullSafe(
+        F.struct(*[F.col("_prev").getField(n) for n in data_cols])
+    )
+    ev = F.struct
+    empty = F.array().cast(f"array<struct<op:string,row:{ordered.schema['_row'].dataType.simpleString()}>>")
+    events = (
+        F.when(F.col("_is_null") & F.col("_prev").isNull(), empty)
+        .when(F.col("_is_null"), F.array(ev(F.lit("-D").alias("op"), F.col("_prev").alias("row"))))
+        .when(F.col("_prev").isNull(), F.array(ev(F.lit("+I").alias("op"), F.col("_row").alias("row"))))
+        .when(same, empty)
+    )
+    update = [ev(F.lit("+U").alias("op"), F.col("_row").alias("row"))]
+    if mode == "retract":
+        update.insert(0, ev(F.lit("-U").alias("op"), F.col("_prev").alias("row")))
+    events = events.otherwise(F.array(*update))
+    out = ordered.select(F.explode(events).alias("e"), *POSITION).select("e.op", "e.row.*", *POSITION)
+
+    stats = rows.agg(
+        F.count(F.lit(1)).alias("records"),
+        F.sum(F.col("_is_null").cast("long")).alias("tombs"),
+        F.sum(F.col("_null_key").cast("long")).alias("null_keys"),
+        F.sum((F.col("_key_error") | (F.col("_error") & ~F.col("_null_key"))).cast("long")).alias("errors"),
+    ).first()
+    assert stats is not None
+    result = RunResult(
+        operation=f"read_changelog:{mode}",
+        topics=sorted({t for t, _ in bounds.partitions()}),
+        records_in=int(stats["records"] or 0),
+        tombstones_in=int(stats["tombs"] or 0),
+        null_keys_dropped=int(stats["null_keys"] or 0),
+        parse_errors_skipped=int(stats["errors"] or 0),
+        start_offsets=offsets_to_json(bounds.start),
+        end_offsets=offsets_to_json(bounds.end),
+        duration_s=round(time.monotonic() - began, 3),
+    )
+    return Read(out, result)

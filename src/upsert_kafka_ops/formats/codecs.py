@@ -1,0 +1,191 @@
+"""Kafka key and value formats as Spark column expressions (no Python UDFs: everything runs in the JVM).
+
+A codec decodes the bytes of a key or value into a struct of its fields, plus a boolean column that
+is true where the bytes could not be decoded, and encodes a struct back into bytes.
+
+Decoding accepts what Flink's decoders accept instead of silently producing NULL: JSON numbers and
+booleans sent as strings (``"42"``), numbers sent where strings are expected, both of Flink's
+timestamp text forms (SQL ``2020-03-08 13:12:11.123`` and ISO-8601 ``2020-03-08T13:12:11.123``).
+To get that, JSON and CSV fields are first read as text and then converted with ``try_cast``; a
+field whose text does not convert marks the record as a parse error (never a silent NULL).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from upsert_kafka_ops.errors import SpecError
+from upsert_kafka_ops.spec.types import RowField, SqlType
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column
+
+Fields = list[tuple[str, SqlType]]
+_INTEGRAL_BYTES = {"TINYINT": 1, "SMALLINT": 2, "INT": 4, "BIGINT": 8}
+_TEXT = {"STRING", "VARCHAR", "CHAR", "TIME"}
+_BINARY = {"BYTES", "BINARY", "VARBINARY"}
+
+
+@dataclass(frozen=True)
+class Decoded:
+    """``value``: struct of the format's fields (NULL for NULL bytes); ``error``: true where undecodable."""
+
+    value: Column
+    error: Column
+
+
+def _q(name: str) -> str:
+    return "`" + name.replace("`", "``") + "`"
+
+
+def _text_schema(t: SqlType) -> str:
+    """Spark schema that reads every scalar leaf as text (so quoted numbers are not lost)."""
+    if t.name == "ROW":
+        return "STRUCT<" + ", ".join(f"{_q(f.name)}: {_text_schema(f.type)}" for f in t.fields) + ">"
+    if t.name == "ARRAY" and t.element is not None:
+        return f"ARRAY<{_text_schema(t.element)}>"
+    if t.name == "MULTISET" and t.element is not None:
+        return f"MAP<{_text_schema(t.element)}, STRING>"
+    if t.name == "MAP" and t.key is not None and t.value is not None:
+        return f"MAP<{_text_schema(t.key)}, {_text_schema(t.value)}>"
+    return "STRING"
+
+
+def _from_text(c: Column, t: SqlType) -> tuple[Column, Column]:
+    """Convert a column read by :func:`_text_schema` to type ``t``: (value, error flag)."""
+    from pyspark.sql import functions as F
+
+    false = F.lit(False)
+    if t.name == "ROW":
+        parts = [_from_text(c.getField(f.name), f.type) for f in t.fields]
+        value = F.when(c.isNull(), F.lit(None)).otherwise(
+            F.struct(*[p[0].alias(f.name) for p, f in zip(parts, t.fields, strict=True)])
+        )
+        error = false
+        for _, e in parts:
+            error = error | e
+        return value, F.when(c.isNull(), false).otherwise(error)
+    if t.name == "ARRAY" and t.element is not None:
+        elem = t.element
+        value = F.transform(c, lambda x: _from_text(x, elem)[0])
+        return value, F.coalesce(F.exists(c, lambda x: _from_text(x, elem)[1]), false)
+    if t.name in ("MAP", "MULTISET"):
+        k_type = t.key if t.name == "MAP" else t.element
+        v_type = t.value if t.name == "MAP" else SqlType("INT")
+        assert k_type is not None and v_type is not None
+        value = F.transform_values(
+            F.transform_keys(c, lambda k, _v: _from_text(k, k_type)[0]),
+            lambda _k, v: _from_text(v, v_type)[0],
+        )
+        error = F.exists(F.map_keys(c), lambda k: _from_text(k, k_type)[1]) | F.exists(
+            F.map_values(c), lambda v: _from_text(v, v_type)[1]
+        )
+        return value, F.coalesce(error, false)
+    if t.name in _TEXT:
+        return c, false
+    if t.name == "BOOLEAN":
+        # Flink: a JSON boolean as is, any other text through Boolean.parseBoolean ("true", any case)
+        return F.when(c.isNull(), F.lit(None)).otherwise(F.lower(F.trim(c)) == "true"), false
+    binary = t.name in _BINARY
+    value = F.try_to_binary(c, F.lit("base64")) if binary else F.trim(c).try_cast(t.to_spark())
+    return value, c.isNotNull() & value.isNull()
+
+
+class JsonCodec:
+    """Flink's ``json`` format."""
+
+    def __init__(self, fields: Fields, options: dict[str, str]) -> None:
+        self.fields = fields
+        self.options = options
+        if options.get("fail-on-missing-field", "false").lower() == "true":
+            raise SpecError(
+                "json.fail-on-missing-field", "'true' is not supported yet.", "leave it at 'false'."
+            )
+        self.row_type = SqlType("ROW", fields=tuple(_row_fields(fields)))
+
+    def decode(self, data: Column) -> Decoded:
+        from pyspark.sql import functions as F
+
+        schema = ", ".join(f"{_q(f.name)} {_text_schema(f.type)}" for f in self.row_type.fields)
+        parsed = F.from_json(
+            data.cast("string"),
+            f"{schema}, `__corrupt` STRING",
+            {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": "__corrupt"},
+        )
+        value, field_error = _from_text(parsed, self.row_type)
+        error = data.isNotNull() & (parsed.isNull() | parsed.getField("__corrupt").isNotNull() | field_error)
+        return Decoded(F.when(data.isNull(), F.lit(None)).otherwise(value), error)
+
+    def encode(self, row: Column) -> Column:
+        from pyspark.sql import functions as F
+
+        return F.encode(F.to_json(row, {"ignoreNullFields": "false"}), "UTF-8")
+
+
+class RawCodec:
+    """Flink's ``raw`` format: one column; strings as text in a charset, numbers big-endian."""
+
+    def __init__(self, fields: Fields, options: dict[str, str]) -> None:
+        if len(fields) != 1:
+            raise SpecError(
+                "raw",
+                f"the raw format holds exactly one column, got {len(fields)}: {', '.join(n for n, _ in fields)}.",
+                "use json/csv/avro for several columns, or value.fields-include = 'EXCEPT_KEY'.",
+            )
+        self.name, self.type = fields[0]
+        self.charset = options.get("charset", "UTF-8")
+        if options.get("endianness", "big-endian") != "big-endian":
+            raise SpecError("raw.endianness", "only 'big-endian' is supported.")
+        if self.type.name not in _TEXT | _BINARY | set(_INTEGRAL_BYTES) | {"BOOLEAN"}:
+            raise SpecError("raw", f"type {self.type.to_flink()} is not supported by the raw format here.")
+
+    def decode(self, data: Column) -> Decoded:
+        from pyspark.sql import functions as F
+
+        n = _INTEGRAL_BYTES.get(self.type.name)
+        if self.type.name in _BINARY:
+            value, error = data, F.lit(False)
+        elif self.type.name in _TEXT:
+            value, error = F.decode(data, self.charset), F.lit(False)
+        elif self.type.name == "BOOLEAN":
+            value, error = data == F.lit(b"\x01"), data.isNotNull() & (F.length(data) != 1)
+        else:
+            assert n is not None
+            unsigned = F.conv(F.hex(data), 16, 10).cast("decimal(20,0)")
+            signed = F.when(unsigned >= 2 ** (8 * n - 1), unsigned - 2 ** (8 * n)).otherwise(unsigned)
+            value = signed.cast(self.type.to_spark())
+            error = data.isNotNull() & (F.length(data) != n)
+            value = F.when(error, F.lit(None)).otherwise(value)
+        return Decoded(F.when(data.isNull(), F.lit(None)).otherwise(F.struct(value.alias(self.name))), error)
+
+    def encode(self, row: Column) -> Column:
+        from pyspark.sql import functions as F
+
+        c = row.getField(self.name)
+        n = _INTEGRAL_BYTES.get(self.type.name)
+        if self.type.name in _BINARY:
+            return c
+        if self.type.name in _TEXT:
+            return F.encode(c, self.charset)
+        if self.type.name == "BOOLEAN":
+            return F.when(c, F.lit(b"\x01")).when(~c, F.lit(b"\x00"))
+        assert n is not None
+        return F.unhex(F.substring(F.lpad(F.hex(c.cast("bigint")), 16, "0"), 17 - 2 * n, 2 * n))
+
+
+def _row_fields(fields: Fields) -> list[RowField]:
+    return [RowField(name, t) for name, t in fields]
+
+
+Codec = JsonCodec | RawCodec
+_CODECS: dict[str, type[Codec]] = {"json": JsonCodec, "raw": RawCodec}
+
+
+def make_codec(fmt: str, fields: Fields, options: dict[str, str]) -> Codec:
+    """The codec of ``fmt`` for these fields; ``options`` without the ``<format>.`` prefix."""
+    if fmt not in _CODECS:
+        raise SpecError(
+            fmt, f"the {fmt!r} format is not implemented on Spark yet.", f"use one of {sorted(_CODECS)}."
+        )
+    return _CODECS[fmt](fields, options)

@@ -1,0 +1,133 @@
+"""What each Kafka format is: its Flink options and whether upsert-kafka can use it.
+
+Pure data, no Spark: the specs validate options against it; the codecs (``formats.codecs``) implement
+the formats on Spark.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class FormatInfo:
+    """A format as Flink declares it."""
+
+    name: str
+    #: option names after the ``<format>.`` prefix (``json.ignore-parse-errors`` -> ``ignore-parse-errors``)
+    options: frozenset[str]
+    #: False for CDC formats (debezium-json, ...): their rows carry their own change kind
+    insert_only: bool = True
+    #: implemented by this package (the others are recognised, so errors can say so)
+    supported: bool = True
+
+
+FORMATS: dict[str, FormatInfo] = {
+    f.name: f
+    for f in (
+        FormatInfo(
+            "json",
+            frozenset(
+                {
+                    "fail-on-missing-field",
+                    "ignore-parse-errors",
+                    "timestamp-format.standard",
+                    "map-null-key.mode",
+                    "map-null-key.literal",
+                    "encode.decimal-as-plain-number",
+                    "encode.ignore-null-fields",
+                    "decode.json-parser.enabled",
+                }
+            ),
+        ),
+        FormatInfo(
+            "csv",
+            frozenset(
+                {
+                    "field-delimiter",
+                    "disable-quote-character",
+                    "quote-character",
+                    "allow-comments",
+                    "ignore-parse-errors",
+                    "array-element-delimiter",
+                    "escape-character",
+                    "null-literal",
+                    "write-bigdecimal-in-scientific-notation",
+                }
+            ),
+        ),
+        FormatInfo("raw", frozenset({"charset", "endianness"})),
+        FormatInfo("avro", frozenset({"encoding", "timestamp_mapping.legacy"})),
+        FormatInfo(
+            "avro-confluent",
+            frozenset(
+                {
+                    "url",
+                    "subject",
+                    "schema",
+                    "basic-auth.credentials-source",
+                    "basic-auth.user-info",
+                    "bearer-auth.credentials-source",
+                    "bearer-auth.token",
+                    "ssl.keystore.location",
+                    "ssl.keystore.password",
+                    "ssl.truststore.location",
+                    "ssl.truststore.password",
+                    "properties",
+                }
+            ),
+            supported=False,
+        ),
+        FormatInfo(
+            "debezium-json",
+            frozenset(
+                {
+                    "schema-include",
+                    "ignore-parse-errors",
+                    "timestamp-format.standard",
+                    "map-null-key.mode",
+                    "map-null-key.literal",
+                    "encode.decimal-as-plain-number",
+                }
+            ),
+            insert_only=False,
+            supported=False,
+        ),
+        FormatInfo(
+            "canal-json",
+            frozenset(
+                {
+                    "ignore-parse-errors",
+                    "timestamp-format.standard",
+                    "database.include",
+                    "table.include",
+                    "map-null-key.mode",
+                    "map-null-key.literal",
+                    "encode.decimal-as-plain-number",
+                }
+            ),
+            insert_only=False,
+            supported=False,
+        ),
+        FormatInfo(
+            "maxwell-json",
+            frozenset(
+                {
+                    "ignore-parse-errors",
+                    "timestamp-format.standard",
+                    "map-null-key.mode",
+                    "map-null-key.literal",
+                    "encode.decimal-as-plain-number",
+                }
+            ),
+            insert_only=False,
+            supported=False,
+        ),
+        FormatInfo(
+            "ogg-json",
+            frozenset({"ignore-parse-errors", "timestamp-format.standard"}),
+            insert_only=False,
+            supported=False,
+        ),
+    )
+}

@@ -1,0 +1,3 @@
+"""Specifications: tables, connections, types, Flink DDL."""
+
+from __future__ import annotations

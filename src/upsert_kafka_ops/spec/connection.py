@@ -1,0 +1,378 @@
+"""Kafka connections and secret references.
+
+A :class:`KafkaConnection` is one cluster: bootstrap servers, security protocol, SASL and TLS. It maps
+to the Java client options Spark needs (:meth:`KafkaConnection.to_spark_options`, ``kafka.*`` keys)
+and to librdkafka options for confluent-kafka (:meth:`KafkaConnection.to_librdkafka`).
+
+Secrets are :class:`SecretRef` values: an environment variable, a file, or an in-process value. A
+spec serialized to JSON (for spark-submit, YAML pipelines, Helm values) carries the reference, never
+the value; the driver resolves it when it builds the client options. Secrets never appear in
+``repr``, ``str``, JSON, logs or errors.
+
+Example::
+
+    conn = KafkaConnection(
+        bootstrap_servers="broker:9093",
+        security_protocol="SASL_SSL",
+        sasl_mechanism="SCRAM-SHA-512",
+        username="etl",
+        password={"env": "KAFKA_PASSWORD"},
+        ssl_truststore_location="/etc/kafka/ca.pem",
+    )
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import Field, SecretStr, field_serializer, model_serializer, model_validator
+
+from upsert_kafka_ops.errors import SpecError
+from upsert_kafka_ops.spec.base import SpecModel
+
+SecurityProtocol = Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"]
+SaslMechanism = Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER"]
+StoreType = Literal["PEM", "JKS", "PKCS12"]
+
+_LOGIN_MODULES = {
+    "PLAIN": "org.apache.kafka.common.security.plain.PlainLoginModule",
+    "SCRAM-SHA-256": "org.apache.kafka.common.security.scram.ScramLoginModule",
+    "SCRAM-SHA-512": "org.apache.kafka.common.security.scram.ScramLoginModule",
+}
+# Client properties that carry secrets or that the connection builds itself: they must be given
+# through the typed fields, so that they are references and never literal values in a spec.
+_OWNED = {
+    "bootstrap.servers": "bootstrap_servers",
+    "security.protocol": "security_protocol",
+    "sasl.mechanism": "sasl_mechanism",
+    "sasl.mechanisms": "sasl_mechanism",
+    "sasl.username": "username",
+    "sasl.password": "password",
+    "sasl.jaas.config": "password (or sasl_jaas_config for OAUTHBEARER)",
+    "ssl.key.password": "ssl_key_password",
+    "ssl.keystore.password": "ssl_keystore_password",
+    "ssl.truststore.password": "ssl_truststore_password",
+    "ssl.keystore.location": "ssl_keystore_location",
+    "ssl.truststore.location": "ssl_truststore_location",
+    "ssl.ca.location": "ssl_truststore_location",
+    "ssl.certificate.location": "ssl_certificate_location",
+    "ssl.key.location": "ssl_key_location",
+    "ssl.key.pem": "ssl_key_location",
+    "ssl.keystore.key": "ssl_key_location",
+    "sasl.oauthbearer.client.secret": "password",
+}
+
+
+class SecretRef(SpecModel):
+    """A reference to a secret: exactly one of ``env``, ``file`` or an in-process ``value``.
+
+    ``env`` and ``file`` serialize as themselves. An in-process value (:meth:`from_value`) cannot be
+    serialized to JSON: a job that goes to another process must use ``env`` or ``file``.
+    """
+
+    env: str | None = Field(default=None, description="Name of the environment variable holding the secret.")
+    file: str | None = Field(
+        default=None, description="Path of a file holding the secret (one trailing newline is stripped)."
+    )
+    value: SecretStr | None = Field(default=None, description="In-process value; never serialized to JSON.")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_string(cls, data: Any) -> Any:
+        if isinstance(data, str):
+            kind, sep, rest = data.partition(":")
+            if sep and kind in ("env", "file") and rest:
+                return {kind: rest}
+            raise SpecError(
+                "",
+                "a literal secret is not allowed in a spec.",
+                "reference it: {'env': 'VAR_NAME'} (or 'env:VAR_NAME'), {'file': '/path'} (or 'file:/path'), "
+                "or SecretRef.from_value(...) for a value that stays in this process.",
+            )
+        return data
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> SecretRef:
+        given = [k for k in ("env", "file", "value") if getattr(self, k) is not None]
+        if len(given) != 1:
+            raise SpecError("", f"exactly one of env, file or value must be set (got {given or 'none'}).")
+        return self
+
+    @classmethod
+    def from_value(cls, value: str) -> SecretRef:
+        """A secret that lives only in this process (e.g. from an Airflow connection)."""
+        return cls(value=SecretStr(value))
+
+    @model_serializer(mode="wrap")
+    def _drop_unset(self, handler: Any) -> Any:
+        data = handler(self)
+        return {k: v for k, v in data.items() if v is not None} if isinstance(data, dict) else data
+
+    @field_serializer("value")
+    def _serialize_value(self, value: SecretStr | None, info: Any) -> Any:
+        if value is not None and info.mode == "json":
+            raise SpecError(
+                "secret",
+                "an in-process secret value cannot be serialized.",
+                "use {'env': 'VAR_NAME'} or {'file': '/path'} for a spec that leaves this process.",
+            )
+        return value
+
+    def resolve(self) -> str:
+        """The secret's value. Errors name the variable or file, never the value."""
+        if self.value is not None:
+            return self.value.get_secret_value()
+        if self.env is not None:
+            if self.env not in os.environ:
+                raise SpecError(
+                    "secret", f"environment variable {self.env!r} is not set.", f"export {self.env}=..."
+                )
+            return os.environ[self.env]
+        path = Path(str(self.file))
+        try:
+            text = path.read_text()
+        except OSError as exc:
+            raise SpecError("secret", f"cannot read secret file {str(path)!r}: {exc.strerror}.") from None
+        return text[:-1] if text.endswith("\n") else text
+
+    def __repr__(self) -> str:
+        if self.env is not None:
+            return f"SecretRef(env={self.env!r})"
+        if self.file is not None:
+            return f"SecretRef(file={self.file!r})"
+        return "SecretRef(value='**********')"
+
+    __str__ = __repr__
+
+
+def _jaas_quote(text: str) -> str:
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+class KafkaConnection(SpecModel):
+    """One Kafka cluster and how to reach it."""
+
+    bootstrap_servers: str = Field(description="Comma-separated host:port list of brokers.")
+    security_protocol: SecurityProtocol = Field(default="PLAINTEXT", description="Kafka security protocol.")
+    sasl_mechanism: SaslMechanism | None = Field(
+        default=None, description="SASL mechanism, required for SASL_PLAINTEXT and SASL_SSL."
+    )
+    username: str | None = Field(default=None, description="SASL username (PLAIN, SCRAM).")
+    password: SecretRef | None = Field(
+        default=None, description="SASL password (PLAIN, SCRAM), or the OAuth client secret for librdkafka."
+    )
+    sasl_jaas_config: SecretRef | None = Field(
+        default=None,
+        description="Java client JAAS config used as is (e.g. OAUTHBEARER); overrides the one built from username/password.",
+    )
+    ssl_truststore_location: str | None = Field(
+        default=None,
+        description="CA certificates to trust: a PEM file (both clients), or JKS/PKCS12 (Java only).",
+    )
+    ssl_truststore_type: StoreType = Field(default="PEM", description="Format of ssl_truststore_location.")
+    ssl_truststore_password: SecretRef | None = Field(
+        default=None, description="Password of a JKS/PKCS12 truststore."
+    )
+    ssl_certificate_location: str | None = Field(
+        default=None, description="Client certificate (PEM) for mutual TLS; goes with ssl_key_location."
+    )
+    ssl_key_location: str | None = Field(default=None, description="Client private key (PEM) for mutual TLS.")
+    ssl_key_password: SecretRef | None = Field(
+        default=None, description="Password of the client private key."
+    )
+    ssl_keystore_location: str | None = Field(
+        default=None, description="Client keystore for mutual TLS: PKCS12 (both clients) or JKS (Java only)."
+    )
+    ssl_keystore_type: Literal["JKS", "PKCS12"] = Field(
+        default="PKCS12", description="Format of ssl_keystore_location."
+    )
+    ssl_keystore_password: SecretRef | None = Field(
+        default=None, description="Password of the client keystore."
+    )
+    ssl_endpoint_identification: bool = Field(
+        default=True, description="Verify that the broker certificate names the host (https identification)."
+    )
+    properties: dict[str, str] = Field(
+        default_factory=dict,
+        description="Extra Java client properties (Flink's properties.*), passed to Spark as kafka.<key>.",
+    )
+    librdkafka_properties: dict[str, str] = Field(
+        default_factory=dict,
+        description="Extra librdkafka properties for confluent-kafka (admin, lag, tests).",
+    )
+
+    @model_validator(mode="after")
+    def _check(self) -> KafkaConnection:
+        if not self.bootstrap_servers.strip():
+            raise SpecError("bootstrap_servers", "must not be empty.", "give host:port[,host:port...].")
+        for server in self.bootstrap_servers.split(","):
+            host, sep, port = server.strip().rpartition(":")
+            if not sep or not host or not port.isdigit():
+                raise SpecError("bootstrap_servers", f"{server.strip()!r} is not host:port.")
+        sasl = self.security_protocol.startswith("SASL_")
+        if sasl and self.sasl_mechanism is None:
+            raise SpecError(
+                "sasl_mechanism",
+                f"is required with security_protocol={self.security_protocol}.",
+                "set PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or OAUTHBEARER.",
+            )
+        if not sasl and self.sasl_mechanism is not None:
+            raise SpecError(
+                "sasl_mechanism",
+                f"is set but security_protocol is {self.security_protocol}.",
+                "use SASL_PLAINTEXT or SASL_SSL.",
+            )
+        needs_login = sasl and self.sasl_mechanism in _LOGIN_MODULES and self.sasl_jaas_config is None
+        if needs_login and (not self.username or self.password is None):
+            raise SpecError("username", f"{self.sasl_mechanism} needs username and password.")
+        if (self.ssl_certificate_location is None) != (self.ssl_key_location is None):
+            raise SpecError("ssl_key_location", "ssl_certificate_location and ssl_key_location go together.")
+        for where, props in (
+            ("properties", self.properties),
+            ("librdkafka_properties", self.librdkafka_properties),
+        ):
+            for key in props:
+                if key.lower() in _OWNED:
+                    raise SpecError(
+                        f"{where}.{key}",
+                        "is owned by the connection.",
+                        f"use the field {_OWNED[key.lower()]!r}.",
+                    )
+        return self
+
+    # -- Java client (Spark) ---------------------------------------------------------------------
+    def java_client_properties(self) -> dict[str, str]:
+        """Java client properties with secrets resolved (no ``kafka.`` prefix)."""
+        out: dict[str, str] = {
+            "bootstrap.servers": self.bootstrap_servers,
+            "security.protocol": self.security_protocol,
+        }
+        if self.sasl_mechanism is not None:
+            out["sasl.mechanism"] = self.sasl_mechanism
+            if self.sasl_jaas_config is not None:
+                out["sasl.jaas.config"] = self.sasl_jaas_config.resolve()
+            elif self.sasl_mechanism in _LOGIN_MODULES:
+                assert self.username is not None and self.password is not None
+                out["sasl.jaas.config"] = (
+                    f"{_LOGIN_MODULES[self.sasl_mechanism]} required "
+                    f"username={_jaas_quote(self.username)} password={_jaas_quote(self.password.resolve())};"
+                )
+        if self.security_protocol in ("SSL", "SASL_SSL"):
+            if self.ssl_truststore_location:
+                out["ssl.truststore.type"] = self.ssl_truststore_type
+                out["ssl.truststore.location"] = self.ssl_truststore_location
+                if self.ssl_truststore_password is not None:
+                    out["ssl.truststore.password"] = self.ssl_truststore_password.resolve()
+            if self.ssl_keystore_location:
+                out["ssl.keystore.type"] = self.ssl_keystore_type
+                out["ssl.keystore.location"] = self.ssl_keystore_location
+                if self.ssl_keystore_password is not None:
+                    out["ssl.keystore.password"] = self.ssl_keystore_password.resolve()
+            elif self.ssl_certificate_location and self.ssl_key_location:
+                out["ssl.keystore.type"] = "PEM"
+                out["ssl.keystore.certificate.chain"] = Path(self.ssl_certificate_location).read_text()
+                out["ssl.keystore.key"] = Path(self.ssl_key_location).read_text()
+            if self.ssl_key_password is not None:
+                out["ssl.key.password"] = self.ssl_key_password.resolve()
+            if not self.ssl_endpoint_identification:
+                out["ssl.endpoint.identification.algorithm"] = ""
+        out.update(self.properties)
+        return out
+
+    def to_spark_options(self) -> dict[str, str]:
+        """Options for Spark's Kafka source and sink: every Java client property as ``kafka.<key>``."""
+        return {f"kafka.{k}": v for k, v in self.java_client_properties().items()}
+
+    # -- librdkafka (confluent-kafka) ------------------------------------------------------------
+    def to_librdkafka(self) -> dict[str, str]:
+        """librdkafka configuration with secrets resolved.
+
+        :raises SpecError: for JKS stores (librdkafka reads PEM and PKCS12 only) and a PKCS12
+            truststore (librdkafka takes CA certificates as PEM).
+        """
+        out: dict[str, str] = {
+            "bootstrap.servers": self.bootstrap_servers,
+            "security.protocol": self.security_protocol,
+        }
+        if self.sasl_mechanism is not None:
+            out["sasl.mechanism"] = self.sasl_mechanism
+            if self.sasl_mechanism == "OAUTHBEARER":
+                if self.password is not None:
+                    out["sasl.oauthbearer.client.secret"] = self.password.resolve()
+            elif self.username and self.password is not None:
+                out["sasl.username"] = self.username
+                out["sasl.password"] = self.password.resolve()
+        if self.security_protocol in ("SSL", "SASL_SSL"):
+            if self.ssl_truststore_location:
+                if self.ssl_truststore_type != "PEM":
+                    raise SpecError(
+                        "ssl_truststore_type",
+                        f"librdkafka cannot read a {self.ssl_truststore_type} truststore.",
+                        "export the CA certificates to PEM (keytool -exportcert -rfc) and set ssl_truststore_location to it.",
+                    )
+                out["ssl.ca.location"] = self.ssl_truststore_location
+            if self.ssl_keystore_location:
+                if self.ssl_keystore_type == "JKS":
+                    raise SpecError(
+                        "ssl_keystore_type",
+                        "librdkafka cannot read a JKS keystore.",
+                        "convert it to PKCS12 (keytool -importkeystore -deststoretype PKCS12) or to PEM files.",
+                    )
+                out["ssl.keystore.location"] = self.ssl_keystore_location
+                if self.ssl_keystore_password is not None:
+                    out["ssl.keystore.password"] = self.ssl_keystore_password.resolve()
+            elif self.ssl_certificate_location and self.ssl_key_location:
+                out["ssl.certificate.location"] = self.ssl_certificate_location
+                out["ssl.key.location"] = self.ssl_key_location
+            if self.ssl_key_password is not None:
+                out["ssl.key.password"] = self.ssl_key_password.resolve()
+            if not self.ssl_endpoint_identification:
+                out["ssl.endpoint.identification.algorithm"] = "none"
+        out.update(self.librdkafka_properties)
+        return out
+
+    @classmethod
+    def from_librdkafka(cls, config: dict[str, Any]) -> KafkaConnection:
+        """Build a connection from librdkafka keys (e.g. an Airflow ``kafka`` connection's extra).
+
+        Literal secrets found there (``sasl.password``, ``ssl.key.password``, ...) become in-process
+        :class:`SecretRef` values: they are usable here and never serialized.
+        """
+        conf = {str(k): v for k, v in config.items()}
+
+        def take(*keys: str) -> Any:
+            found = None
+            for k in keys:
+                if k in conf:
+                    found = conf.pop(k)
+            return found
+
+        def secret(*keys: str) -> SecretRef | None:
+            value = take(*keys)
+            return None if value is None else SecretRef.from_value(str(value))
+
+        servers = take("bootstrap.servers", "metadata.broker.list")
+        if not servers:
+            raise SpecError("bootstrap.servers", "is missing from the librdkafka configuration.")
+        protocol = str(take("security.protocol") or "PLAINTEXT").upper()
+        mechanism = take("sasl.mechanism", "sasl.mechanisms")
+        ssl_ca = take("ssl.ca.location")
+        endpoint = take("ssl.endpoint.identification.algorithm")
+        data: dict[str, Any] = {
+            "bootstrap_servers": str(servers),
+            "security_protocol": protocol,
+            "sasl_mechanism": str(mechanism).upper() if mechanism else None,
+            "username": take("sasl.username"),
+            "password": secret("sasl.password", "sasl.oauthbearer.client.secret"),
+            "ssl_truststore_location": ssl_ca,
+            "ssl_certificate_location": take("ssl.certificate.location"),
+            "ssl_key_location": take("ssl.key.location"),
+            "ssl_key_password": secret("ssl.key.password"),
+            "ssl_keystore_location": take("ssl.keystore.location"),
+            "ssl_keystore_password": secret("ssl.keystore.password"),
+            "ssl_endpoint_identification": endpoint is None or str(endpoint).lower() not in ("none", ""),
+        }
+        data["librdkafka_properties"] = {k: str(v) for k, v in conf.items()}
+        return cls(**{k: v for k, v in data.items() if v is not None})

@@ -1,0 +1,634 @@
+"""Table specs: an upsert-kafka table and a plain (append-only) Kafka table, with Flink's options.
+
+Both accept Flink's option names as they are (:meth:`UpsertKafkaTable.from_options`) and Flink
+``CREATE TABLE`` statements (:meth:`UpsertKafkaTable.from_flink_ddl`), and validate like Flink's
+upsert-kafka factory; every error names the option and the fix.
+
+Example::
+
+    users = UpsertKafkaTable.from_flink_ddl('''
+        CREATE TABLE users (
+          user_id BIGINT, user_name STRING, region STRING,
+          PRIMARY KEY (user_id) NOT ENFORCED
+        ) WITH ('connector' = 'upsert-kafka', 'topic' = 'users',
+                'properties.bootstrap.servers' = 'localhost:9092',
+                'key.format' = 'json', 'value.format' = 'json')
+    ''')
+"""
+
+from __future__ import annotations
+
+import re
+from functools import cached_property
+from typing import Any, Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from upsert_kafka_ops.errors import SpecError
+from upsert_kafka_ops.formats.registry import FORMATS
+from upsert_kafka_ops.spec.base import SpecModel
+from upsert_kafka_ops.spec.types import SqlType, parse_type
+
+#: Kafka client properties that the connector sets itself (Flink rejects or overrides them).
+OWNED_CLIENT_PROPERTIES = frozenset(
+    {
+        "key.deserializer",
+        "value.deserializer",
+        "key.serializer",
+        "value.serializer",
+        "enable.auto.commit",
+        "auto.offset.reset",
+        "partitioner.class",
+        "transactional.id",
+    }
+)
+METADATA_KEYS = {
+    "topic": "STRING",
+    "partition": "INT",
+    "headers": "MAP<STRING, BYTES>",
+    "leader-epoch": "INT",
+    "offset": "BIGINT",
+    "timestamp": "TIMESTAMP_LTZ(3)",
+    "timestamp-type": "STRING",
+}
+_DURATION = re.compile(
+    r"^\s*(\d+)\s*(ms|milli|millis|millisecond|milliseconds|s|sec|secs|second|seconds|"
+    r"min|m|minute|minutes|h|hour|hours|d|day|days)?\s*$",
+    re.IGNORECASE,
+)
+_UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
+
+
+def parse_duration_ms(text: str, option: str) -> int:
+    """Flink's duration text (``1s``, ``500 ms``, ``2min``; a bare number is milliseconds) in ms."""
+    m = _DURATION.match(str(text))
+    if not m:
+        raise SpecError(option, f"{text!r} is not a duration.", "write e.g. '1s', '500ms' or '2min'.")
+    unit = (m.group(2) or "ms").lower()
+    key = "ms" if unit.startswith("milli") or unit == "ms" else "m" if unit.startswith("m") else unit[0]
+    return int(m.group(1)) * _UNIT_MS[key]
+
+
+class Column(SpecModel):
+    """A table column: a name and a Flink SQL type; a METADATA column reads Kafka record metadata."""
+
+    name: str = Field(description="Column name.")
+    type: str = Field(description="Flink SQL type, e.g. BIGINT, DECIMAL(10, 2), TIMESTAMP(3), ROW<a INT>.")
+    metadata: str | None = Field(
+        default=None,
+        description="For METADATA columns: the metadata key (topic, partition, offset, timestamp, ...).",
+    )
+    virtual: bool = Field(default=False, description="METADATA ... VIRTUAL: read-only, never written.")
+
+    @field_validator("type")
+    @classmethod
+    def _canonical_type(cls, value: str) -> str:
+        return parse_type(value).to_flink()
+
+    @model_validator(mode="after")
+    def _check_metadata(self) -> Column:
+        if self.metadata is not None and self.metadata not in METADATA_KEYS:
+            raise SpecError(
+                f"columns.{self.name}.metadata",
+                f"unknown metadata key {self.metadata!r}.",
+                f"use one of {', '.join(METADATA_KEYS)}.",
+            )
+        return self
+
+    @cached_property
+    def sql_type(self) -> SqlType:
+        return parse_type(self.type)
+
+
+def _split_topics(value: Any) -> Any:
+    if isinstance(value, str):
+        return [t.strip() for t in value.split(";") if t.strip()]
+    return value
+
+
+def _format_options(prefix: str, fmt: str, options: dict[str, str]) -> None:
+    """Validate ``<prefix>.<fmt>.<option>`` keys against the format's known options."""
+    info = FORMATS[fmt]
+    for key in options:
+        head = f"{prefix}.{fmt}."
+        if not key.startswith(head) or key[len(head) :] not in info.options:
+            raise SpecError(
+                key,
+                f"is not an option of the {prefix} format {fmt!r}.",
+                f"{fmt} options are: {', '.join(sorted(head + o for o in info.options))}.",
+            )
+
+
+def _check_format(option: str, fmt: str, *, upsert: bool) -> None:
+    if fmt not in FORMATS:
+        raise SpecError(option, f"unknown format {fmt!r}.", f"use one of {', '.join(sorted(FORMATS))}.")
+    info = FORMATS[fmt]
+    if upsert and not info.insert_only:
+        which = "key" if option.startswith("key") else "value"
+        raise SpecError(
+            option,
+            f"'upsert-kafka' connector doesn't support '{fmt}' as {which} format, because '{fmt}' is not in "
+            "insert-only mode.",
+            "read a CDC topic with a plain KafkaTable source and write it to an upsert-kafka table.",
+        )
+    if not info.supported:
+        raise SpecError(option, f"the {fmt!r} format is not supported by upsert-kafka-ops yet.")
+
+
+class _KafkaTableBase(SpecModel):
+    name: str = Field(default="kafka_table", description="Table name (used in DDL and as a Spark view name).")
+    columns: list[Column] = Field(min_length=1, description="Columns in declaration order.")
+    topic: list[str] | None = Field(
+        default=None, description="Topic, or a list of topics for sources ('a;b')."
+    )
+    topic_pattern: str | None = Field(default=None, description="Java regex of topics to read (sources).")
+    properties: dict[str, str] = Field(
+        default_factory=dict,
+        description="Kafka client properties (Flink's properties.*, without the prefix).",
+    )
+    format_options: dict[str, str] = Field(
+        default_factory=dict,
+        description="Format options with Flink's full names, e.g. 'value.json.ignore-parse-errors': 'true'.",
+    )
+
+    _topic = field_validator("topic", mode="before")(lambda cls, v: _split_topics(v))
+
+    @model_validator(mode="after")
+    def _check_common(self) -> _KafkaTableBase:
+        names = [c.name for c in self.columns]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise SpecError("columns", f"duplicate column name(s): {', '.join(dupes)}.")
+        if self.topic is not None and self.topic_pattern is not None:
+            raise SpecError(
+                "topic", "Option 'topic' and 'topic-pattern' shouldn't be set together.", "keep one."
+            )
+        if not self.topic and self.topic_pattern is None:
+            raise SpecError("topic", "Either 'topic' or 'topic-pattern' must be set.")
+        for key in self.properties:
+            if key in OWNED_CLIENT_PROPERTIES:
+                raise SpecError(
+                    f"properties.{key}",
+                    "is set by the connector itself (keys and values are bytes; offsets are managed per run).",
+                    "remove it.",
+                )
+        return self
+
+    @property
+    def physical_columns(self) -> list[Column]:
+        return [c for c in self.columns if c.metadata is None]
+
+    @property
+    def metadata_columns(self) -> list[Column]:
+        return [c for c in self.columns if c.metadata is not None]
+
+    def option(self, key: str, default: str | None = None) -> str | None:
+        """A format option by its full Flink name (``value.json.ignore-parse-errors``)."""
+        return self.format_options.get(key, default)
+
+
+class UpsertKafkaTable(_KafkaTableBase):
+    """A table backed by a compacted Kafka topic read as an upsert changelog (Flink's 'upsert-kafka')."""
+
+    name: str = Field(
+        default="upsert_table", description="Table name (used in DDL and as a Spark view name)."
+    )
+    primary_key: list[str] = Field(description="PRIMARY KEY columns, in declaration order: the Kafka key.")
+    key_format: str = Field(description="Format of the Kafka key (key.format): json, csv, raw, avro.")
+    value_format: str = Field(description="Format of the Kafka value (value.format): json, csv, raw, avro.")
+    key_fields_prefix: str = Field(
+        default="", description="key.fields-prefix: prefix of key column names, stripped in the key format."
+    )
+    value_fields_include: Literal["ALL", "EXCEPT_KEY"] = Field(
+        default="ALL", description="value.fields-include: ALL (key columns also in the value) or EXCEPT_KEY."
+    )
+    sink_parallelism: int | None = Field(
+        default=None, ge=1, description="sink.parallelism: Spark tasks writing."
+    )
+    sink_buffer_flush_max_rows: int = Field(
+        default=0,
+        ge=0,
+        description="sink.buffer-flush.max-rows (with the interval): rows per producer flush.",
+    )
+    sink_buffer_flush_interval_ms: int = Field(
+        default=0, ge=0, description="sink.buffer-flush.interval in ms (with max-rows)."
+    )
+    sink_delivery_guarantee: Literal["at-least-once", "none"] = Field(
+        default="at-least-once", description="sink.delivery-guarantee; exactly-once is rejected (see docs)."
+    )
+
+    scan_bounded_mode: Literal[
+        "unbounded", "latest-offset", "group-offsets", "timestamp", "specific-offsets"
+    ] = Field(
+        default="unbounded",
+        description="scan.bounded.mode: the default end of a read ('unbounded' means the end offsets at the start "
+        "of each run, since every run here is a bounded batch read).",
+    )
+    scan_bounded_specific_offsets: str | None = Field(
+        default=None,
+        description="scan.bounded.specific-offsets: 'partition:0,offset:42;partition:1,offset:300'.",
+    )
+    scan_bounded_timestamp_millis: int | None = Field(
+        default=None,
+        description="scan.bounded.timestamp-millis: end at the first record at or after this time.",
+    )
+
+    @field_validator("sink_delivery_guarantee", mode="before")
+    @classmethod
+    def _no_exactly_once(cls, value: Any) -> Any:
+        if str(value).lower() == "exactly-once":
+            raise SpecError(
+                "sink.delivery-guarantee",
+                "exactly-once is not available: Spark's Kafka writer has no transactions.",
+                "use at-least-once (the default). Under upsert semantics a duplicate re-writes the same "
+                "latest value for its key, so at-least-once delivery converges to the same table.",
+            )
+        return value
+
+    @model_validator(mode="after")
+    def _check_upsert(self) -> UpsertKafkaTable:
+        if not self.primary_key:
+            raise SpecError(
+                "primary_key",
+                "'upsert-kafka' tables require to define a PRIMARY KEY constraint. The PRIMARY KEY specifies "
+                "which columns should be read from or write to the Kafka message key.",
+                "add PRIMARY KEY (col, ...) NOT ENFORCED.",
+            )
+        physical = {c.name for c in self.physical_columns}
+        for pk in self.primary_key:
+            if pk not in physical:
+                raise SpecError(
+                    "primary_key",
+                    f"Could not find the field '{pk}' in the table schema for usage in the key format. "
+                    "A key field must be a regular, physical column.",
+                    f"choose from: {', '.join(c.name for c in self.physical_columns)}.",
+                )
+        if self.key_fields_prefix:
+            if self.value_fields_include == "ALL":
+                raise SpecError(
+                    "key.fields-prefix",
+                    "A key prefix is not allowed when option 'value.fields-include' is set to 'ALL'.",
+                    "set 'value.fields-include' = 'EXCEPT_KEY' to avoid field overlaps.",
+                )
+            for pk in self.primary_key:
+                if not pk.startswith(self.key_fields_prefix):
+                    raise SpecError(
+                        "key.fields-prefix",
+                        f"All fields in the PRIMARY KEY must be prefixed with '{self.key_fields_prefix}' when "
+                        f"option 'key.fields-prefix' is set but field '{pk}' is not prefixed.",
+                        f"rename the column to '{self.key_fields_prefix}{pk}'.",
+                    )
+        if (self.sink_buffer_flush_max_rows > 0) != (self.sink_buffer_flush_interval_ms > 0):
+            raise SpecError(
+                "sink.buffer-flush.max-rows",
+                "'sink.buffer-flush.max-rows' and 'sink.buffer-flush.interval' must be set to be greater than "
+                "zero together to enable sink buffer flushing.",
+                "set both, or neither.",
+            )
+        if self.scan_bounded_mode == "timestamp" and self.scan_bounded_timestamp_millis is None:
+            raise SpecError(
+                "scan.bounded.timestamp-millis",
+                "is required in 'timestamp' bounded mode but missing.",
+                "set it.",
+            )
+        if self.scan_bounded_mode == "specific-offsets":
+            if self.scan_bounded_specific_offsets is None:
+                raise SpecError(
+                    "scan.bounded.specific-offsets",
+                    "is required in 'specific-offsets' bounded mode but missing.",
+                )
+            if self.topic_pattern is not None or len(self.topic or []) != 1:
+                raise SpecError(
+                    "scan.bounded.specific-offsets",
+                    "Currently Kafka source only supports specific offset for single topic.",
+                )
+            self.bounded_offsets()
+        if self.scan_bounded_mode == "group-offsets" and "group.id" not in self.properties:
+            raise SpecError("properties.group.id", "is required in 'group-offsets' bounded mode.", "set it.")
+        _check_format("key.format", self.key_format, upsert=True)
+        _check_format("value.format", self.value_format, upsert=True)
+        fmt_opts = {k: v for k, v in self.format_options.items() if k.startswith("key.")}
+        _format_options("key", self.key_format, fmt_opts)
+        _format_options(
+            "value", self.value_format, {k: v for k, v in self.format_options.items() if k not in fmt_opts}
+        )
+        return self
+
+    def bounded_offsets(self) -> dict[int, int]:
+        """``scan.bounded.specific-offsets`` as {partition: end offset (exclusive)}."""
+        text = self.scan_bounded_specific_offsets or ""
+        out: dict[int, int] = {}
+        for part in filter(None, (p.strip() for p in text.split(";"))):
+            m = re.fullmatch(r"partition:(\d+),offset:(\d+)", part.replace(" ", ""))
+            if not m:
+                raise SpecError(
+                    "scan.bounded.specific-offsets",
+                    f"should follow the format 'partition:0,offset:42;partition:1,offset:300', but is '{text}'.",
+                )
+            out[int(m.group(1))] = int(m.group(2))
+        return out
+
+    @property
+    def key_columns(self) -> list[Column]:
+        by_name = {c.name: c for c in self.columns}
+        return [by_name[k] for k in self.primary_key]
+
+    @property
+    def value_columns(self) -> list[Column]:
+        """Columns encoded in the Kafka value (all physical ones, or those not in the key)."""
+        if self.value_fields_include == "ALL":
+            return self.physical_columns
+        return [c for c in self.physical_columns if c.name not in self.primary_key]
+
+    def key_field_name(self, column: str) -> str:
+        """The field name of a key column inside the key format (the prefix stripped)."""
+        return column[len(self.key_fields_prefix) :]
+
+    # -- Flink options -----------------------------------------------------------------------------
+    @classmethod
+    def from_options(
+        cls,
+        options: dict[str, str],
+        columns: list[Column] | list[dict[str, Any]],
+        primary_key: list[str],
+        name: str = "upsert_table",
+    ) -> UpsertKafkaTable:
+        """Build from Flink's option map (``'connector' = 'upsert-kafka'`` and friends)."""
+        return cls.model_validate(
+            {"name": name, "columns": columns, "primary_key": primary_key, **_upsert_fields(options)}
+        )
+
+    @classmethod
+    def from_flink_ddl(cls, sql: str) -> UpsertKafkaTable:
+        """Build from a Flink ``CREATE TABLE ... WITH ('connector' = 'upsert-kafka', ...)`` statement."""
+        from upsert_kafka_ops.spec.ddl import parse_create_table
+
+        ddl = parse_create_table(sql)
+        connector = ddl.options.get("connector")
+        if connector != "upsert-kafka":
+            raise SpecError(
+                "connector", f"is {connector!r}, not 'upsert-kafka'.", "use KafkaTable.from_flink_ddl."
+            )
+        columns = [_ddl_column(c) for c in ddl.columns]
+        return cls.from_options(dict(ddl.options), columns, list(ddl.primary_key or []), name=ddl.name)
+
+    def to_options(self) -> dict[str, str]:
+        """Flink's option map for this table."""
+        out: dict[str, str] = {"connector": "upsert-kafka"}
+        out.update(_topic_options(self))
+        out.update({f"properties.{k}": v for k, v in self.properties.items()})
+        out["key.format"] = self.key_format
+        out["value.format"] = self.value_format
+        if self.key_fields_prefix:
+            out["key.fields-prefix"] = self.key_fields_prefix
+        if self.value_fields_include != "ALL":
+            out["value.fields-include"] = self.value_fields_include
+        if self.sink_parallelism is not None:
+            out["sink.parallelism"] = str(self.sink_parallelism)
+        if self.sink_buffer_flush_max_rows:
+            out["sink.buffer-flush.max-rows"] = str(self.sink_buffer_flush_max_rows)
+            out["sink.buffer-flush.interval"] = f"{self.sink_buffer_flush_interval_ms}ms"
+        if self.sink_delivery_guarantee != "at-least-once":
+            out["sink.delivery-guarantee"] = self.sink_delivery_guarantee
+        if self.scan_bounded_mode != "unbounded":
+            out["scan.bounded.mode"] = self.scan_bounded_mode
+        if self.scan_bounded_specific_offsets is not None:
+            out["scan.bounded.specific-offsets"] = self.scan_bounded_specific_offsets
+        if self.scan_bounded_timestamp_millis is not None:
+            out["scan.bounded.timestamp-millis"] = str(self.scan_bounded_timestamp_millis)
+        out.update(self.format_options)
+        return out
+
+    def to_flink_ddl(self) -> str:
+        """A Flink ``CREATE TABLE`` statement for this table."""
+        return _ddl(self.name, self.columns, self.primary_key, self.to_options())
+
+
+class KafkaTable(_KafkaTableBase):
+    """A plain append-only Kafka topic (Flink's 'kafka' connector), e.g. an input of a topic-to-topic job."""
+
+    value_format: str = Field(
+        description="Format of the value (format / value.format): json, csv, raw, avro."
+    )
+    key_format: str | None = Field(
+        default=None, description="Format of the key (key.format), if the key is read."
+    )
+    key_fields: list[str] = Field(default_factory=list, description="key.fields: columns read from the key.")
+    key_fields_prefix: str = Field(default="", description="key.fields-prefix.")
+    value_fields_include: Literal["ALL", "EXCEPT_KEY"] = Field(
+        default="ALL", description="value.fields-include."
+    )
+    scan_options: dict[str, str] = Field(
+        default_factory=dict,
+        description="Flink's scan.* options (startup mode, bounds), kept for the DDL round trip.",
+    )
+    sink_options: dict[str, str] = Field(
+        default_factory=dict, description="Flink's sink.* options, kept as given."
+    )
+
+    _key_fields = field_validator("key_fields", mode="before")(lambda cls, v: _split_topics(v))
+
+    @model_validator(mode="after")
+    def _check_plain(self) -> KafkaTable:
+        _check_format("value.format", self.value_format, upsert=False)
+        if self.key_format is not None:
+            _check_format("key.format", self.key_format, upsert=False)
+            if not self.key_fields:
+                raise SpecError(
+                    "key.fields", "is required when 'key.format' is set.", "list the key columns: 'a;b'."
+                )
+        physical = {c.name for c in self.physical_columns}
+        for k in self.key_fields:
+            if k not in physical:
+                raise SpecError("key.fields", f"column {k!r} is not a physical column.")
+        return self
+
+    @classmethod
+    def from_options(
+        cls, options: dict[str, str], columns: list[Column] | list[dict[str, Any]], name: str = "kafka_table"
+    ) -> KafkaTable:
+        opts = dict(options)
+        connector = opts.pop("connector", "kafka")
+        if connector != "kafka":
+            raise SpecError("connector", f"is {connector!r}, not 'kafka'.")
+        data: dict[str, Any] = {"name": name, "columns": columns}
+        _common_fields(opts, data)
+        fmt = opts.pop("value.format", None) or opts.pop("format", None)
+        if fmt is None:
+            raise SpecError("value.format", "is required ('format' or 'value.format').")
+        data["value_format"] = fmt
+        for opt, field in (
+            ("key.format", "key_format"),
+            ("key.fields", "key_fields"),
+            ("key.fields-prefix", "key_fields_prefix"),
+            ("value.fields-include", "value_fields_include"),
+        ):
+            if opt in opts:
+                data[field] = opts.pop(opt)
+        data["scan_options"] = {k: opts.pop(k) for k in list(opts) if k.startswith("scan.")}
+        data["sink_options"] = {k: opts.pop(k) for k in list(opts) if k.startswith("sink.")}
+        fmt_opts = {}
+        for k in list(opts):
+            head = k.split(".")[0]
+            bare = k.startswith(f"{fmt}.")
+            if bare or head in ("key", "value"):
+                fmt_opts["value." + k if bare else k] = opts.pop(k)
+        data["format_options"] = fmt_opts
+        if opts:
+            raise SpecError(
+                sorted(opts)[0],
+                "Unsupported option for the 'kafka' connector.",
+                f"remove: {', '.join(sorted(opts))}.",
+            )
+        return cls.model_validate(data)
+
+    @classmethod
+    def from_flink_ddl(cls, sql: str) -> KafkaTable:
+        from upsert_kafka_ops.spec.ddl import parse_create_table
+
+        ddl = parse_create_table(sql)
+        if ddl.primary_key:
+            raise SpecError(
+                "primary_key", "a plain 'kafka' table has no PRIMARY KEY.", "use UpsertKafkaTable."
+            )
+        return cls.from_options(dict(ddl.options), [_ddl_column(c) for c in ddl.columns], name=ddl.name)
+
+    def to_options(self) -> dict[str, str]:
+        out: dict[str, str] = {"connector": "kafka"}
+        out.update(_topic_options(self))
+        out.update({f"properties.{k}": v for k, v in self.properties.items()})
+        out["value.format"] = self.value_format
+        if self.key_format:
+            out["key.format"] = self.key_format
+            out["key.fields"] = ";".join(self.key_fields)
+        if self.key_fields_prefix:
+            out["key.fields-prefix"] = self.key_fields_prefix
+        if self.value_fields_include != "ALL":
+            out["value.fields-include"] = self.value_fields_include
+        out.update(self.scan_options)
+        out.update(self.sink_options)
+        out.update(self.format_options)
+        return out
+
+    def to_flink_ddl(self) -> str:
+        return _ddl(self.name, self.columns, [], self.to_options())
+
+
+# -- helpers ---------------------------------------------------------------------------------------
+_UPSERT_OPTIONS = {
+    "key.format": "key_format",
+    "value.format": "value_format",
+    "key.fields-prefix": "key_fields_prefix",
+    "value.fields-include": "value_fields_include",
+    "sink.parallelism": "sink_parallelism",
+    "sink.buffer-flush.max-rows": "sink_buffer_flush_max_rows",
+    "sink.delivery-guarantee": "sink_delivery_guarantee",
+}
+_BOUNDED = ("scan.bounded.mode", "scan.bounded.specific-offsets", "scan.bounded.timestamp-millis")
+_UPSERT_OTHER = (
+    "sink.buffer-flush.interval",
+    "sink.transactional-id-prefix",
+    "sink.transaction-naming-strategy",
+    "scan.parallelism",
+    *_BOUNDED,
+    "scan.topic-partition-discovery.interval",
+)
+
+
+def _common_fields(opts: dict[str, str], data: dict[str, Any]) -> None:
+    if "topic" in opts:
+        data["topic"] = opts.pop("topic")
+    if "topic-pattern" in opts:
+        data["topic_pattern"] = opts.pop("topic-pattern")
+    data["properties"] = {
+        k[len("properties.") :]: opts.pop(k) for k in list(opts) if k.startswith("properties.")
+    }
+
+
+def _upsert_fields(options: dict[str, str]) -> dict[str, Any]:
+    opts = {str(k): str(v) for k, v in options.items()}
+    connector = opts.pop("connector", "upsert-kafka")
+    if connector != "upsert-kafka":
+        raise SpecError("connector", f"is {connector!r}, not 'upsert-kafka'.")
+    data: dict[str, Any] = {}
+    _common_fields(opts, data)
+    for opt, field in _UPSERT_OPTIONS.items():
+        if opt in opts:
+            data[field] = opts.pop(opt)
+    if "sink.buffer-flush.interval" in opts:
+        data["sink_buffer_flush_interval_ms"] = parse_duration_ms(
+            opts.pop("sink.buffer-flush.interval"), "sink.buffer-flush.interval"
+        )
+    if "sink.transactional-id-prefix" in opts and data.get("sink_delivery_guarantee") != "exactly-once":
+        opts.pop("sink.transactional-id-prefix")
+    for key in ("scan.parallelism", "scan.topic-partition-discovery.interval"):
+        opts.pop(key, None)  # Spark plans its own tasks and discovers partitions per run
+    for opt, field in (
+        ("scan.bounded.mode", "scan_bounded_mode"),
+        ("scan.bounded.specific-offsets", "scan_bounded_specific_offsets"),
+        ("scan.bounded.timestamp-millis", "scan_bounded_timestamp_millis"),
+    ):
+        if opt in opts:
+            data[field] = opts.pop(opt)
+    key_fmt, value_fmt = data.get("key_format"), data.get("value_format")
+    fmt_keys = [
+        k
+        for k in opts
+        if (key_fmt and k.startswith(f"key.{key_fmt}."))
+        or (value_fmt and k.startswith(f"value.{value_fmt}."))
+    ]
+    data["format_options"] = {k: opts.pop(k) for k in fmt_keys}
+    for key in ("key.format", "value.format"):
+        if key.split(".")[0] + "_format" not in data:
+            raise SpecError(key, "is required.", "set e.g. 'json', 'csv', 'raw' or 'avro'.")
+    if opts:
+        supported = sorted(
+            [
+                "connector",
+                "topic",
+                "topic-pattern",
+                "properties.*",
+                *_UPSERT_OPTIONS,
+                *_UPSERT_OTHER,
+                f"key.{key_fmt}.*",
+                f"value.{value_fmt}.*",
+            ]
+        )
+        raise SpecError(
+            ", ".join(sorted(opts)),
+            "Unsupported options found for 'upsert-kafka'.",
+            f"remove them. Supported options: {', '.join(supported)}.",
+        )
+    return data
+
+
+def _topic_options(table: _KafkaTableBase) -> dict[str, str]:
+    if table.topic_pattern is not None:
+        return {"topic-pattern": table.topic_pattern}
+    return {"topic": ";".join(table.topic or [])}
+
+
+def _ddl_column(c: Any) -> dict[str, Any]:
+    return {"name": c.name, "type": c.type.to_flink(), "metadata": c.metadata_key, "virtual": c.virtual}
+
+
+def _quote(name: str) -> str:
+    return "`" + name.replace("`", "``") + "`"
+
+
+def _literal(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+def _ddl(name: str, columns: list[Column], primary_key: list[str], options: dict[str, str]) -> str:
+    lines = []
+    for c in columns:
+        line = f"  {_quote(c.name)} {c.type}"
+        if c.metadata is not None:
+            line += " METADATA" + ("" if c.metadata == c.name else f" FROM {_literal(c.metadata)}")
+            line += " VIRTUAL" if c.virtual else ""
+        lines.append(line)
+    if primary_key:
+        lines.append(f"  PRIMARY KEY ({', '.join(_quote(k) for k in primary_key)}) NOT ENFORCED")
+    opts = ",\n".join(f"  {_literal(k)} = {_literal(v)}" for k, v in options.items())
+    return f"CREATE TABLE {_quote(name)} (\n" + ",\n".join(lines) + f"\n) WITH (\n{opts}\n)"
