@@ -12,6 +12,7 @@ field whose text does not convert marks the record as a parse error (never a sil
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -49,6 +50,9 @@ def _text_schema(t: SqlType) -> str:
         return f"MAP<{_text_schema(t.element)}, STRING>"
     if t.name == "MAP" and t.key is not None and t.value is not None:
         return f"MAP<{_text_schema(t.key)}, {_text_schema(t.value)}>"
+    if t.name == "DECIMAL":
+        # read exactly: as text, Spark's JSON reader would pass big numbers through a double
+        return t.to_spark()
     return "STRING"
 
 
@@ -82,7 +86,7 @@ def _from_text(c: Column, t: SqlType) -> tuple[Column, Column]:
             F.map_values(c), lambda v: _from_text(v, v_type)[1]
         )
         return value, F.coalesce(error, false)
-    if t.name in _TEXT:
+    if t.name in _TEXT or t.name == "DECIMAL":
         return c, false
     if t.name == "BOOLEAN":
         # Flink: a JSON boolean as is, any other text through Boolean.parseBoolean ("true", any case)
@@ -118,9 +122,117 @@ class JsonCodec:
         return Decoded(F.when(data.isNull(), F.lit(None)).otherwise(value), error)
 
     def encode(self, row: Column) -> Column:
+        """Flink's JSON encoder, byte for byte: fields in declaration order, nulls written (unless
+        ``encode.ignore-null-fields``), Java's number text, decimals with trailing zeros stripped."""
         from pyspark.sql import functions as F
 
-        return F.encode(F.to_json(row, {"ignoreNullFields": "false"}), "UTF-8")
+        return F.encode(_json_value(row, self.row_type, self.options), "UTF-8")
+
+
+def _json_string(c: Column) -> Column:
+    """A JSON string literal as Jackson writes it (Spark's own JSON writer is Jackson too)."""
+    from pyspark.sql import functions as F
+
+    text = F.to_json(F.array(c))
+    return F.substring(text, 2, F.length(text) - 2)
+
+
+def _json_decimal(c: Column, plain: bool) -> Column:
+    """``BigDecimal.stripTrailingZeros()`` then ``toString()`` (or ``toPlainString()`` when plain)."""
+    from pyspark.sql import functions as F
+
+    text = c.cast("string")
+    neg = F.when(text.startswith("-"), F.lit("-")).otherwise(F.lit(""))
+    body = F.regexp_replace(text, "^-", "")
+    has_point = body.contains(".")
+    stripped = F.when(has_point, F.regexp_replace(F.regexp_replace(body, "0+$", ""), "[.]$", "")).otherwise(
+        body
+    )
+    if plain:
+        return F.when(stripped == "0", F.lit("0")).otherwise(F.concat(neg, stripped))
+    # integral with trailing zeros: d.dddE+n ; fraction below 1e-6: d.dddE-n ; otherwise plain
+    int_digits = F.regexp_replace(stripped, "0+$", "")
+    zeros = F.length(stripped) - F.length(int_digits)
+    lead = F.substring(int_digits, 1, 1)
+    rest = F.substring(int_digits, 2, 1000)
+    sci_int = F.concat(
+        lead,
+        F.when(rest != "", F.concat(F.lit("."), rest)).otherwise(F.lit("")),
+        F.lit("E+"),
+        (zeros + F.length(rest)).cast("string"),
+    )
+    frac = F.regexp_extract(stripped, "^0[.](0*)([0-9]+)$", 2)
+    frac_zeros = F.length(F.regexp_extract(stripped, "^0[.](0*)([0-9]+)$", 1))
+    f_rest = F.substring(frac, 2, 1000)
+    sci_frac = F.concat(
+        F.substring(frac, 1, 1),
+        F.when(f_rest != "", F.concat(F.lit("."), f_rest)).otherwise(F.lit("")),
+        F.lit("E-"),
+        (frac_zeros + 1).cast("string"),
+    )
+    out = (
+        F.when(stripped == "0", F.lit("0"))
+        .when(~has_point & (zeros > 0), sci_int)
+        .when(has_point & (frac != "") & (frac_zeros >= 6), sci_frac)
+        .otherwise(stripped)
+    )
+    return F.when(stripped == "0", out).otherwise(F.concat(neg, out))
+
+
+def _json_value(c: Column, t: SqlType, options: dict[str, str]) -> Column:
+    """The JSON text of ``c`` (type ``t``) as Flink's ``RowDataToJsonConverters`` write it."""
+    from pyspark.sql import functions as F
+
+    iso = options.get("timestamp-format.standard", "SQL").upper() == "ISO-8601"
+    if t.name == "ROW":
+        skip_nulls = options.get("encode.ignore-null-fields", "false").lower() == "true"
+        parts = []
+        for f in t.fields:
+            field = c.getField(f.name)
+            part = F.concat(
+                F.lit(json.dumps(f.name, ensure_ascii=False) + ":"), _json_value(field, f.type, options)
+            )
+            parts.append(F.when(field.isNotNull(), part) if skip_nulls else part)
+        text = F.concat(F.lit("{"), F.concat_ws(",", *parts), F.lit("}"))
+    elif t.name == "ARRAY" and t.element is not None:
+        elem = t.element
+        text = F.concat(
+            F.lit("["), F.array_join(F.transform(c, lambda x: _json_value(x, elem, options)), ","), F.lit("]")
+        )
+    elif t.name == "MAP" and t.key is not None and t.value is not None:
+        v_t = t.value
+
+        def entry(e: Column) -> Column:  # Flink writes map keys as JSON strings
+            key = _json_string(e.getField("key").cast("string"))
+            return F.concat(key, F.lit(":"), _json_value(e.getField("value"), v_t, options))
+
+        text = F.concat(F.lit("{"), F.array_join(F.transform(F.map_entries(c), entry), ","), F.lit("}"))
+    elif t.name in ("STRING", "VARCHAR", "CHAR"):
+        text = _json_string(c)
+    elif t.name == "TIME":
+        text = _json_string(F.substring(c, 1, 8))  # Flink writes TIME as HH:mm:ss
+    elif t.name == "BOOLEAN" or t.name in _INTEGRAL_BYTES:
+        text = c.cast("string")
+    elif t.name in ("FLOAT", "DOUBLE"):
+        raw = c.cast("string")
+        text = F.when(
+            F.isnan(c) | (F.abs(c) == float("inf")), F.concat(F.lit('"'), raw, F.lit('"'))
+        ).otherwise(raw)
+    elif t.name == "DECIMAL":
+        text = _json_decimal(c, options.get("encode.decimal-as-plain-number", "false").lower() == "true")
+    elif t.name == "DATE":
+        text = _json_string(c.cast("string"))
+    elif t.name == "TIMESTAMP":
+        ts = c.cast("string")
+        text = _json_string(F.regexp_replace(ts, " ", "T") if iso else ts)
+    elif t.name == "TIMESTAMP_LTZ":
+        utc = F.convert_timezone(F.current_timezone(), F.lit("UTC"), c.cast("timestamp_ntz")).cast("string")
+        text = _json_string(F.concat(F.regexp_replace(utc, " ", "T") if iso else utc, F.lit("Z")))
+    elif t.name in _BINARY:
+        text = _json_string(F.regexp_replace(F.base64(c), "\\r\\n", ""))
+    else:
+        raise SpecError("json", f"type {t.to_flink()} cannot be written as JSON here.")
+    return F.when(c.isNull(), F.lit("null")).otherwise(text)
 
 
 class RawCodec:
@@ -153,7 +265,8 @@ class RawCodec:
         else:
             assert n is not None
             unsigned = F.conv(F.hex(data), 16, 10).cast("decimal(20,0)")
-            signed = F.when(unsigned >= 2 ** (8 * n - 1), unsigned - 2 ** (8 * n)).otherwise(unsigned)
+            half, full = (F.lit(str(2 ** (8 * n - k))).cast("decimal(20,0)") for k in (1, 0))
+            signed = F.when(unsigned >= half, unsigned - full).otherwise(unsigned)
             value = signed.cast(self.type.to_spark())
             error = data.isNotNull() & (F.length(data) != n)
             value = F.when(error, F.lit(None)).otherwise(value)
