@@ -8,7 +8,14 @@ from __future__ import annotations
 from upsert_kafka_ops.engine.bounds import Bounds, resolve_bounds
 from upsert_kafka_ops.engine.results import RunResult
 from upsert_kafka_ops.engine.sink import write_changelog, write_snapshot
-from upsert_kafka_ops.engine.source import DataError, Read, materialize, read_changelog, read_changes
+from upsert_kafka_ops.engine.source import (
+    DataError,
+    Read,
+    materialize,
+    read_append,
+    read_changelog,
+    read_changes,
+)
 
 __all__ = [
     "Bounds",
@@ -16,6 +23,7 @@ __all__ = [
     "Read",
     "RunResult",
     "materialize",
+    "read_append",
     "read_changelog",
     "read_changes",
     "resolve_bounds",

@@ -22,7 +22,7 @@ from upsert_kafka_ops.engine.results import RunResult
 from upsert_kafka_ops.errors import SpecError, UpsertKafkaOpsError
 from upsert_kafka_ops.formats.codecs import make_codec
 from upsert_kafka_ops.spec.connection import KafkaConnection
-from upsert_kafka_ops.spec.table import UpsertKafkaTable
+from upsert_kafka_ops.spec.table import KafkaTable, UpsertKafkaTable
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -62,7 +62,9 @@ def value_codec(table: UpsertKafkaTable) -> Any:
     return make_codec(table.value_format, fields, _side_options(table, "value", table.value_format))
 
 
-def resolve_connection(table: UpsertKafkaTable, connection: KafkaConnection | None) -> KafkaConnection:
+def resolve_connection(
+    table: UpsertKafkaTable | KafkaTable, connection: KafkaConnection | None
+) -> KafkaConnection:
     if connection is not None:
         return connection
     servers = table.properties.get("bootstrap.servers")
@@ -76,7 +78,7 @@ def resolve_connection(table: UpsertKafkaTable, connection: KafkaConnection | No
 # -- reading --------------------------------------------------------------------------------------
 def read_raw(
     spark: SparkSession,
-    table: UpsertKafkaTable,
+    table: UpsertKafkaTable | KafkaTable,
     connection: KafkaConnection,
     bounds: Bounds,
     headers: bool = False,
@@ -522,3 +524,69 @@ def read_changelog(
         duration_s=round(time.monotonic() - began, 3),
     )
     return Read(out, result)
+
+
+# -- plain append-only topics ---------------------------------------------------------------------
+def read_append(
+    spark: SparkSession,
+    table: KafkaTable,
+    connection: KafkaConnection | None = None,
+    *,
+    start: str | Mapping[Any, Any] = "earliest",
+    until: Any = None,
+) -> Read:
+    """Every record of a plain (append-only) Kafka table inside the bounds, decoded into its columns.
+
+    A tombstone or an undecodable value fails the read naming topic, partition and offset, unless the
+    value format's ``ignore-parse-errors`` is set (then such records are skipped and counted).
+    """
+    from pyspark.sql import functions as F
+
+    began = time.monotonic()
+    conn = resolve_connection(table, connection)
+    bounds = resolve_bounds(table, conn.to_librdkafka(), start, until)
+    headers = any(c.metadata == "headers" for c in table.metadata_columns)
+    raw = read_raw(spark, table, conn, bounds, headers)
+    in_key = set(table.key_fields)
+    value_cols = [
+        c for c in table.physical_columns if table.value_fields_include == "ALL" or c.name not in in_key
+    ]
+    head = f"value.{table.value_format}."
+    vopts = {k[len(head) :]: v for k, v in table.format_options.items() if k.startswith(head)}
+    vd = make_codec(table.value_format, [(c.name, c.sql_type) for c in value_cols], vopts).decode(
+        F.col("value")
+    )
+    cols = {c: F.col(c) for c in raw.columns}
+    out = []
+    key_value = None
+    if table.key_format:
+        khead = f"key.{table.key_format}."
+        kopts = {k[len(khead) :]: v for k, v in table.format_options.items() if k.startswith(khead)}
+        by_name = {c.name: c for c in table.columns}
+        kfields = [(k[len(table.key_fields_prefix) :], by_name[k].sql_type) for k in table.key_fields]
+        key_value = make_codec(table.key_format, kfields, kopts).decode(F.col("key")).value
+    for c in table.columns:
+        if c.metadata is not None:
+            out.append(_metadata_value(c, cols).alias(c.name))
+        elif c.name in in_key and key_value is not None:
+            out.append(key_value.getField(c.name[len(table.key_fields_prefix) :]).alias(c.name))
+        else:
+            out.append(vd.value.getField(c.name).alias(c.name))
+    bad = F.col("value").isNull() | vd.error
+    rows = raw.select(*out, bad.alias("_bad"), "topic", "partition", "offset")
+    stats = rows.agg(F.count(F.lit(1)).alias("n"), F.count(F.when(F.col("_bad"), 1)).alias("bad")).first()
+    assert stats is not None
+    if stats["bad"] and vopts.get("ignore-parse-errors", "false").lower() != "true":
+        raise _first_error(rows.where("_bad"), "value")
+    df = rows.where(~F.col("_bad")).drop("_bad", "topic", "partition", "offset")
+    result = RunResult(
+        operation="read_append",
+        topics=sorted({t for t, _ in bounds.partitions()}),
+        records_in=int(stats["n"]),
+        parse_errors_skipped=int(stats["bad"]),
+        records_out=int(stats["n"]) - int(stats["bad"]),
+        start_offsets=offsets_to_json(bounds.start),
+        end_offsets=offsets_to_json(bounds.end),
+        duration_s=round(time.monotonic() - began, 3),
+    )
+    return Read(df, result)
