@@ -5,6 +5,7 @@ Commands:
 - ``jars fetch [--dir D] [--group kafka|spark]``: resolve the JVM jars from Maven Central.
 - ``jars path [--group G]``: print a group's folder (for scripts).
 - ``local kafka start|stop|status [--dir D]``: the embedded single-node KRaft broker.
+- ``docs config``: print the configuration reference (docs/configuration.md).
 - ``demo``: the main job on the embedded default (local broker, local Spark).
 """
 
@@ -38,6 +39,9 @@ def _parser() -> argparse.ArgumentParser:
     pk.add_argument("--dir", type=Path, default=None, help="state folder (default: under the user state dir)")
     pk.add_argument("--jars-dir", type=Path, default=None, help="jar cache folder")
 
+    pdoc = sub.add_parser("docs", help="generated documentation")
+    pdoc.add_argument("what", choices=["config"], help="config: the configuration reference (Markdown)")
+
     pd = sub.add_parser("demo", help="run the main job on the embedded default")
     pd.add_argument("--jars-dir", type=Path, default=None, help="jar cache folder")
     return p
@@ -50,6 +54,11 @@ def main(argv: list[str] | None = None) -> int:
             return _jars(args)
         if args.command == "local":
             return _local_kafka(args)
+        if args.command == "docs":
+            from upsert_kafka_ops.spec.reference import render
+
+            sys.stdout.write(render())
+            return 0
         if args.command == "demo":
             from upsert_kafka_ops.demo import run_demo
 

@@ -1,0 +1,68 @@
+"""The configuration reference (docs/configuration.md), generated from the spec models.
+
+``upsert-kafka-ops docs config`` prints it; a test fails when the committed file is stale.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel
+from pydantic_core import PydanticUndefined
+
+from upsert_kafka_ops.spec.connection import KafkaConnection, SecretRef
+from upsert_kafka_ops.spec.table import _UPSERT_OPTIONS, Column, KafkaTable, UpsertKafkaTable
+
+MODELS: list[type[BaseModel]] = [UpsertKafkaTable, KafkaTable, Column, KafkaConnection, SecretRef]
+_FLINK_NAMES = {field: option for option, field in _UPSERT_OPTIONS.items()} | {
+    "topic": "topic",
+    "topic_pattern": "topic-pattern",
+    "properties": "properties.*",
+    "format_options": "key.<format>.* / value.<format>.*",
+    "sink_buffer_flush_interval_ms": "sink.buffer-flush.interval",
+    "scan_bounded_mode": "scan.bounded.mode",
+    "scan_bounded_specific_offsets": "scan.bounded.specific-offsets",
+    "scan_bounded_timestamp_millis": "scan.bounded.timestamp-millis",
+    "primary_key": "PRIMARY KEY (...) NOT ENFORCED",
+}
+
+
+def _type(annotation: Any) -> str:
+    text = getattr(annotation, "__name__", None) if not getattr(annotation, "__args__", None) else None
+    text = text or str(annotation).replace("typing.", "")
+    for prefix in ("upsert_kafka_ops.spec.connection.", "upsert_kafka_ops.spec.table."):
+        text = text.replace(prefix, "")
+    return text.replace("|", "\\|")
+
+
+def _default(field: Any) -> str:
+    if field.default is PydanticUndefined and field.default_factory is None:
+        return "required"
+    value = field.default_factory() if field.default_factory is not None else field.default
+    return f"`{value!r}`"
+
+
+def render() -> str:
+    """The reference as Markdown."""
+    out = [
+        "# Configuration reference",
+        "",
+        "Generated from the spec models by `upsert-kafka-ops docs config`; do not edit by hand.",
+        "Tables also accept Flink's option names through `from_options()` and `from_flink_ddl()`.",
+    ]
+    for model in MODELS:
+        out += ["", f"## {model.__name__}", "", (model.__doc__ or "").strip().splitlines()[0], ""]
+        flink = model in (UpsertKafkaTable, KafkaTable)
+        header = (
+            "| field | Flink option | type | default | description |"
+            if flink
+            else "| field | type | default | description |"
+        )
+        out += [header, "|" + "---|" * (5 if flink else 4)]
+        for name, field in model.model_fields.items():
+            cells = [f"`{name}`"]
+            if flink:
+                cells.append(f"`{_FLINK_NAMES[name]}`" if name in _FLINK_NAMES else "")
+            cells += [_type(field.annotation), _default(field), (field.description or "").replace("|", "\\|")]
+            out.append("| " + " | ".join(cells) + " |")
+    return "\n".join(out) + "\n"
