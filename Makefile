@@ -9,15 +9,16 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 PIP_VERSION := 26.3
 EXTRAS := airflow,dagster,dev
-LINT_PATHS := src tests
+LINT_PATHS := src tests benchmarks
 TIMED := scripts/timed.sh
 
-.PHONY: help toolchain install jars lint unit integration test demo constraints clean
+.PHONY: help toolchain install jars lint unit integration test demo bench constraints clean
 
 help:
 	@echo "make demo   - install, fetch jars, run the main job on a local Kafka broker and local Spark"
 	@echo "make test   - install, fetch jars, lint, run the whole test suite against real Kafka and Spark"
 	@echo "make jars   - resolve the JVM jars from Maven Central (a no-op when up to date)"
+	@echo "make bench  - engine throughput next to Kafka's ConsumerPerformance/ProducerPerformance"
 
 toolchain:
 	@scripts/ensure-toolchain.sh
@@ -49,6 +50,10 @@ test: jars lint unit integration
 
 demo: jars
 	$(BIN)/upsert-kafka-ops demo
+
+# Throughput against Kafka's own perf tools (never part of the tests); results in build/bench/.
+bench: jars
+	@$(TIMED) bench $(BIN)/python benchmarks/bench_engine.py
 
 # Re-pin the whole verified set after changing a range in pyproject.toml (check it resolves first:
 # pip install --dry-run -c constraints.txt -e ".[$(EXTRAS)]").

@@ -264,16 +264,15 @@ def _fold(
                     "their order across partitions is not defined by Kafka. Re-key the topic, or read with strict=False "
                     "to take the newest record by timestamp."
                 )
-            df, parse_skipped = _winning_rows(
-                spark, table, conn, bounds, raw, winners, key_names, vcodec, keep_deletes
-            )
+            df, parse_skipped, decoded = _winning_rows(table, raw, winners, key_names, vcodec, keep_deletes)
+            # materialize the result while its inputs are still cached, then let them go
+            df = df.persist(StorageLevel.MEMORY_AND_DISK)
+            records_out = df.count()
+            decoded.unpersist()
         finally:
             winners.unpersist()
     finally:
         per_bytes.unpersist()
-
-    df = df.persist(StorageLevel.MEMORY_AND_DISK)
-    records_out = df.count()
     result = RunResult(
         operation="read_changes" if keep_deletes else "materialize",
         topics=sorted({t for t, _ in bounds.partitions()}),
@@ -293,22 +292,21 @@ def _fold(
 
 
 def _winning_rows(
-    spark: SparkSession,
     table: UpsertKafkaTable,
-    conn: KafkaConnection,
-    bounds: Bounds,
     raw: DataFrame,
     winners: DataFrame,
     key_names: list[str],
     vcodec: Any,
     keep_deletes: bool,
-) -> tuple[DataFrame, int]:
+) -> tuple[DataFrame, int, DataFrame]:
     """Decode the winning values only; handle the undecodable ones (fail, or fall back)."""
+    from pyspark import StorageLevel
     from pyspark.sql import functions as F
 
     live = winners.where(~F.col("tomb")).select("topic", "partition", "offset")
     joined = raw.join(F.broadcast(live), ["topic", "partition", "offset"])
-    decoded = _rows(table, joined, vcodec, key_from_value=False)
+    # persisted: the error check and the result both use it, and the topic is scanned once for it
+    decoded = _rows(table, joined, vcodec, key_from_value=False).persist(StorageLevel.MEMORY_AND_DISK)
     bad = decoded.where("_error")
     skipped = 0
     if not bad.isEmpty():
@@ -322,8 +320,10 @@ def _winning_rows(
         affected = bad.select(*key_names).distinct()
         skipped = _count_bad_records(table, raw, affected, vcodec)
         redo = _refold_without_bad(table, raw, affected, vcodec)
-        decoded = decoded.where(~F.col("_error")).unionByName(redo)
-    out = decoded.drop("_error", "_is_null").withColumn("op", F.lit("+U"))
+        good = decoded.where(~F.col("_error")).unionByName(redo)
+    else:
+        good = decoded
+    out = good.drop("_error", "_is_null").withColumn("op", F.lit("+U"))
     if keep_deletes:
         deletes = winners.where(F.col("tomb")).select(
             *key_names,
@@ -333,8 +333,8 @@ def _winning_rows(
             F.col("ts").alias("_timestamp"),
         )
         out = out.unionByName(deletes.withColumn("op", F.lit("-D")), allowMissingColumns=True)
-        return out.select("op", *[c.name for c in table.columns], *POSITION), skipped
-    return out.select(*[c.name for c in table.columns]), skipped
+        return out.select("op", *[c.name for c in table.columns], *POSITION), skipped, decoded
+    return out.select(*[c.name for c in table.columns]), skipped, decoded
 
 
 def _rows(
