@@ -148,7 +148,19 @@ class SecretRef(SpecModel):
 
 
 def _jaas_quote(text: str) -> str:
-    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    """A JAAS quoted string: Kafka's JaasConfig (java.io.StreamTokenizer) ends a quoted string at a
+    raw line break and reads backslash escapes, so ``\\``, ``"``, CR and LF are escaped."""
+    escaped = text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n").replace("\r", "\\r")
+    return '"' + escaped + '"'
+
+
+def _read_pem(path: str, field: str) -> str:
+    try:
+        return Path(path).read_text()
+    except OSError as exc:
+        raise SpecError(
+            field, f"cannot read {path!r}: {exc.strerror}.", "give a readable PEM file."
+        ) from None
 
 
 class KafkaConnection(SpecModel):
@@ -210,7 +222,9 @@ class KafkaConnection(SpecModel):
         for server in self.bootstrap_servers.split(","):
             host, sep, port = server.strip().rpartition(":")
             if not sep or not host or not port.isdigit():
-                raise SpecError("bootstrap_servers", f"{server.strip()!r} is not host:port.")
+                raise SpecError(
+                    "bootstrap_servers", f"{server.strip()!r} is not host:port.", "write e.g. 'broker:9092'."
+                )
         sasl = self.security_protocol.startswith("SASL_")
         if sasl and self.sasl_mechanism is None:
             raise SpecError(
@@ -226,9 +240,17 @@ class KafkaConnection(SpecModel):
             )
         needs_login = sasl and self.sasl_mechanism in _LOGIN_MODULES and self.sasl_jaas_config is None
         if needs_login and (not self.username or self.password is None):
-            raise SpecError("username", f"{self.sasl_mechanism} needs username and password.")
+            raise SpecError(
+                "username" if not self.username else "password",
+                f"{self.sasl_mechanism} needs username and password.",
+                "set username, and password as a reference: {'env': 'VAR_NAME'} or {'file': '/path'}.",
+            )
         if (self.ssl_certificate_location is None) != (self.ssl_key_location is None):
-            raise SpecError("ssl_key_location", "ssl_certificate_location and ssl_key_location go together.")
+            raise SpecError(
+                "ssl_key_location" if self.ssl_key_location is None else "ssl_certificate_location",
+                "ssl_certificate_location and ssl_key_location go together.",
+                "set both (client certificate and its private key, PEM), or neither.",
+            )
         for where, props in (
             ("properties", self.properties),
             ("librdkafka_properties", self.librdkafka_properties),
@@ -272,8 +294,10 @@ class KafkaConnection(SpecModel):
                     out["ssl.keystore.password"] = self.ssl_keystore_password.resolve()
             elif self.ssl_certificate_location and self.ssl_key_location:
                 out["ssl.keystore.type"] = "PEM"
-                out["ssl.keystore.certificate.chain"] = Path(self.ssl_certificate_location).read_text()
-                out["ssl.keystore.key"] = Path(self.ssl_key_location).read_text()
+                out["ssl.keystore.certificate.chain"] = _read_pem(
+                    self.ssl_certificate_location, "ssl_certificate_location"
+                )
+                out["ssl.keystore.key"] = _read_pem(self.ssl_key_location, "ssl_key_location")
             if self.ssl_key_password is not None:
                 out["ssl.key.password"] = self.ssl_key_password.resolve()
             if not self.ssl_endpoint_identification:

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import re
 from functools import cached_property
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from pydantic import Field, field_validator, model_validator
 
@@ -87,6 +87,12 @@ class Column(SpecModel):
 
     @model_validator(mode="after")
     def _check_metadata(self) -> Column:
+        if self.virtual and self.metadata is None:
+            raise SpecError(
+                f"columns.{self.name}.virtual",
+                "VIRTUAL applies to METADATA columns only.",
+                "set metadata (e.g. 'offset'), or drop virtual.",
+            )
         if self.metadata is not None and self.metadata not in METADATA_KEYS:
             raise SpecError(
                 f"columns.{self.name}.metadata",
@@ -104,6 +110,15 @@ def _split_topics(value: Any) -> Any:
     if isinstance(value, str):
         return [t.strip() for t in value.split(";") if t.strip()]
     return value
+
+
+def _enum_upper(value: Any) -> Any:
+    """Flink matches enum option values case-insensitively ('except_key' is EXCEPT_KEY)."""
+    return value.upper() if isinstance(value, str) else value
+
+
+def _enum_lower(value: Any) -> Any:
+    return value.lower() if isinstance(value, str) else value
 
 
 def _format_options(prefix: str, fmt: str, options: dict[str, str]) -> None:
@@ -164,7 +179,11 @@ class _KafkaTableBase(SpecModel):
                 "topic", "Option 'topic' and 'topic-pattern' shouldn't be set together.", "keep one."
             )
         if not self.topic and self.topic_pattern is None:
-            raise SpecError("topic", "Either 'topic' or 'topic-pattern' must be set.")
+            raise SpecError(
+                "topic",
+                "Either 'topic' or 'topic-pattern' must be set.",
+                "set 'topic' (one topic, or a list 'a;b') or 'topic-pattern' (a Java regex).",
+            )
         for key in self.properties:
             if key in OWNED_CLIENT_PROPERTIES:
                 raise SpecError(
@@ -233,10 +252,16 @@ class UpsertKafkaTable(_KafkaTableBase):
         description="scan.bounded.timestamp-millis: end at the first record at or after this time.",
     )
 
+    _value_fields_include = field_validator("value_fields_include", mode="before")(
+        lambda cls, v: _enum_upper(v)
+    )
+    _scan_bounded_mode = field_validator("scan_bounded_mode", mode="before")(lambda cls, v: _enum_lower(v))
+
     @field_validator("sink_delivery_guarantee", mode="before")
     @classmethod
     def _no_exactly_once(cls, value: Any) -> Any:
-        if str(value).lower() == "exactly-once":
+        value = _enum_lower(value)
+        if value == "exactly-once":
             raise SpecError(
                 "sink.delivery-guarantee",
                 "exactly-once is not available: Spark's Kafka writer has no transactions.",
@@ -253,6 +278,13 @@ class UpsertKafkaTable(_KafkaTableBase):
                 "'upsert-kafka' tables require to define a PRIMARY KEY constraint. The PRIMARY KEY specifies "
                 "which columns should be read from or write to the Kafka message key.",
                 "add PRIMARY KEY (col, ...) NOT ENFORCED.",
+            )
+        dupes = sorted({k for k in self.primary_key if self.primary_key.count(k) > 1})
+        if dupes:
+            raise SpecError(
+                "primary_key",
+                f"column(s) {', '.join(dupes)} appear twice in the PRIMARY KEY.",
+                "list each once.",
             )
         physical = {c.name for c in self.physical_columns}
         for pk in self.primary_key:
@@ -296,11 +328,13 @@ class UpsertKafkaTable(_KafkaTableBase):
                 raise SpecError(
                     "scan.bounded.specific-offsets",
                     "is required in 'specific-offsets' bounded mode but missing.",
+                    "set it, e.g. 'partition:0,offset:42;partition:1,offset:300'.",
                 )
             if self.topic_pattern is not None or len(self.topic or []) != 1:
                 raise SpecError(
                     "scan.bounded.specific-offsets",
                     "Currently Kafka source only supports specific offset for single topic.",
+                    "set a single 'topic', or use another 'scan.bounded.mode'.",
                 )
             self.bounded_offsets()
         if self.scan_bounded_mode == "group-offsets" and "group.id" not in self.properties:
@@ -354,8 +388,8 @@ class UpsertKafkaTable(_KafkaTableBase):
         name: str = "upsert_table",
     ) -> UpsertKafkaTable:
         """Build from Flink's option map (``'connector' = 'upsert-kafka'`` and friends)."""
-        return cls.model_validate(
-            {"name": name, "columns": columns, "primary_key": primary_key, **_upsert_fields(options)}
+        return _validate_options(
+            cls, {"name": name, "columns": columns, "primary_key": primary_key, **_upsert_fields(options)}
         )
 
     @classmethod
@@ -427,6 +461,9 @@ class KafkaTable(_KafkaTableBase):
     )
 
     _key_fields = field_validator("key_fields", mode="before")(lambda cls, v: _split_topics(v))
+    _value_fields_include = field_validator("value_fields_include", mode="before")(
+        lambda cls, v: _enum_upper(v)
+    )
 
     @model_validator(mode="after")
     def _check_plain(self) -> KafkaTable:
@@ -437,10 +474,41 @@ class KafkaTable(_KafkaTableBase):
                 raise SpecError(
                     "key.fields", "is required when 'key.format' is set.", "list the key columns: 'a;b'."
                 )
+        elif self.key_fields:
+            raise SpecError(
+                "key.fields",
+                "The option 'key.fields' can only be declared if a key format is defined by using 'key.format'.",
+                "set 'key.format', or remove 'key.fields'.",
+            )
         physical = {c.name for c in self.physical_columns}
         for k in self.key_fields:
             if k not in physical:
                 raise SpecError("key.fields", f"column {k!r} is not a physical column.")
+        if self.key_fields_prefix:
+            if self.value_fields_include == "ALL":
+                raise SpecError(
+                    "key.fields-prefix",
+                    "A key prefix is not allowed when option 'value.fields-include' is set to 'ALL'.",
+                    "set 'value.fields-include' = 'EXCEPT_KEY' to avoid field overlaps.",
+                )
+            for k in self.key_fields:
+                if not k.startswith(self.key_fields_prefix):
+                    raise SpecError(
+                        "key.fields-prefix",
+                        f"All fields in 'key.fields' must be prefixed with '{self.key_fields_prefix}' when "
+                        f"option 'key.fields-prefix' is set but field '{k}' is not prefixed.",
+                        f"rename the column to '{self.key_fields_prefix}{k}'.",
+                    )
+        key_opts = {k: v for k, v in self.format_options.items() if k.startswith("key.")}
+        if key_opts and self.key_format is None:
+            raise SpecError(
+                min(key_opts), "is a key format option but 'key.format' is not set.", "remove it."
+            )
+        if self.key_format is not None:
+            _format_options("key", self.key_format, key_opts)
+        _format_options(
+            "value", self.value_format, {k: v for k, v in self.format_options.items() if k not in key_opts}
+        )
         return self
 
     @classmethod
@@ -467,11 +535,11 @@ class KafkaTable(_KafkaTableBase):
                 data[field] = opts.pop(opt)
         data["scan_options"] = {k: opts.pop(k) for k in list(opts) if k.startswith("scan.")}
         data["sink_options"] = {k: opts.pop(k) for k in list(opts) if k.startswith("sink.")}
+        key_fmt = data.get("key_format")
         fmt_opts = {}
         for k in list(opts):
-            head = k.split(".")[0]
             bare = k.startswith(f"{fmt}.")
-            if bare or head in ("key", "value"):
+            if bare or k.startswith(f"value.{fmt}.") or (key_fmt and k.startswith(f"key.{key_fmt}.")):
                 fmt_opts["value." + k if bare else k] = opts.pop(k)
         data["format_options"] = fmt_opts
         if opts:
@@ -480,7 +548,7 @@ class KafkaTable(_KafkaTableBase):
                 "Unsupported option for the 'kafka' connector.",
                 f"remove: {', '.join(sorted(opts))}.",
             )
-        return cls.model_validate(data)
+        return _validate_options(cls, data)
 
     @classmethod
     def from_flink_ddl(cls, sql: str) -> KafkaTable:
@@ -535,6 +603,29 @@ _UPSERT_OTHER = (
 )
 
 
+_T = TypeVar("_T", bound=_KafkaTableBase)
+#: Flink option of each field, so that errors from :meth:`from_options` name the option given.
+_OPTION_OF_FIELD = {field: opt for opt, field in _UPSERT_OPTIONS.items()} | {
+    "topic_pattern": "topic-pattern",
+    "sink_buffer_flush_interval_ms": "sink.buffer-flush.interval",
+    "scan_bounded_mode": "scan.bounded.mode",
+    "scan_bounded_specific_offsets": "scan.bounded.specific-offsets",
+    "scan_bounded_timestamp_millis": "scan.bounded.timestamp-millis",
+    "key_fields": "key.fields",
+}
+
+
+def _validate_options(cls: type[_T], data: dict[str, Any]) -> _T:
+    try:
+        return cls.model_validate(data)
+    except SpecError as exc:
+        option = _OPTION_OF_FIELD.get(exc.field)
+        if option is None:
+            raise
+        error = SpecError(option, exc.message, exc.fix)
+    raise error
+
+
 def _common_fields(opts: dict[str, str], data: dict[str, Any]) -> None:
     if "topic" in opts:
         data["topic"] = opts.pop("topic")
@@ -559,8 +650,8 @@ def _upsert_fields(options: dict[str, str]) -> dict[str, Any]:
         data["sink_buffer_flush_interval_ms"] = parse_duration_ms(
             opts.pop("sink.buffer-flush.interval"), "sink.buffer-flush.interval"
         )
-    if "sink.transactional-id-prefix" in opts and data.get("sink_delivery_guarantee") != "exactly-once":
-        opts.pop("sink.transactional-id-prefix")
+    for key in ("sink.transactional-id-prefix", "sink.transaction-naming-strategy"):
+        opts.pop(key, None)  # only used with exactly-once, which the model rejects with its reason
     for key in ("scan.parallelism", "scan.topic-partition-discovery.interval"):
         opts.pop(key, None)  # Spark plans its own tasks and discovers partitions per run
     for opt, field in (
