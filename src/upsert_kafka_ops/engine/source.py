@@ -437,6 +437,7 @@ def read_changelog(
     In both modes a value identical to the key's current row emits nothing, and a tombstone for a key
     that is absent emits nothing. Every value is decoded (a changelog row carries it).
     """
+    from pyspark import StorageLevel
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
@@ -456,21 +457,23 @@ def read_changelog(
         F.col("key").isNull().alias("_null_key"),
         (F.col("key").isNotNull() & kd.error).alias("_key_error"),
     )
+    # cached: the checks, the counts and the changelog all read it; the topic is scanned once
     rows = _rows(table, flagged, vcodec, key_from_value=False, keep=("_null_key", "_key_error"))
-    bad_keys = rows.where("_key_error")
-    if not _ignores_errors(table, "key") and not bad_keys.isEmpty():
-        raise _first_error(
-            bad_keys.withColumnsRenamed({"_topic": "topic", "_partition": "partition", "_offset": "offset"}),
-            "key",
-        )
-    bad_values = rows.where("_error AND NOT _null_key AND NOT _key_error")
-    if not _ignores_errors(table, "value") and not bad_values.isEmpty():
-        raise _first_error(
-            bad_values.withColumnsRenamed(
-                {"_topic": "topic", "_partition": "partition", "_offset": "offset"}
-            ),
-            "value",
-        )
+    rows = rows.withColumn("_value_error", F.col("_error") & ~F.col("_null_key") & ~F.col("_key_error"))
+    rows = rows.persist(StorageLevel.MEMORY_AND_DISK)
+    stats = rows.agg(
+        F.count(F.lit(1)).alias("records"),
+        F.sum(F.col("_is_null").cast("long")).alias("tombs"),
+        F.sum(F.col("_null_key").cast("long")).alias("null_keys"),
+        F.sum(F.col("_key_error").cast("long")).alias("key_errors"),
+        F.sum(F.col("_value_error").cast("long")).alias("value_errors"),
+    ).first()
+    assert stats is not None
+    renamed = {"_topic": "topic", "_partition": "partition", "_offset": "offset"}
+    if stats["key_errors"] and not _ignores_errors(table, "key"):
+        raise _first_error(rows.where("_key_error").withColumnsRenamed(renamed), "key")
+    if stats["value_errors"] and not _ignores_errors(table, "value"):
+        raise _first_error(rows.where("_value_error").withColumnsRenamed(renamed), "value")
     good = rows.where("NOT _null_key AND NOT _key_error AND NOT _error")
 
     row_cols = [c.name for c in table.columns]
@@ -478,13 +481,12 @@ def read_changelog(
     w = Window.partitionBy(*key_names).orderBy("_order")
     ordered = ordered.withColumn("_row", F.when(~F.col("_is_null"), F.struct(*row_cols)))
     ordered = ordered.withColumn("_prev", F.lag("_row").over(w))
-    ordered = ordered.withColumn(
-        "_parts", F.size(F.collect_set(F.struct("_topic", "_partition")).over(Window.partitionBy(*key_names)))
-    )
-    if strict and not ordered.where("_parts > 1").isEmpty():
-        raise DataError(
-            "A key appears in more than one partition; read with strict=False to order by timestamp."
-        )
+    if strict:
+        spread = good.groupBy(*key_names).agg(F.countDistinct("_topic", "_partition").alias("parts"))
+        if not spread.where("parts > 1").isEmpty():
+            raise DataError(
+                "A key appears in more than one partition; read with strict=False to order by timestamp."
+            )
 
     # compare on the data columns only (metadata such as offset differs on every record)
     data_cols = [c.name for c in table.physical_columns]
@@ -505,20 +507,13 @@ def read_changelog(
     events = events.otherwise(F.array(*update))
     out = ordered.select(F.explode(events).alias("e"), *POSITION).select("e.op", "e.row.*", *POSITION)
 
-    stats = rows.agg(
-        F.count(F.lit(1)).alias("records"),
-        F.sum(F.col("_is_null").cast("long")).alias("tombs"),
-        F.sum(F.col("_null_key").cast("long")).alias("null_keys"),
-        F.sum((F.col("_key_error") | (F.col("_error") & ~F.col("_null_key"))).cast("long")).alias("errors"),
-    ).first()
-    assert stats is not None
     result = RunResult(
         operation=f"read_changelog:{mode}",
         topics=sorted({t for t, _ in bounds.partitions()}),
         records_in=int(stats["records"] or 0),
         tombstones_in=int(stats["tombs"] or 0),
         null_keys_dropped=int(stats["null_keys"] or 0),
-        parse_errors_skipped=int(stats["errors"] or 0),
+        parse_errors_skipped=int(stats["key_errors"] or 0) + int(stats["value_errors"] or 0),
         start_offsets=offsets_to_json(bounds.start),
         end_offsets=offsets_to_json(bounds.end),
         duration_s=round(time.monotonic() - began, 3),
