@@ -32,6 +32,28 @@ def _sink_topic(table: UpsertKafkaTable) -> str:
     return (table.topic or [""])[0]
 
 
+def _headers(table: UpsertKafkaTable) -> Column | None:
+    """The record headers from a writable ``headers`` METADATA column; rejects what cannot be written."""
+    from pyspark.sql import functions as F
+
+    out = None
+    for c in table.metadata_columns:
+        if c.virtual:
+            continue
+        if c.metadata == "timestamp":
+            raise SpecError(
+                f"columns.{c.name}",
+                "Spark 4.0's Kafka writer cannot set record timestamps, so this writable METADATA column "
+                "would be lost (the producer's time is used).",
+                f"declare it `{c.name} ... METADATA FROM 'timestamp' VIRTUAL` (read only), or leave it out of "
+                "the sink table.",
+            )
+        if c.metadata == "headers":
+            entries = F.map_entries(F.col(c.name))
+            out = entries.cast("array<struct<key:string,value:binary>>")
+    return out
+
+
 def _encoded(table: UpsertKafkaTable, df: DataFrame) -> tuple[Column, Column]:
     """(key bytes, value bytes) columns of the table's rows in ``df``."""
     from pyspark.sql import functions as F
@@ -110,9 +132,11 @@ def write_changelog(
         w = Window.partitionBy(*pk).orderBy(*[F.col(c).desc_nulls_last() for c in order], rank.desc())
         last = df.withColumn("__rn", F.row_number().over(w)).where("__rn = 1")
     key, value = _encoded(table, last)
-    records = last.select(
-        key.alias("key"), F.when(F.col("op").isin("+I", "+U"), value).alias("value")
-    ).persist(StorageLevel.MEMORY_AND_DISK)
+    headers = _headers(table)
+    columns = [key.alias("key"), F.when(F.col("op").isin("+I", "+U"), value).alias("value")]
+    if headers is not None:
+        columns.append(headers.alias("headers"))
+    records = last.select(*columns).persist(StorageLevel.MEMORY_AND_DISK)
     try:
         null_keys = records.where(F.col("key").isNull()).limit(1).count()
         if null_keys:
@@ -157,7 +181,10 @@ def write_snapshot(
             "give one row per key.",
         )
     key, value = _encoded(table, df)
-    desired = df.select(key.alias("key"), value.alias("want"))
+    headers = _headers(table)
+    desired = df.select(
+        key.alias("key"), value.alias("want"), *([headers.alias("headers")] if headers is not None else [])
+    )
 
     bounds = resolve_bounds(table, conn.to_librdkafka(), "earliest", "latest")
     raw = read_raw(df.sparkSession, table, conn, bounds)
@@ -170,7 +197,10 @@ def write_snapshot(
     current = current.where(F.col("have").isNotNull() & F.col("key").isNotNull())
 
     diff = desired.join(current, "key", "full_outer")
-    records = diff.where(~F.col("want").eqNullSafe(F.col("have"))).select("key", F.col("want").alias("value"))
+    keep = ["headers"] if headers is not None else []
+    records = diff.where(~F.col("want").eqNullSafe(F.col("have"))).select(
+        "key", F.col("want").alias("value"), *keep
+    )
     records = records.persist(StorageLevel.MEMORY_AND_DISK)
     try:
         stats = _write_stats(records)
