@@ -134,6 +134,26 @@ def _format_options(prefix: str, fmt: str, options: dict[str, str]) -> None:
             )
 
 
+def _check_key_prefix(prefix: str, fields_include: str, key_columns: list[str], what: str) -> None:
+    """Flink's rules for ``key.fields-prefix``: only with EXCEPT_KEY, and on every key column."""
+    if not prefix:
+        return
+    if fields_include == "ALL":
+        raise SpecError(
+            "key.fields-prefix",
+            "A key prefix is not allowed when option 'value.fields-include' is set to 'ALL'.",
+            "set 'value.fields-include' = 'EXCEPT_KEY' to avoid field overlaps.",
+        )
+    for column in key_columns:
+        if not column.startswith(prefix):
+            raise SpecError(
+                "key.fields-prefix",
+                f"All fields in {what} must be prefixed with '{prefix}' when option 'key.fields-prefix' is "
+                f"set but field '{column}' is not prefixed.",
+                f"rename the column to '{prefix}{column}'.",
+            )
+
+
 def _check_format(option: str, fmt: str, *, upsert: bool) -> None:
     if fmt not in FORMATS:
         raise SpecError(option, f"unknown format {fmt!r}.", f"use one of {', '.join(sorted(FORMATS))}.")
@@ -295,21 +315,9 @@ class UpsertKafkaTable(_KafkaTableBase):
                     "A key field must be a regular, physical column.",
                     f"choose from: {', '.join(c.name for c in self.physical_columns)}.",
                 )
-        if self.key_fields_prefix:
-            if self.value_fields_include == "ALL":
-                raise SpecError(
-                    "key.fields-prefix",
-                    "A key prefix is not allowed when option 'value.fields-include' is set to 'ALL'.",
-                    "set 'value.fields-include' = 'EXCEPT_KEY' to avoid field overlaps.",
-                )
-            for pk in self.primary_key:
-                if not pk.startswith(self.key_fields_prefix):
-                    raise SpecError(
-                        "key.fields-prefix",
-                        f"All fields in the PRIMARY KEY must be prefixed with '{self.key_fields_prefix}' when "
-                        f"option 'key.fields-prefix' is set but field '{pk}' is not prefixed.",
-                        f"rename the column to '{self.key_fields_prefix}{pk}'.",
-                    )
+        _check_key_prefix(
+            self.key_fields_prefix, self.value_fields_include, self.primary_key, "the PRIMARY KEY"
+        )
         if (self.sink_buffer_flush_max_rows > 0) != (self.sink_buffer_flush_interval_ms > 0):
             raise SpecError(
                 "sink.buffer-flush.max-rows",
@@ -484,21 +492,7 @@ class KafkaTable(_KafkaTableBase):
         for k in self.key_fields:
             if k not in physical:
                 raise SpecError("key.fields", f"column {k!r} is not a physical column.")
-        if self.key_fields_prefix:
-            if self.value_fields_include == "ALL":
-                raise SpecError(
-                    "key.fields-prefix",
-                    "A key prefix is not allowed when option 'value.fields-include' is set to 'ALL'.",
-                    "set 'value.fields-include' = 'EXCEPT_KEY' to avoid field overlaps.",
-                )
-            for k in self.key_fields:
-                if not k.startswith(self.key_fields_prefix):
-                    raise SpecError(
-                        "key.fields-prefix",
-                        f"All fields in 'key.fields' must be prefixed with '{self.key_fields_prefix}' when "
-                        f"option 'key.fields-prefix' is set but field '{k}' is not prefixed.",
-                        f"rename the column to '{self.key_fields_prefix}{k}'.",
-                    )
+        _check_key_prefix(self.key_fields_prefix, self.value_fields_include, self.key_fields, "'key.fields'")
         key_opts = {k: v for k, v in self.format_options.items() if k.startswith("key.")}
         if key_opts and self.key_format is None:
             raise SpecError(
