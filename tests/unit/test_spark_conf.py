@@ -47,3 +47,9 @@ def test_cluster_master_keeps_driver_address_open_and_extra_wins(jars_dir: Path)
 def test_missing_jars_say_how_to_fetch(tmp_path: Path) -> None:
     with pytest.raises(JarsError, match="jars fetch"):
         spark_conf(jars_dir=tmp_path)
+
+
+def test_local_driver_gets_more_than_sparks_1g_default(jars_dir: Path) -> None:
+    memory = spark_conf(jars_dir=jars_dir)["spark.driver.memory"]
+    assert memory.endswith("g") and 1 <= int(memory[:-1]) <= 8
+    assert "spark.driver.memory" not in spark_conf("yarn", jars_dir=jars_dir)

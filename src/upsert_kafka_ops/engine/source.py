@@ -53,7 +53,8 @@ def _ignores_errors(table: UpsertKafkaTable, side: str) -> bool:
 
 
 def key_codec(table: UpsertKafkaTable) -> Any:
-    fields = [(table.key_field_name(c.name), c.sql_type) for c in table.key_columns]
+    # Flink makes PRIMARY KEY columns NOT NULL: an avro key is a plain record, not a union
+    fields = [(table.key_field_name(c.name), c.sql_type.with_nullable(False)) for c in table.key_columns]
     return make_codec(table.key_format, fields, _side_options(table, "key", table.key_format))
 
 

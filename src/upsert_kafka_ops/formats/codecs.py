@@ -291,8 +291,11 @@ def _row_fields(fields: Fields) -> list[RowField]:
     return [RowField(name, t) for name, t in fields]
 
 
-Codec = JsonCodec | RawCodec
-_CODECS: dict[str, type[Codec]] = {"json": JsonCodec, "raw": RawCodec}
+from upsert_kafka_ops.formats.avro_codec import AvroCodec  # noqa: E402
+from upsert_kafka_ops.formats.csv_codec import CsvCodec  # noqa: E402  (it uses the helpers above)
+
+Codec = JsonCodec | RawCodec | CsvCodec | AvroCodec
+_CODECS: dict[str, type[Codec]] = {"json": JsonCodec, "raw": RawCodec, "csv": CsvCodec, "avro": AvroCodec}
 
 
 def make_codec(fmt: str, fields: Fields, options: dict[str, str]) -> Codec:

@@ -36,6 +36,9 @@ def spark_conf(
     :param extra: more settings, applied last.
     """
     cores = os.cpu_count() or 2
+    local = master.startswith("local")
+    # local mode: the driver is the only JVM; give it a quarter of the machine (Spark's default is 1g)
+    memory_gb = max(1, (os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")) // 4 // 2**30)
     log4j = resources.files("upsert_kafka_ops") / "resources" / "spark-log4j2.properties"
     java_opts = f"-Dlog4j2.configurationFile={log4j}"
     conf = {
@@ -50,8 +53,9 @@ def spark_conf(
         "spark.ui.showConsoleProgress": "false",
         "spark.driver.extraJavaOptions": java_opts,
         "spark.executor.extraJavaOptions": java_opts,
-        "spark.driver.host": "127.0.0.1" if master.startswith("local") else "",
-        "spark.driver.bindAddress": "127.0.0.1" if master.startswith("local") else "",
+        "spark.driver.host": "127.0.0.1" if local else "",
+        "spark.driver.bindAddress": "127.0.0.1" if local else "",
+        "spark.driver.memory": f"{min(memory_gb, 8)}g" if local else "",
     }
     conf = {k: v for k, v in conf.items() if v != ""}
     conf.update(extra or {})

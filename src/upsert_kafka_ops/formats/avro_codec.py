@@ -1,0 +1,239 @@
+"""Flink's ``avro`` format (binary encoding, no header) with Spark's ``to_avro`` / ``from_avro``.
+
+:func:`avro_schema` derives the writer schema exactly as Flink's ``AvroSchemaConverter`` does: a
+record ``record`` in namespace ``org.apache.flink.avro.generated``, nested rows ``record_<field>``,
+a nullable type as the union ``["null", T]`` with ``"default": null`` and a NOT NULL type bare (so
+the PRIMARY KEY columns of an upsert table, which are NOT NULL, are plain types in the key record).
+
+Values are converted where Spark and Flink represent them differently: TIMESTAMP (legacy mapping,
+the default) is the local date-time read as UTC, in epoch milliseconds; TIMESTAMP_LTZ (only with
+``timestamp_mapping.legacy = false``) is epoch milliseconds too, even where the schema says micros,
+as Flink writes it; TIME is ``int`` milliseconds of the day from the TIME text; TINYINT and SMALLINT
+travel as ``int``. Decoding reads with the same schema minus the time logical types (the bytes are
+identical) and converts back; bytes that do not decode are flagged as errors (``from_avro`` in
+PERMISSIVE mode gives NULL for them).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any
+
+from upsert_kafka_ops.errors import SpecError
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column
+
+    from upsert_kafka_ops.formats.codecs import Decoded, Fields
+    from upsert_kafka_ops.spec.types import SqlType
+
+NAMESPACE = "org.apache.flink.avro.generated"
+_PRIMITIVE = {
+    "BOOLEAN": "boolean",
+    "TINYINT": "int",
+    "SMALLINT": "int",
+    "INT": "int",
+    "BIGINT": "long",
+    "FLOAT": "float",
+    "DOUBLE": "double",
+    "STRING": "string",
+    "VARCHAR": "string",
+    "CHAR": "string",
+    "BYTES": "bytes",
+    "BINARY": "bytes",
+    "VARBINARY": "bytes",
+}
+_TIME_LOGICAL = {"time-millis", "timestamp-millis", "timestamp-micros"} | {
+    "local-timestamp-millis",
+    "local-timestamp-micros",
+}
+
+
+def avro_schema(fields: Fields, legacy_timestamps: bool = True) -> dict[str, Any]:
+    """The Avro schema (as JSON data) Flink's ``AvroSchemaConverter.convertToSchema`` gives the
+    NOT NULL row of ``fields``; each field's ``SqlType.nullable`` decides union or plain type."""
+    from upsert_kafka_ops.spec.types import RowField, SqlType
+
+    row = SqlType("ROW", nullable=False, fields=tuple(RowField(n, t) for n, t in fields))
+    schema = _schema(row, "record", legacy_timestamps, top=True)
+    assert isinstance(schema, dict)
+    return schema
+
+
+def _schema(t: SqlType, row_name: str, legacy: bool, top: bool = False) -> Any:
+    s: Any
+    if t.name in _PRIMITIVE:
+        s = _PRIMITIVE[t.name]
+    elif t.name == "DECIMAL":
+        s = {"type": "bytes", "logicalType": "decimal", "precision": t.params[0], "scale": t.params[1]}
+    elif t.name == "DATE":
+        s = {"type": "int", "logicalType": "date"}
+    elif t.name == "TIME":
+        if t.params and t.params[0] > 3:
+            raise SpecError("avro", f"type {t.to_flink()}: Avro TIME supports precision 3 at most.")
+        s = {"type": "int", "logicalType": "time-millis"}
+    elif t.name == "TIMESTAMP":
+        p = t.params[0] if t.params else 6
+        if legacy and p > 3:
+            raise SpecError(
+                "avro",
+                f"type {t.to_flink()}: with avro.timestamp_mapping.legacy = 'true' (the default) Flink's "
+                "Avro format supports TIMESTAMP precision 3 at most.",
+                "declare TIMESTAMP(3), or set avro.timestamp_mapping.legacy = 'false'.",
+            )
+        if p > 6:
+            raise SpecError("avro", f"type {t.to_flink()}: Avro supports TIMESTAMP precision 6 at most.")
+        kind = "timestamp" if legacy else "local-timestamp"
+        s = {"type": "long", "logicalType": f"{kind}-{'millis' if p <= 3 else 'micros'}"}
+    elif t.name == "TIMESTAMP_LTZ":
+        p = t.params[0] if t.params else 6
+        if legacy:
+            raise SpecError(
+                "avro",
+                f"type {t.to_flink()}: Flink's Avro format refuses TIMESTAMP_LTZ with "
+                "avro.timestamp_mapping.legacy = 'true' (the default).",
+                "set avro.timestamp_mapping.legacy = 'false', or declare TIMESTAMP(3).",
+            )
+        if p > 6:
+            raise SpecError("avro", f"type {t.to_flink()}: Avro supports TIMESTAMP_LTZ precision 6 at most.")
+        s = {"type": "long", "logicalType": f"timestamp-{'millis' if p <= 3 else 'micros'}"}
+    elif t.name == "ROW":
+        fields = []
+        for f in t.fields:
+            field: dict[str, Any] = {"name": f.name, "type": _schema(f.type, f"{row_name}_{f.name}", legacy)}
+            if f.type.nullable:
+                field["default"] = None
+            fields.append(field)
+        s = {"type": "record", "name": row_name, "fields": fields}
+        if top:
+            s["namespace"] = NAMESPACE
+    elif t.name == "ARRAY" and t.element is not None:
+        s = {"type": "array", "items": _schema(t.element, row_name, legacy)}
+    elif t.name in ("MAP", "MULTISET"):
+        key = t.key if t.name == "MAP" else t.element
+        assert key is not None
+        if key.name not in ("STRING", "VARCHAR", "CHAR"):
+            raise SpecError("avro", f"type {t.to_flink()}: Avro maps need string keys.")
+        from upsert_kafka_ops.spec.types import SqlType
+
+        value = t.value if t.name == "MAP" else SqlType("INT", nullable=False)
+        assert value is not None
+        s = {"type": "map", "values": _schema(value, row_name, legacy)}
+    else:
+        raise SpecError("avro", f"type {t.to_flink()} cannot be written as Avro.")
+    return ["null", s] if t.nullable else s
+
+
+def _strip_time_logical(s: Any) -> Any:
+    """The schema with time logical types removed: same bytes, plain int/long for Spark."""
+    if isinstance(s, list):
+        return [_strip_time_logical(x) for x in s]
+    if isinstance(s, dict):
+        if s.get("logicalType") in _TIME_LOGICAL:
+            return s["type"]
+        return {k: _strip_time_logical(v) for k, v in s.items()}
+    return s
+
+
+class AvroCodec:
+    """Flink's ``avro`` format (``avro.encoding = 'binary'``)."""
+
+    def __init__(self, fields: Fields, options: dict[str, str]) -> None:
+        from upsert_kafka_ops.spec.types import RowField, SqlType
+
+        if options.get("encoding", "binary").lower() != "binary":
+            raise SpecError("avro.encoding", "only 'binary' is supported.", "leave it at 'binary'.")
+        legacy = options.get("timestamp_mapping.legacy", "true").lower()
+        if legacy not in ("true", "false"):
+            raise SpecError("avro.timestamp_mapping.legacy", f"must be 'true' or 'false', got {legacy!r}.")
+        self.fields = fields
+        self.schema = avro_schema(fields, legacy_timestamps=legacy == "true")
+        self.schema_json = json.dumps(self.schema)
+        self.reader_json = json.dumps(_strip_time_logical(self.schema))
+        self.row_type = SqlType("ROW", nullable=False, fields=tuple(RowField(n, t) for n, t in fields))
+
+    def encode(self, row: Column) -> Column:
+        from pyspark.sql import functions as F
+        from pyspark.sql.avro.functions import to_avro
+
+        return F.when(row.isNull(), F.lit(None)).otherwise(
+            to_avro(_to_avro(row, self.row_type), self.schema_json)
+        )
+
+    def decode(self, data: Column) -> Decoded:
+        from pyspark.sql import functions as F
+        from pyspark.sql.avro.functions import from_avro
+
+        from upsert_kafka_ops.formats.codecs import Decoded
+
+        parsed = from_avro(data, self.reader_json, {"mode": "PERMISSIVE"})
+        error = data.isNotNull() & parsed.isNull()
+        value = F.when(parsed.isNull(), F.lit(None)).otherwise(_from_avro(parsed, self.row_type))
+        return Decoded(value, error)
+
+
+_EPOCH_NTZ = "TIMESTAMP_NTZ'1970-01-01 00:00:00'"
+
+
+def _to_avro(c: Column, t: SqlType) -> Column:
+    """A Spark value as the plain Avro value Flink writes."""
+    from pyspark.sql import functions as F
+
+    if t.name == "ROW":
+        value = F.struct(*[_to_avro(c.getField(f.name), f.type).alias(f.name) for f in t.fields])
+        return value if not t.nullable else F.when(c.isNull(), F.lit(None)).otherwise(value)
+    if t.name == "ARRAY" and t.element is not None:
+        elem = t.element
+        return F.transform(c, lambda x: _to_avro(x, elem))
+    if t.name == "MAP" and t.value is not None:
+        v_t = t.value
+        return F.transform_values(c, lambda _k, v: _to_avro(v, v_t))
+    if t.name in ("TINYINT", "SMALLINT"):
+        return c.cast("int")
+    if t.name == "TIMESTAMP":  # the local date-time as if UTC, in epoch millis
+        return F.timestamp_diff("MILLISECOND", F.expr(_EPOCH_NTZ), c)
+    if t.name == "TIMESTAMP_LTZ":  # Flink writes millis even for a micros schema
+        return F.unix_millis(c)
+    if t.name == "TIME":
+        parts = F.split(F.regexp_extract(c, "^([0-9]{2}:[0-9]{2}(:[0-9]{2})?)", 1), ":")
+        seconds = F.coalesce(F.element_at(parts, 3).cast("int"), F.lit(0))
+        frac = F.rpad(F.regexp_extract(c, "^[0-9:]{8}[.]([0-9]{1,3})", 1), 3, "0")
+        millis = F.when(frac == "", F.lit(0)).otherwise(frac.cast("int"))
+        return (
+            F.element_at(parts, 1).cast("int") * 3600000
+            + F.element_at(parts, 2).cast("int") * 60000
+            + seconds * 1000
+            + millis
+        )
+    return c
+
+
+def _from_avro(c: Column, t: SqlType) -> Column:
+    """A value read with the plain reader schema, back to the Spark type of ``t``."""
+    from pyspark.sql import functions as F
+
+    if t.name == "ROW":
+        value = F.struct(*[_from_avro(c.getField(f.name), f.type).alias(f.name) for f in t.fields])
+        return F.when(c.isNull(), F.lit(None)).otherwise(value)
+    if t.name == "ARRAY" and t.element is not None:
+        elem = t.element
+        return F.transform(c, lambda x: _from_avro(x, elem))
+    if t.name == "MAP" and t.value is not None:
+        v_t = t.value
+        return F.transform_values(c, lambda _k, v: _from_avro(v, v_t))
+    if t.name == "TIMESTAMP":
+        return F.timestamp_add("MILLISECOND", c, F.expr(_EPOCH_NTZ))
+    if t.name == "TIMESTAMP_LTZ":
+        return F.timestamp_millis(c)
+    if t.name == "TIME":
+        ms = F.pmod(c, F.lit(86400000))
+        hms = F.concat_ws(
+            ":",
+            F.lpad((ms / 3600000).cast("int").cast("string"), 2, "0"),
+            F.lpad((ms / 60000 % 60).cast("int").cast("string"), 2, "0"),
+            F.lpad((ms / 1000 % 60).cast("int").cast("string"), 2, "0"),
+        )
+        frac = F.regexp_replace(F.lpad((ms % 1000).cast("string"), 3, "0"), "0+$", "")
+        text = F.concat(hms, F.when(frac == "", F.lit("")).otherwise(F.concat(F.lit("."), frac)))
+        return F.when(c.isNull(), F.lit(None)).otherwise(text)
+    return c.cast(t.to_spark())
