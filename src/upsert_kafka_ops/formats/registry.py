@@ -22,6 +22,17 @@ class FormatInfo:
     supported: bool = True
 
 
+#: options the JSON-based CDC formats share
+_CDC_JSON = frozenset(
+    {
+        "ignore-parse-errors",
+        "timestamp-format.standard",
+        "map-null-key.mode",
+        "map-null-key.literal",
+        "encode.decimal-as-plain-number",
+    }
+)
+
 FORMATS: dict[str, FormatInfo] = {
     f.name: f
     for f in (
@@ -80,46 +91,19 @@ FORMATS: dict[str, FormatInfo] = {
         ),
         FormatInfo(
             "debezium-json",
-            frozenset(
-                {
-                    "schema-include",
-                    "ignore-parse-errors",
-                    "timestamp-format.standard",
-                    "map-null-key.mode",
-                    "map-null-key.literal",
-                    "encode.decimal-as-plain-number",
-                }
-            ),
+            _CDC_JSON | {"schema-include"},
             insert_only=False,
             supported=False,
         ),
         FormatInfo(
             "canal-json",
-            frozenset(
-                {
-                    "ignore-parse-errors",
-                    "timestamp-format.standard",
-                    "database.include",
-                    "table.include",
-                    "map-null-key.mode",
-                    "map-null-key.literal",
-                    "encode.decimal-as-plain-number",
-                }
-            ),
+            _CDC_JSON | {"database.include", "table.include"},
             insert_only=False,
             supported=False,
         ),
         FormatInfo(
             "maxwell-json",
-            frozenset(
-                {
-                    "ignore-parse-errors",
-                    "timestamp-format.standard",
-                    "map-null-key.mode",
-                    "map-null-key.literal",
-                    "encode.decimal-as-plain-number",
-                }
-            ),
+            _CDC_JSON,
             insert_only=False,
             supported=False,
         ),
