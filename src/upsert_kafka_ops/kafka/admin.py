@@ -1,19 +1,28 @@
 """Admin helpers on confluent-kafka: bounded, with errors that say what went wrong.
 
-Every call here takes a timeout and never hangs past it.
+Every call here takes a timeout and never hangs past it. :class:`KafkaAdmin` keeps one client for
+several calls (earliest/end offsets with an explicit isolation level, committed group offsets,
+offsets for timestamps, topic ids, partition counts and configs, group state).
 """
 
 from __future__ import annotations
 
+import concurrent.futures
 import logging
 import time
-from typing import Any
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal, TypeVar
 
-from upsert_kafka_ops.errors import KafkaConnectionError
+from upsert_kafka_ops.errors import KafkaConnectionError, SpecError
+from upsert_kafka_ops.spec.connection import KafkaConnection
 
 _LOG = logging.getLogger("upsert_kafka_ops.kafka.client")
 _AUTH_HINT = "check the username, password and SASL mechanism of the connection"
 _SSL_HINT = "check the CA file (ssl.ca.location) and that the server certificate names the host"
+_K = TypeVar("_K")
+#: The group id of record readers: set because librdkafka requires one, never joined nor committed to.
+READER_GROUP = "upsert-kafka-ops-lag-reader"
 
 
 def probe(config: dict[str, Any], timeout: float = 10.0) -> Any:
@@ -70,3 +79,413 @@ def _describe(bootstrap: str, seen: list[Any], last: str, timeout: float) -> str
         cause = f"no broker answered within {timeout:g}s (is it running and reachable?)"
     detail = texts[-1] if texts else last
     return f"Cannot connect to Kafka at {bootstrap}: {cause}." + (f" Client said: {detail}" if detail else "")
+
+
+# -- bounded admin calls, one client reused ----------------------------------------------------------
+
+#: Which end a consumer reads up to: the last stable offset (``read_committed``, librdkafka's consumer
+#: default) or the high watermark (``read_uncommitted``, the Java consumer's default).
+Isolation = Literal["read_committed", "read_uncommitted"]
+ISOLATIONS: tuple[Isolation, ...] = ("read_committed", "read_uncommitted")
+
+TopicPartitionKey = tuple[str, int]
+
+_DENIED = {
+    "TOPIC_AUTHORIZATION_FAILED",
+    "GROUP_AUTHORIZATION_FAILED",
+    "CLUSTER_AUTHORIZATION_FAILED",
+    "TRANSACTIONAL_ID_AUTHORIZATION_FAILED",
+    "DELEGATION_TOKEN_AUTHORIZATION_FAILED",
+    "SASL_AUTHENTICATION_FAILED",
+    "_AUTHENTICATION",
+}
+_UNREACHABLE = {
+    "_TIMED_OUT",
+    "REQUEST_TIMED_OUT",
+    "_TRANSPORT",
+    "_ALL_BROKERS_DOWN",
+    "_RESOLVE",
+    "_WAIT_COORD",
+}
+_NOT_FOUND = {"UNKNOWN_TOPIC_OR_PART", "_UNKNOWN_TOPIC", "_UNKNOWN_PARTITION", "UNKNOWN_TOPIC_ID"}
+
+
+class KafkaAccessDeniedError(KafkaConnectionError):
+    """The cluster answered but refused the request: authentication failed or an ACL denies it."""
+
+
+class KafkaTimeoutError(KafkaConnectionError):
+    """No answer within the call's time bound (broker down, unreachable, or overloaded)."""
+
+
+class TopicNotFoundError(SpecError):
+    """A named topic does not exist (or this principal may not see it)."""
+
+    def __init__(self, topics: list[str]) -> None:
+        self.topics = topics
+        super().__init__("topic", f"topic(s) not found: {', '.join(topics)}.", "create them or fix the name.")
+
+
+@dataclass(frozen=True)
+class TopicConfig:
+    """The topic settings that decide what lag numbers mean.
+
+    ``compacted``: offset lag is an upper bound of the records left (offsets are sparse) and the
+    record at a committed offset may be gone. ``retention_ms`` -1 means unlimited.
+    """
+
+    topic: str
+    cleanup_policy: tuple[str, ...]
+    delete_retention_ms: int | None
+    min_compaction_lag_ms: int | None
+    retention_ms: int | None
+    retention_bytes: int | None
+
+    @property
+    def compacted(self) -> bool:
+        return "compact" in self.cleanup_policy
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "topic": self.topic,
+            "cleanup_policy": list(self.cleanup_policy),
+            "delete_retention_ms": self.delete_retention_ms,
+            "min_compaction_lag_ms": self.min_compaction_lag_ms,
+            "retention_ms": self.retention_ms,
+            "retention_bytes": self.retention_bytes,
+        }
+
+
+@dataclass(frozen=True)
+class TopicInfo:
+    """A topic's id (a new id means the topic was deleted and recreated) and partition count."""
+
+    topic: str
+    topic_id: str
+    partitions: int
+
+
+@dataclass(frozen=True)
+class GroupInfo:
+    """A consumer group's state and which member host owns which partition (active members only)."""
+
+    group: str
+    state: str
+    members: int
+    owners: dict[TopicPartitionKey, str] = field(default_factory=dict)
+
+    @property
+    def active(self) -> bool:
+        return self.members > 0
+
+
+def _int_or_none(value: Any) -> int | None:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return None
+
+
+class KafkaAdmin:
+    """One confluent-kafka ``AdminClient`` reused for several calls, each bounded by ``timeout``.
+
+    Every method waits at most ``timeout`` seconds in total (not per partition) and raises a
+    :class:`KafkaConnectionError` subclass naming the cause: :class:`KafkaTimeoutError` (no answer),
+    :class:`KafkaAccessDeniedError` (authentication or ACL), or :class:`TopicNotFoundError`. Messages
+    name the bootstrap servers, never a secret.
+
+    :param config: librdkafka settings (``KafkaConnection.to_librdkafka()``) or a ``KafkaConnection``.
+    :param timeout: the bound of each call, in seconds.
+
+    Example::
+
+        with KafkaAdmin(conn, timeout=5) as admin:
+            ends = admin.end_offsets([("users", 0)], isolation="read_committed")
+    """
+
+    def __init__(self, config: Mapping[str, Any] | KafkaConnection, *, timeout: float = 10.0) -> None:
+        if timeout <= 0:
+            raise ValueError("timeout must be positive")
+        if isinstance(config, KafkaConnection):
+            config = config.to_librdkafka()
+        self.config: dict[str, Any] = dict(config)
+        self.timeout = timeout
+        self._client: Any = None
+        self._errors: list[Any] = []
+        self._readers: dict[str, Any] = {}
+
+    @property
+    def bootstrap_servers(self) -> str:
+        return str(self.config.get("bootstrap.servers", "?"))
+
+    def __repr__(self) -> str:  # the config holds resolved secrets: show only the address
+        return f"KafkaAdmin(bootstrap_servers={self.bootstrap_servers!r}, timeout={self.timeout:g})"
+
+    def __enter__(self) -> KafkaAdmin:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Drop the clients (librdkafka closes its connections when a handle is destroyed)."""
+        self._client = None
+        readers, self._readers = self._readers, {}
+        for consumer in readers.values():
+            consumer.close()
+
+    def record_reader(self, isolation: Isolation) -> Any:
+        """A ``Consumer`` for reading single records by ``assign`` (never subscribes nor commits, so
+        its group is never joined), kept for reuse until :meth:`close`."""
+        if isolation not in ISOLATIONS:
+            raise ValueError(f"isolation must be one of {ISOLATIONS}, not {isolation!r}")
+        if isolation not in self._readers:
+            from confluent_kafka import Consumer
+
+            conf = {k: v for k, v in self.config.items() if not callable(v) and k != "logger"}
+            conf.update(
+                {
+                    "group.id": READER_GROUP,
+                    "enable.auto.commit": False,
+                    "enable.auto.offset.store": False,
+                    "enable.partition.eof": True,
+                    "auto.offset.reset": "error",
+                    "isolation.level": isolation,
+                    "fetch.wait.max.ms": 50,
+                    "max.partition.fetch.bytes": 65536,
+                    "queued.max.messages.kbytes": 8192,
+                    "logger": _LOG,
+                    "socket.connection.setup.timeout.ms": max(1000, int(self.timeout * 1000)),
+                }
+            )
+            self._readers[isolation] = Consumer(conf)
+        return self._readers[isolation]
+
+    @property
+    def client(self) -> Any:
+        if self._client is None:
+            from confluent_kafka.admin import AdminClient
+
+            conf = {k: v for k, v in self.config.items() if not callable(v)}
+            conf["error_cb"] = self._errors.append
+            conf.setdefault("logger", _LOG)
+            conf.setdefault("socket.connection.setup.timeout.ms", max(1000, int(self.timeout * 1000)))
+            self._client = AdminClient(conf)
+        return self._client
+
+    # -- waiting and errors ------------------------------------------------------------------------
+    def _wait(self, futures: Mapping[_K, Any], what: str, deadline: float | None = None) -> dict[_K, Any]:
+        """Every future's result before ``deadline`` (monotonic), or a typed error."""
+        end = deadline if deadline is not None else time.monotonic() + self.timeout
+        out: dict[_K, Any] = {}
+        try:
+            for key, fut in futures.items():
+                out[key] = fut.result(timeout=max(0.0, end - time.monotonic()))
+        except BaseException as exc:
+            raise self.failure(exc, what) from None
+        return out
+
+    def failure(self, exc: BaseException, what: str) -> Exception:
+        """The typed error for a failed call (also used for errors found inside results)."""
+        from confluent_kafka import KafkaException
+
+        if isinstance(exc, concurrent.futures.TimeoutError):
+            return KafkaTimeoutError(self._text(what, f"no answer within {self.timeout:g}s"))
+        err: Any = exc.args[0] if isinstance(exc, KafkaException) and exc.args else None
+        name = str(err.name()) if hasattr(err, "name") else ""
+        detail = str(err.str()) if hasattr(err, "str") else str(exc)
+        if name in _DENIED or any(e.name() == "_AUTHENTICATION" for e in self._errors):
+            return KafkaAccessDeniedError(
+                self._text(what, f"access denied ({detail}); {_AUTH_HINT}, and the ACLs of the principal")
+            )
+        if name in _UNREACHABLE:
+            cause = _describe(self.bootstrap_servers, self._errors, detail, self.timeout)
+            return KafkaTimeoutError(f"{what}: {cause}")
+        if name in _NOT_FOUND:
+            return TopicNotFoundError([what.rsplit(" ", 1)[-1]])
+        if isinstance(exc, KafkaException | KafkaConnectionError | SpecError):
+            return (
+                exc
+                if isinstance(exc, KafkaConnectionError | SpecError)
+                else KafkaConnectionError(self._text(what, detail))
+            )
+        return KafkaConnectionError(self._text(what, f"{type(exc).__name__}: {exc}"))
+
+    def _text(self, what: str, cause: str) -> str:
+        return f"Cannot {what} at {self.bootstrap_servers}: {cause}."
+
+    # -- topics ------------------------------------------------------------------------------------
+    def describe_topics(self, topics: Iterable[str], *, missing_ok: bool = False) -> dict[str, TopicInfo]:
+        """Topic id and partition count of each topic.
+
+        :param missing_ok: leave missing topics out of the result instead of raising.
+        :raises TopicNotFoundError: naming every missing topic.
+        """
+        from confluent_kafka import KafkaException, TopicCollection
+
+        names = sorted(set(topics))
+        if not names:
+            return {}
+        futures = self.client.describe_topics(TopicCollection(names), request_timeout=self.timeout)
+        deadline = time.monotonic() + self.timeout
+        out: dict[str, TopicInfo] = {}
+        missing: list[str] = []
+        for name, fut in futures.items():
+            try:
+                desc = fut.result(timeout=max(0.0, deadline - time.monotonic()))
+            except KafkaException as exc:
+                err = exc.args[0] if exc.args else None
+                if err is not None and hasattr(err, "name") and err.name() in _NOT_FOUND:
+                    missing.append(name)
+                    continue
+                raise self.failure(exc, f"describe topic {name}") from None
+            except BaseException as exc:
+                raise self.failure(exc, f"describe topic {name}") from None
+            out[name] = TopicInfo(name, str(desc.topic_id), len(desc.partitions))
+        if missing and not missing_ok:
+            raise TopicNotFoundError(sorted(missing))
+        return out
+
+    def partition_counts(self, topics: Iterable[str]) -> dict[str, int]:
+        return {t: info.partitions for t, info in self.describe_topics(topics).items()}
+
+    def topic_ids(self, topics: Iterable[str]) -> dict[str, str]:
+        """Each topic's id: it changes when a topic is deleted and created again under the same name."""
+        return {t: info.topic_id for t, info in self.describe_topics(topics).items()}
+
+    def partitions(self, topics: Iterable[str]) -> list[TopicPartitionKey]:
+        return [(t, p) for t, n in sorted(self.partition_counts(topics).items()) for p in range(n)]
+
+    def topic_configs(self, topics: Iterable[str]) -> dict[str, TopicConfig]:
+        """cleanup.policy, delete.retention.ms, min.compaction.lag.ms and retention of each topic."""
+        from confluent_kafka.admin import ConfigResource, ResourceType  # type: ignore[attr-defined]
+
+        resources = {t: ConfigResource(ResourceType.TOPIC, t) for t in sorted(set(topics))}
+        if not resources:
+            return {}
+        futures = self.client.describe_configs(list(resources.values()), request_timeout=self.timeout)
+        by_topic = {t: futures[r] for t, r in resources.items()}
+        results = self._wait(by_topic, "describe topic configs")
+        out: dict[str, TopicConfig] = {}
+        for topic, entries in results.items():
+
+            def value(key: str, entries: Any = entries) -> Any:
+                entry = entries.get(key)
+                return None if entry is None else entry.value
+
+            policy = str(value("cleanup.policy") or "delete")
+            out[topic] = TopicConfig(
+                topic=topic,
+                cleanup_policy=tuple(p.strip() for p in policy.split(",") if p.strip()),
+                delete_retention_ms=_int_or_none(value("delete.retention.ms")),
+                min_compaction_lag_ms=_int_or_none(value("min.compaction.lag.ms")),
+                retention_ms=_int_or_none(value("retention.ms")),
+                retention_bytes=_int_or_none(value("retention.bytes")),
+            )
+        return out
+
+    # -- offsets -----------------------------------------------------------------------------------
+    def _offsets_futures(
+        self, partitions: Iterable[TopicPartitionKey], spec: Any, isolation: Isolation
+    ) -> Any:
+        from confluent_kafka import IsolationLevel, TopicPartition
+
+        if isolation not in ISOLATIONS:
+            raise ValueError(f"isolation must be one of {ISOLATIONS}, not {isolation!r}")
+        level = (
+            IsolationLevel.READ_COMMITTED
+            if isolation == "read_committed"
+            else IsolationLevel.READ_UNCOMMITTED
+        )
+        request = {TopicPartition(t, p): spec for t, p in partitions}
+        if not request:
+            return {}
+        return self.client.list_offsets(request, isolation_level=level, request_timeout=self.timeout)
+
+    def _offsets(
+        self, futures: Any, what: str, deadline: float | None = None
+    ) -> dict[TopicPartitionKey, int]:
+        results = self._wait(futures, what, deadline)
+        return {(tp.topic, tp.partition): int(info.offset) for tp, info in results.items()}
+
+    def earliest_offsets(self, partitions: Iterable[TopicPartitionKey]) -> dict[TopicPartitionKey, int]:
+        """The log start offset of each partition (the same for both isolation levels)."""
+        futures = self._offsets_futures(partitions, _spec("earliest"), "read_uncommitted")
+        return self._offsets(futures, "list earliest offsets")
+
+    def end_offsets(
+        self, partitions: Iterable[TopicPartitionKey], *, isolation: Isolation
+    ) -> dict[TopicPartitionKey, int]:
+        """End offsets (exclusive): the last stable offset for ``read_committed``, else the high watermark."""
+        futures = self._offsets_futures(partitions, _spec("latest"), isolation)
+        return self._offsets(futures, "list end offsets")
+
+    def watermarks(
+        self, partitions: Iterable[TopicPartitionKey], *, isolation: Isolation
+    ) -> dict[TopicPartitionKey, tuple[int, int]]:
+        """``(earliest, end)`` per partition, both requests in flight at once."""
+        parts = list(partitions)
+        low = self._offsets_futures(parts, _spec("earliest"), "read_uncommitted")
+        high = self._offsets_futures(parts, _spec("latest"), isolation)
+        deadline = time.monotonic() + self.timeout
+        lows = self._offsets(low, "list earliest offsets", deadline)
+        highs = self._offsets(high, "list end offsets", deadline)
+        return {tp: (lows[tp], highs[tp]) for tp in parts}
+
+    def offsets_for_times(
+        self, partitions: Iterable[TopicPartitionKey], timestamp_ms: int, *, isolation: Isolation
+    ) -> dict[TopicPartitionKey, int | None]:
+        """The first offset whose record timestamp is >= ``timestamp_ms``; ``None`` when no record is
+        that late."""
+        from confluent_kafka.admin import OffsetSpec  # type: ignore[attr-defined]
+
+        futures = self._offsets_futures(partitions, OffsetSpec.for_timestamp(int(timestamp_ms)), isolation)
+        found = self._offsets(futures, "list offsets for a timestamp")
+        return {tp: (off if off >= 0 else None) for tp, off in found.items()}
+
+    # -- groups ------------------------------------------------------------------------------------
+    def committed_offsets(
+        self, group: str, partitions: Iterable[TopicPartitionKey] | None = None
+    ) -> dict[TopicPartitionKey, int | None]:
+        """A group's committed offsets. With ``partitions``, every one of them is in the result,
+        ``None`` where the group never committed (or its offset expired). Without, only the
+        partitions the group has committed offsets for."""
+        from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
+
+        asked = None if partitions is None else [TopicPartition(t, p) for t, p in partitions]
+        if asked is not None and not asked:
+            return {}
+        request = [ConsumerGroupTopicPartitions(group, asked)]
+        futures = self.client.list_consumer_group_offsets(request, request_timeout=self.timeout)
+        result = self._wait(futures, f"read the committed offsets of group {group!r}")[group]
+        out: dict[TopicPartitionKey, int | None] = {}
+        for tp in result.topic_partitions or []:
+            if tp.error is not None:
+                raise self.failure(_exception(tp.error), f"read the committed offsets of group {group!r}")
+            out[(tp.topic, tp.partition)] = tp.offset if tp.offset >= 0 else None
+        return out
+
+    def describe_group(self, group: str) -> GroupInfo:
+        """The group's state, active member count and partition owners (``host/client_id``)."""
+        futures = self.client.describe_consumer_groups([group], request_timeout=self.timeout)
+        desc = self._wait(futures, f"describe group {group!r}")[group]
+        owners: dict[TopicPartitionKey, str] = {}
+        for member in desc.members or []:
+            assignment = getattr(member, "assignment", None)
+            for tp in getattr(assignment, "topic_partitions", None) or []:
+                owners[(tp.topic, tp.partition)] = f"{member.host}/{member.client_id}"
+        state = getattr(desc.state, "name", str(desc.state))
+        return GroupInfo(group=group, state=str(state), members=len(desc.members or []), owners=owners)
+
+
+def _spec(name: str) -> Any:
+    from confluent_kafka.admin import OffsetSpec  # type: ignore[attr-defined]
+
+    return getattr(OffsetSpec, name)()
+
+
+def _exception(error: Any) -> Exception:
+    from confluent_kafka import KafkaException
+
+    exc: Exception = KafkaException(error)
+    return exc
