@@ -43,3 +43,29 @@ class LocalServiceError(UpsertKafkaOpsError):
 
 class KafkaConnectionError(UpsertKafkaOpsError):
     """The Kafka cluster could not be reached, or refused the credentials or the TLS handshake."""
+
+
+class JobFailedError(UpsertKafkaOpsError):
+    """A submitted job failed: spark-submit exited non-zero, timed out, or returned no result.
+
+    The message carries the driver's own error (its last exception line) and the log tail, with
+    the values of the runtime's environment variables redacted.
+
+    :param message: what failed, with the driver's error and the log tail.
+    :param driver_error: the driver's last exception line (``ValueError: ...``), when one was found.
+    :param returncode: spark-submit's exit code (``None`` when it was killed on timeout).
+    :param result: the run result the driver returned, when it returned one (``status`` ``failed``).
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        driver_error: str | None = None,
+        returncode: int | None = None,
+        result: dict[str, object] | None = None,
+    ) -> None:
+        self.driver_error = driver_error
+        self.returncode = returncode
+        self.result = result
+        super().__init__(message)
