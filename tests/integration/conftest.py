@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from upsert_kafka_ops import jars
-from upsert_kafka_ops.local import LocalKafka
+from upsert_kafka_ops.local import LocalKafka, LocalPostgres
 from upsert_kafka_ops.runtime import build_spark_session
 
 if TYPE_CHECKING:
@@ -56,3 +56,11 @@ def new_topic(kafka: LocalKafka) -> Callable[..., str]:
         return name
 
     return make
+
+
+@pytest.fixture(scope="session")
+def postgres() -> Iterator[LocalPostgres]:
+    """A real PostgreSQL on 127.0.0.1 (password over TCP), in a temporary folder. When the server
+    programs are missing this fails with the install command; it never skips."""
+    with LocalPostgres() as server:
+        yield server
