@@ -289,18 +289,26 @@ class KafkaAdmin:
         """The typed error for a failed call (also used for errors found inside results)."""
         from confluent_kafka import KafkaException
 
+        if self._client is not None:
+            self._client.poll(0)  # serve error callbacks: they tell authentication and TLS failures
+        auth = [e for e in self._errors if e.name() in _DENIED]
+        if auth:
+            return KafkaAccessDeniedError(
+                self._text(what, f"authentication failed ({auth[-1].str()}); {_AUTH_HINT}")
+            )
         if isinstance(exc, concurrent.futures.TimeoutError):
-            return KafkaTimeoutError(self._text(what, f"no answer within {self.timeout:g}s"))
+            cause = _describe(self.bootstrap_servers, self._errors, "", self.timeout)
+            return KafkaTimeoutError(f"{cause} (while trying to {what})")
         err: Any = exc.args[0] if isinstance(exc, KafkaException) and exc.args else None
         name = str(err.name()) if hasattr(err, "name") else ""
         detail = str(err.str()) if hasattr(err, "str") else str(exc)
-        if name in _DENIED or any(e.name() == "_AUTHENTICATION" for e in self._errors):
+        if name in _DENIED:
             return KafkaAccessDeniedError(
                 self._text(what, f"access denied ({detail}); {_AUTH_HINT}, and the ACLs of the principal")
             )
         if name in _UNREACHABLE:
             cause = _describe(self.bootstrap_servers, self._errors, detail, self.timeout)
-            return KafkaTimeoutError(f"{what}: {cause}")
+            return KafkaTimeoutError(f"{cause} (while trying to {what})")
         if name in _NOT_FOUND:
             return TopicNotFoundError([what.rsplit(" ", 1)[-1]])
         if isinstance(exc, KafkaException | KafkaConnectionError | SpecError):

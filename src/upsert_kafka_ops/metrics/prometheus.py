@@ -1,0 +1,186 @@
+"""Prometheus text exposition (format 0.0.4) of lag, lag status and run results, written by hand.
+
+Names follow Prometheus conventions: ``upsert_kafka_ops_`` prefix, snake_case, base units
+(seconds, bytes), ``_total`` only on counters. The Flink metric each one corresponds to:
+
+====================================================  ==================================================
+metric                                                Flink (FLIP-33 / Kafka connector)
+====================================================  ==================================================
+``upsert_kafka_ops_consumer_lag_records``             ``pendingRecords`` (per partition, from committed
+                                                      offsets rather than the reader's position)
+``upsert_kafka_ops_consumer_lag_seconds``             nearest: ``currentEmitEventTimeLag`` (ms), here
+                                                      the age of the record at the committed offset
+``upsert_kafka_ops_consumer_committed_offset``        ``KafkaSourceReader.topic.*.partition.*.committedOffset``
+``upsert_kafka_ops_partition_end_offset``             none (the Kafka consumer's ``records-lag`` base)
+``upsert_kafka_ops_consumer_records_lost``            none (kafka-lag-exporter's ``messages_lost``)
+``upsert_kafka_ops_run_records_in_total``             ``numRecordsIn``
+``upsert_kafka_ops_run_bytes_in_total``               ``numBytesIn``
+``upsert_kafka_ops_run_records_out_total``            ``numRecordsOut``
+``upsert_kafka_ops_run_bytes_out_total``              ``numBytesOut``
+``upsert_kafka_ops_run_parse_errors_skipped_total``   ``numRecordsInErrors``
+``upsert_kafka_ops_run_duration_seconds``             none (a batch run's wall time)
+====================================================  ==================================================
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any, Literal
+
+from upsert_kafka_ops.kafka.evaluation import LagStatus
+from upsert_kafka_ops.kafka.lag import LagReport
+
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+PREFIX = "upsert_kafka_ops_"
+Kind = Literal["counter", "gauge", "untyped"]
+GROUP_STATUSES = ("NOTFOUND", "OK", "WARN", "ERR")
+
+
+def _escape_label(value: str) -> str:
+    return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
+
+
+def _format_value(value: float) -> str:
+    if math.isnan(value):
+        return "NaN"
+    if math.isinf(value):
+        return "+Inf" if value > 0 else "-Inf"
+    if float(value).is_integer() and abs(value) < 2**53:
+        return str(int(value))
+    return repr(float(value))
+
+
+class Exposition:
+    """Metric families in insertion order; :meth:`render` gives the text format."""
+
+    def __init__(self) -> None:
+        self._families: dict[str, tuple[Kind, str, list[str]]] = {}
+
+    def add(
+        self, name: str, kind: Kind, help_text: str, value: float, labels: Mapping[str, Any] | None = None
+    ) -> None:
+        full = name if name.startswith(PREFIX) else PREFIX + name
+        if kind == "counter" and not full.endswith("_total"):
+            raise ValueError(f"counter {full} must end in _total")
+        family = self._families.setdefault(full, (kind, help_text, []))
+        if family[0] != kind:
+            raise ValueError(f"{full} is already a {family[0]}")
+        label_text = ",".join(f'{k}="{_escape_label(str(v))}"' for k, v in (labels or {}).items())
+        family[2].append(
+            f"{full}{{{label_text}}} {_format_value(value)}"
+            if label_text
+            else f"{full} {_format_value(value)}"
+        )
+
+    def render(self) -> str:
+        lines: list[str] = []
+        for name, (kind, help_text, samples) in self._families.items():
+            lines.append(f"# HELP {name} {help_text.replace(chr(92), chr(92) * 2).replace(chr(10), ' ')}")
+            lines.append(f"# TYPE {name} {kind}")
+            lines.extend(samples)
+        return "\n".join(lines) + "\n" if lines else ""
+
+
+def lag_exposition(
+    report: LagReport, status: LagStatus | None = None, exposition: Exposition | None = None
+) -> Exposition:
+    """Per-partition and per-group lag of ``report``, and ``status`` when given. Partitions without a
+    commit have no lag series (rather than NaN) but keep their offsets."""
+    exp = exposition or Exposition()
+    group = report.group or ""
+    for p in report.partitions:
+        where = {"topic": p.topic, "partition": str(p.partition)}
+        exp.add("partition_earliest_offset", "gauge", "Log start offset of the partition.", p.earliest, where)
+        exp.add("partition_end_offset", "gauge", "End offset: last stable offset for read_committed, else the high watermark.",
+                p.end, {**where, "isolation": report.isolation})  # fmt: skip
+    for p in report.partitions:
+        if p.committed is None or p.lag is None:
+            continue
+        labels = {"group": group, "topic": p.topic, "partition": str(p.partition)}
+        exp.add(
+            "consumer_committed_offset", "gauge", "Committed offset of the consumer.", p.committed, labels
+        )
+        exp.add(
+            "consumer_lag_records",
+            "gauge",
+            "Offsets between the committed offset and the end offset.",
+            p.lag,
+            labels,
+        )
+        exp.add("consumer_records_lost", "gauge", "Offsets deleted before they were consumed (earliest minus committed).",
+                p.records_lost, labels)  # fmt: skip
+        if p.time_lag_s is not None:
+            exp.add(
+                "consumer_lag_seconds",
+                "gauge",
+                "Age of the record at the committed offset.",
+                p.time_lag_s,
+                labels,
+            )
+    exp.add(
+        "consumer_group_lag_records",
+        "gauge",
+        "Sum of the group's partition lags.",
+        report.total_lag,
+        {"group": group},
+    )
+    if report.max_time_lag_s is not None:
+        exp.add("consumer_group_max_lag_seconds", "gauge", "Largest time lag of the group's partitions.",
+                report.max_time_lag_s, {"group": group})  # fmt: skip
+    exp.add("consumer_group_observed_timestamp_seconds", "gauge", "When the offsets were read (Unix time).",
+            report.observed_at, {"group": group})  # fmt: skip
+    if status is not None:
+        for name in GROUP_STATUSES:
+            exp.add("consumer_group_status", "gauge", "Burrow's group status: 1 for the current one.",
+                    1.0 if status.status == name else 0.0, {"group": group, "status": name})  # fmt: skip
+        for ps in status.partitions:
+            exp.add("consumer_partition_status", "gauge", "Burrow's partition status (the current one only).", 1.0,
+                    {"group": group, "topic": ps.lag.topic, "partition": str(ps.lag.partition), "status": ps.status})  # fmt: skip
+        exp.add("consumer_group_window_complete_ratio", "gauge", "Share of partitions with a full evaluation window.",
+                status.complete, {"group": group})  # fmt: skip
+    return exp
+
+
+_RUN_COUNTERS = (
+    ("records_in", "Records read (Flink numRecordsIn)."),
+    ("bytes_in", "Bytes of keys and values read (Flink numBytesIn)."),
+    ("tombstones_in", "Tombstones read."),
+    ("null_keys_dropped", "Records dropped for a null key."),
+    ("parse_errors_skipped", "Records skipped for a parse error (Flink numRecordsInErrors)."),
+    ("records_out", "Records written (Flink numRecordsOut)."),
+    ("tombstones_out", "Tombstones written."),
+    ("bytes_out", "Bytes of keys and values written (Flink numBytesOut)."),
+)
+
+
+def run_result_exposition(result: Any, job: str, exposition: Exposition | None = None) -> Exposition:
+    """A run result (``engine.results.RunResult`` or its ``to_dict()``) as counters of that run (they
+    start at 0 with each run, as Flink's counters do with each job start) and gauges."""
+    data: Mapping[str, Any] = result.to_dict() if hasattr(result, "to_dict") else result
+    exp = exposition or Exposition()
+    labels = {"job": job, "operation": str(data.get("operation", ""))}
+    for key, help_text in _RUN_COUNTERS:
+        exp.add(f"run_{key}_total", "counter", help_text, float(data.get(key, 0) or 0), labels)
+    exp.add(
+        "run_distinct_keys",
+        "gauge",
+        "Distinct keys seen by the run.",
+        float(data.get("distinct_keys", 0) or 0),
+        labels,
+    )
+    exp.add("run_keys_in_several_partitions", "gauge", "Keys found in more than one partition.",
+            float(data.get("keys_in_several_partitions", 0) or 0), labels)  # fmt: skip
+    exp.add(
+        "run_duration_seconds",
+        "gauge",
+        "Wall time of the run.",
+        float(data.get("duration_s", 0.0) or 0.0),
+        labels,
+    )
+    for which in ("start", "end"):
+        for topic, partitions in sorted((data.get(f"{which}_offsets") or {}).items()):
+            for partition, offset in sorted(partitions.items(), key=lambda kv: int(kv[0])):
+                exp.add(f"run_{which}_offset", "gauge", f"The run's {which} offset (exclusive end).", float(offset),
+                        {**labels, "topic": topic, "partition": str(partition)})  # fmt: skip
+    return exp
