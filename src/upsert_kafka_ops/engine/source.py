@@ -543,33 +543,8 @@ def read_append(
     bounds = resolve_bounds(table, conn.to_librdkafka(), start, until)
     headers = any(c.metadata == "headers" for c in table.metadata_columns)
     raw = read_raw(spark, table, conn, bounds, headers)
-    in_key = set(table.key_fields)
-    value_cols = [
-        c for c in table.physical_columns if table.value_fields_include == "ALL" or c.name not in in_key
-    ]
-    head = f"value.{table.value_format}."
-    vopts = {k[len(head) :]: v for k, v in table.format_options.items() if k.startswith(head)}
-    vd = make_codec(table.value_format, [(c.name, c.sql_type) for c in value_cols], vopts).decode(
-        F.col("value")
-    )
-    cols = {c: F.col(c) for c in raw.columns}
-    out = []
-    key_value = None
-    if table.key_format:
-        khead = f"key.{table.key_format}."
-        kopts = {k[len(khead) :]: v for k, v in table.format_options.items() if k.startswith(khead)}
-        by_name = {c.name: c for c in table.columns}
-        kfields = [(k[len(table.key_fields_prefix) :], by_name[k].sql_type) for k in table.key_fields]
-        key_value = make_codec(table.key_format, kfields, kopts).decode(F.col("key")).value
-    for c in table.columns:
-        if c.metadata is not None:
-            out.append(_metadata_value(c, cols).alias(c.name))
-        elif c.name in in_key and key_value is not None:
-            out.append(key_value.getField(c.name[len(table.key_fields_prefix) :]).alias(c.name))
-        else:
-            out.append(vd.value.getField(c.name).alias(c.name))
-    bad = F.col("value").isNull() | vd.error
-    rows = raw.select(*out, bad.alias("_bad"), "topic", "partition", "offset")
+    rows = decode_append(table, raw)
+    vopts = _format_options(table, "value", table.value_format)
     stats = rows.agg(F.count(F.lit(1)).alias("n"), F.count(F.when(F.col("_bad"), 1)).alias("bad")).first()
     assert stats is not None
     if stats["bad"] and vopts.get("ignore-parse-errors", "false").lower() != "true":
@@ -586,3 +561,40 @@ def read_append(
         duration_s=round(time.monotonic() - began, 3),
     )
     return Read(df, result)
+
+
+def _format_options(table: KafkaTable, side: str, fmt: str) -> dict[str, str]:
+    head = f"{side}.{fmt}."
+    return {k[len(head) :]: v for k, v in table.format_options.items() if k.startswith(head)}
+
+
+def decode_append(table: KafkaTable, raw: DataFrame) -> DataFrame:
+    """Decode raw Kafka records (batch or streaming) into a plain table's columns, plus ``_bad`` (a
+    tombstone or an undecodable value) and the record's ``topic``, ``partition`` and ``offset``."""
+    from pyspark.sql import functions as F
+
+    in_key = set(table.key_fields)
+    value_cols = [
+        c for c in table.physical_columns if table.value_fields_include == "ALL" or c.name not in in_key
+    ]
+    vopts = _format_options(table, "value", table.value_format)
+    vd = make_codec(table.value_format, [(c.name, c.sql_type) for c in value_cols], vopts).decode(
+        F.col("value")
+    )
+    cols = {c: F.col(c) for c in raw.columns}
+    out = []
+    key_value = None
+    if table.key_format:
+        kopts = _format_options(table, "key", table.key_format)
+        by_name = {c.name: c for c in table.columns}
+        kfields = [(k[len(table.key_fields_prefix) :], by_name[k].sql_type) for k in table.key_fields]
+        key_value = make_codec(table.key_format, kfields, kopts).decode(F.col("key")).value
+    for c in table.columns:
+        if c.metadata is not None:
+            out.append(_metadata_value(c, cols).alias(c.name))
+        elif c.name in in_key and key_value is not None:
+            out.append(key_value.getField(c.name[len(table.key_fields_prefix) :]).alias(c.name))
+        else:
+            out.append(vd.value.getField(c.name).alias(c.name))
+    bad = F.col("value").isNull() | vd.error
+    return raw.select(*out, bad.alias("_bad"), "topic", "partition", "offset")

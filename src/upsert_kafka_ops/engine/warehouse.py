@@ -1,0 +1,389 @@
+"""Warehouse targets on Spark: Delta (MERGE), PostgreSQL (JDBC staging + one transaction), Parquet.
+
+Each write carries the run's state (processed offsets; see :mod:`upsert_kafka_ops.jobs.state`) so
+that data and offsets land together or not at all:
+
+- Delta: the MERGE (or overwrite, or an empty append when nothing changed) commits with
+  ``userMetadata`` = the state and Delta's idempotent-write identifiers (txnAppId, txnVersion), so a
+  replayed run version is skipped by Delta itself. The session-wide confs are reset afterwards.
+- PostgreSQL: rows are staged with Spark's JDBC writer into an unlogged table, then one psycopg
+  transaction upserts (``INSERT ... ON CONFLICT DO UPDATE``), deletes, updates the offsets table and
+  drops the staging table. A full rebuild loads a new table and swaps it in inside the transaction.
+- Parquet: a full overwrite, then the state file renamed into place.
+
+Change DataFrames have an ``op`` column: ``+U`` (upsert the row) or ``-D`` (delete the key).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import uuid
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
+
+from upsert_kafka_ops.errors import UpsertKafkaOpsError
+from upsert_kafka_ops.spec.table import UpsertKafkaTable
+from upsert_kafka_ops.spec.types import SqlType, parse_type, quote_name
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+FAULT_ENV = "UKO_FAULT_POINT"
+
+
+def fault_point(name: str) -> None:
+    """Kill this process (SIGKILL, no cleanup) when ``$UKO_FAULT_POINT`` names this point (tests)."""
+    if os.environ.get(FAULT_ENV) == name:
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+class TargetSchemaError(UpsertKafkaOpsError):
+    """The target table does not fit the spec (a type changed)."""
+
+
+def target_columns(table: UpsertKafkaTable) -> list[tuple[str, SqlType]]:
+    """The columns a warehouse target holds: the table's columns in declaration order."""
+    return [(c.name, parse_type(c.type)) for c in table.columns]
+
+
+# -- Delta ----------------------------------------------------------------------------------------
+@contextmanager
+def _delta_commit_confs(spark: SparkSession, app_id: str, version: int, metadata: str) -> Iterator[None]:
+    confs = {
+        "spark.databricks.delta.write.txnAppId": app_id,
+        "spark.databricks.delta.write.txnVersion": str(version),
+        "spark.databricks.delta.commitInfo.userMetadata": metadata,
+    }
+    for k, v in confs.items():
+        spark.conf.set(k, v)
+    try:
+        yield
+    finally:  # session-wide: the next write in this session must not reuse them
+        for k in confs:
+            spark.conf.unset(k)
+
+
+def ensure_delta_table(spark: SparkSession, path: str, table: UpsertKafkaTable) -> list[str]:
+    """Create the Delta table from the spec when missing; add columns the spec gained. Returns the
+    names of added columns. A column whose type changed is an error (before any write)."""
+    from delta.tables import DeltaTable
+    from pyspark.sql.types import StructType, _parse_datatype_string
+
+    wanted = target_columns(table)
+    if not DeltaTable.isDeltaTable(spark, path):
+        builder = DeltaTable.createIfNotExists(spark).location(path)
+        for name, t in wanted:
+            builder = builder.addColumn(
+                name, _parse_datatype_string(t.to_spark()), nullable=name not in table.primary_key
+            )
+        builder = builder.property("upsert_kafka_ops.primary_key", ",".join(table.primary_key))
+        builder.execute()
+        return []
+    have: StructType = spark.read.format("delta").load(path).schema
+    existing = {f.name: f.dataType for f in have.fields}
+    added = []
+    for name, t in wanted:
+        want = _parse_datatype_string(t.to_spark())
+        if name not in existing:
+            added.append(f"{quote_name(name)} {t.to_spark()}")
+        elif existing[name] != want:
+            raise TargetSchemaError(
+                f"Delta table {path}: column {name!r} is {existing[name].simpleString()} but the spec says "
+                f"{t.to_spark()}. Rebuild the target under a new path (mode full), or change the spec back."
+            )
+    if added:
+        spark.sql(f"ALTER TABLE delta.`{path}` ADD COLUMNS ({', '.join(added)})")
+    return [a.split(" ")[0].strip("`") for a in added]
+
+
+def delta_merge(
+    spark: SparkSession,
+    changes: DataFrame,
+    path: str,
+    table: UpsertKafkaTable,
+    *,
+    app_id: str,
+    version: int,
+    metadata: dict[str, Any],
+) -> dict[str, int]:
+    """MERGE the last change per key (``op`` +U/-D) into the Delta table; one commit with the state.
+    With no changes, an empty append commits the state alone."""
+    from delta.tables import DeltaTable
+
+    names = [c for c, _ in target_columns(table)]
+    text = json.dumps(metadata, sort_keys=True)
+    src = changes.select("op", *names)
+    with _delta_commit_confs(spark, app_id, version, text):
+        if src.isEmpty():
+            spark.createDataFrame([], spark.read.format("delta").load(path).schema).write.format(
+                "delta"
+            ).mode("append").save(path)
+            return {"upserted": 0, "deleted": 0}
+        on = " AND ".join(f"t.{quote_name(k)} = s.{quote_name(k)}" for k in table.primary_key)
+        values: dict[str, Any] = {quote_name(c): f"s.{quote_name(c)}" for c in names}
+        (
+            DeltaTable.forPath(spark, path)
+            .alias("t")
+            .merge(src.alias("s"), on)
+            .whenMatchedDelete("s.op = '-D'")
+            .whenMatchedUpdate("s.op <> '-D'", values)
+            .whenNotMatchedInsert("s.op <> '-D'", values)
+            .execute()
+        )
+    metrics = DeltaTable.forPath(spark, path).history(1).select("operationMetrics").first()
+    m = dict(metrics["operationMetrics"] or {}) if metrics is not None else {}
+    return {
+        "upserted": int(m.get("numTargetRowsUpdated", 0)) + int(m.get("numTargetRowsInserted", 0)),
+        "deleted": int(m.get("numTargetRowsDeleted", 0)),
+    }
+
+
+def delta_overwrite(
+    spark: SparkSession,
+    rows: DataFrame,
+    path: str,
+    table: UpsertKafkaTable,
+    *,
+    app_id: str,
+    version: int,
+    metadata: dict[str, Any],
+) -> dict[str, int]:
+    """Replace the table's content with ``rows`` in one commit (the new version is the swap)."""
+    names = [c for c, _ in target_columns(table)]
+    with _delta_commit_confs(spark, app_id, version, json.dumps(metadata, sort_keys=True)):
+        rows.select(*names).write.format("delta").mode("overwrite").save(path)
+    return {"upserted": -1, "deleted": -1}
+
+
+# -- Parquet --------------------------------------------------------------------------------------
+def parquet_overwrite(rows: DataFrame, path: str, table: UpsertKafkaTable) -> None:
+    names = [c for c, _ in target_columns(table)]
+    rows.select(*names).write.mode("overwrite").parquet(path)
+
+
+# -- PostgreSQL -----------------------------------------------------------------------------------
+_PG = {
+    "STRING": "text",
+    "VARCHAR": "varchar",
+    "CHAR": "char",
+    "BOOLEAN": "boolean",
+    "TINYINT": "smallint",
+    "SMALLINT": "smallint",
+    "INT": "integer",
+    "BIGINT": "bigint",
+    "FLOAT": "real",
+    "DOUBLE": "double precision",
+    "DATE": "date",
+    "TIME": "time",
+    "TIMESTAMP": "timestamp",
+    "TIMESTAMP_LTZ": "timestamptz",
+    "BYTES": "bytea",
+    "BINARY": "bytea",
+    "VARBINARY": "bytea",
+}
+_NESTED = {"ARRAY", "MAP", "MULTISET", "ROW"}
+
+
+def pg_type(t: SqlType) -> str:
+    """The PostgreSQL column type of a Flink SQL type (nested types as ``jsonb``)."""
+    if t.name in _NESTED:
+        return "jsonb"
+    if t.name == "DECIMAL":
+        return "numeric({},{})".format(*t.params)
+    if t.name in ("VARCHAR", "CHAR") and t.params and t.params[0] < 10485760:
+        return f"{_PG[t.name]}({t.params[0]})"
+    if t.name in ("TIMESTAMP", "TIMESTAMP_LTZ", "TIME") and t.params:
+        return f"{_PG[t.name]}({min(t.params[0], 6)})"
+    return _PG[t.name]
+
+
+def _stage_frame(df: DataFrame, table: UpsertKafkaTable, with_op: bool) -> DataFrame:
+    """What Spark's JDBC writer can send: nested values as JSON text, TIME as text."""
+    from pyspark.sql import functions as F
+
+    cols = []
+    for name, t in target_columns(table):
+        c = F.col(quote_name(name))
+        if t.name in _NESTED:
+            c = F.to_json(c)
+        cols.append(c.alias(name))
+    return df.select(*([F.col("op")] if with_op else []), *cols)
+
+
+def _ident(qualified: str) -> Any:
+    from psycopg import sql
+
+    schema, _, name = qualified.rpartition(".")
+    return sql.Identifier(schema, name) if schema else sql.Identifier(name)
+
+
+def _cast_list(table: UpsertKafkaTable, prefix: str = "") -> Any:
+    """``s."a"::jsonb, s."b"`` for INSERT ... SELECT from the staging table."""
+    from psycopg import sql
+
+    parts = []
+    for name, t in target_columns(table):
+        col = sql.SQL(prefix) + sql.Identifier(name)
+        parts.append(col + sql.SQL(f"::{pg_type(t)}") if t.name in _NESTED or t.name == "TIME" else col)
+    return sql.SQL(", ").join(parts)
+
+
+def pg_ensure_table(conn: Any, qualified: str, table: UpsertKafkaTable) -> list[str]:
+    """Create the target from the spec when missing (columns, primary key); add new columns."""
+    from psycopg import sql
+
+    schema, _, name = qualified.rpartition(".")
+    schema = schema or "public"
+    rows = conn.execute(
+        "SELECT column_name, data_type FROM information_schema.columns WHERE table_schema = %s AND table_name = %s",
+        (schema, name),
+    ).fetchall()
+    wanted = target_columns(table)
+    if not rows:
+        cols = [
+            sql.SQL("{} {}{}").format(
+                sql.Identifier(n), sql.SQL(pg_type(t)), sql.SQL(" NOT NULL" if n in table.primary_key else "")
+            )
+            for n, t in wanted
+        ]
+        pk = sql.SQL(", ").join(sql.Identifier(k) for k in table.primary_key)
+        conn.execute(
+            sql.SQL("CREATE TABLE {} ({}, PRIMARY KEY ({}))").format(
+                _ident(f"{schema}.{name}"), sql.SQL(", ").join(cols), pk
+            )
+        )
+        return []
+    have = {r[0] for r in rows}
+    added = []
+    for n, t in wanted:
+        if n not in have:
+            conn.execute(
+                sql.SQL("ALTER TABLE {} ADD COLUMN {} {}").format(
+                    _ident(f"{schema}.{name}"), sql.Identifier(n), sql.SQL(pg_type(t))
+                )
+            )
+            added.append(n)
+    return added
+
+
+def pg_ensure_offsets_table(conn: Any, offsets_table: str) -> None:
+    from psycopg import sql
+
+    conn.execute(
+        sql.SQL(
+            "CREATE TABLE IF NOT EXISTS {} (target text NOT NULL, job text NOT NULL, run bigint NOT NULL, "
+            'mode text NOT NULL, topic text NOT NULL, "partition" integer NOT NULL, "offset" bigint NOT NULL, '
+            'committed_at timestamptz NOT NULL DEFAULT now(), PRIMARY KEY (target, topic, "partition"))'
+        ).format(_ident(offsets_table))
+    )
+
+
+def pg_lock_key(target: str) -> int:
+    """A stable 63-bit advisory lock key for a target (the same in every process)."""
+    import hashlib
+
+    return int.from_bytes(hashlib.sha256(f"upsert-kafka-ops:{target}".encode()).digest()[:8], "big") >> 1
+
+
+def jdbc_write(df: DataFrame, url: str, table: str, user: str, password: str | None) -> None:
+    props = {
+        "driver": "org.postgresql.Driver",
+        "user": user,
+        "batchsize": "10000",
+        "stringtype": "unspecified",
+    }
+    if password is not None:
+        props["password"] = password
+    df.write.jdbc(url, table, mode="append", properties=props)
+
+
+def pg_create_stage(conn: Any, stage: str, target: str, table: UpsertKafkaTable, with_op: bool) -> None:
+    """An unlogged staging table with the target's columns (nested values as text)."""
+    from psycopg import sql
+
+    cols: list[Any] = [sql.SQL("op text")] if with_op else []
+    for n, t in target_columns(table):
+        kind = "text" if t.name in _NESTED or t.name == "TIME" else pg_type(t)
+        cols.append(sql.SQL("{} {}").format(sql.Identifier(n), sql.SQL(kind)))
+    conn.execute(sql.SQL("CREATE UNLOGGED TABLE {} ({})").format(_ident(stage), sql.SQL(", ").join(cols)))
+
+
+def stage_name(target: str, job: str) -> str:
+    schema, _, _ = target.rpartition(".")
+    base = f"_uko_stage_{''.join(ch if ch.isalnum() else '_' for ch in job)[:30]}_{uuid.uuid4().hex[:8]}"
+    return f"{schema or 'public'}.{base}".lower()
+
+
+def pg_apply_changes(conn: Any, stage: str, target: str, table: UpsertKafkaTable) -> dict[str, int]:
+    """Upsert the staged +U rows and delete the staged -D keys (inside the caller's transaction)."""
+    from psycopg import sql
+
+    names = [n for n, _ in target_columns(table)]
+    pk = table.primary_key
+    non_key = [n for n in names if n not in pk]
+    update = (
+        sql.SQL("DO UPDATE SET ")
+        + sql.SQL(", ").join(sql.SQL("{0} = EXCLUDED.{0}").format(sql.Identifier(n)) for n in non_key)
+        if non_key
+        else sql.SQL("DO NOTHING")
+    )
+    upserted = conn.execute(
+        sql.SQL(
+            "INSERT INTO {t} ({cols}) SELECT {casts} FROM {s} WHERE op <> '-D' ON CONFLICT ({pk}) "
+        ).format(
+            t=_ident(target),
+            cols=sql.SQL(", ").join(sql.Identifier(n) for n in names),
+            casts=_cast_list(table),
+            s=_ident(stage),
+            pk=sql.SQL(", ").join(sql.Identifier(k) for k in pk),
+        )
+        + update
+    ).rowcount
+    deleted = conn.execute(
+        sql.SQL("DELETE FROM {t} AS t USING {s} AS s WHERE s.op = '-D' AND {cond}").format(
+            t=_ident(target),
+            s=_ident(stage),
+            cond=sql.SQL(" AND ").join(sql.SQL("t.{0} = s.{0}").format(sql.Identifier(k)) for k in pk),
+        )
+    ).rowcount
+    return {"upserted": int(upserted), "deleted": int(deleted)}
+
+
+def pg_fill_from_stage(conn: Any, stage: str, target: str, table: UpsertKafkaTable) -> int:
+    from psycopg import sql
+
+    names = [n for n, _ in target_columns(table)]
+    return int(
+        conn.execute(
+            sql.SQL("INSERT INTO {t} ({cols}) SELECT {casts} FROM {s}").format(
+                t=_ident(target),
+                cols=sql.SQL(", ").join(sql.Identifier(n) for n in names),
+                casts=_cast_list(table),
+                s=_ident(stage),
+            )
+        ).rowcount
+    )
+
+
+def pg_store_offsets(
+    conn: Any,
+    offsets_table: str,
+    target: str,
+    job: str,
+    run: int,
+    mode: str,
+    offsets: Sequence[tuple[str, int, int]],
+) -> None:
+    from psycopg import sql
+
+    conn.execute(sql.SQL("DELETE FROM {} WHERE target = %s").format(_ident(offsets_table)), (target,))
+    with conn.cursor() as cur:
+        cur.executemany(
+            sql.SQL(
+                'INSERT INTO {} (target, job, run, mode, topic, "partition", "offset") VALUES (%s, %s, %s, %s, %s, %s, %s)'
+            ).format(_ident(offsets_table)),
+            [(target, job, run, mode, t, p, o) for t, p, o in offsets],
+        )

@@ -1,0 +1,508 @@
+"""Run a job of a pipeline: read, write the target with its offsets, report a versioned result.
+
+``run_job(pipeline, "name")`` runs in this process (the local runtime: it uses the active
+SparkSession, or builds one and stops it afterwards). ``run_spec(spec, spark)`` is what the
+spark-submit driver calls with the JSON form of a one-job pipeline.
+
+Every run of a target is serialized (a lock file beside a local table, a PostgreSQL advisory lock),
+and a target stores its processed offsets atomically with its data; after a successful run the
+offsets are also committed to the consumer group ``upsert-kafka-ops.<job>`` (monitoring only).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import logging
+import time
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from upsert_kafka_ops.engine.warehouse import fault_point
+from upsert_kafka_ops.errors import SpecError, UpsertKafkaOpsError
+from upsert_kafka_ops.jobs import state as st
+from upsert_kafka_ops.jobs.spec import (
+    BackfillJob,
+    DeltaTarget,
+    MaterializeJob,
+    ParquetTarget,
+    Pipeline,
+    PostgresTarget,
+    PublishJob,
+    TopicSink,
+    TopicToTopicJob,
+)
+from upsert_kafka_ops.spec.connection import KafkaConnection
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+log = logging.getLogger("upsert_kafka_ops.jobs")
+JOB_RESULT_VERSION = 1
+AnyJob = MaterializeJob | BackfillJob | TopicToTopicJob | PublishJob
+
+
+class ConcurrentRunError(UpsertKafkaOpsError):
+    """Another run of the same target holds it (or committed first)."""
+
+
+class OffsetsError(UpsertKafkaOpsError):
+    """Stored offsets do not fit the topic (recreated, truncated or past retention)."""
+
+
+@dataclass
+class JobResult:
+    """What a job run did. JSON-serializable, versioned, no secrets."""
+
+    job: str
+    kind: str
+    status: str = "succeeded"
+    mode: str = "incremental"
+    execution: str = "batch"
+    reason: str = ""
+    run: int = 0
+    target: str = ""
+    records_read: int = 0
+    rows_upserted: int = 0
+    rows_deleted: int = 0
+    records_written: int = 0
+    tombstones_written: int = 0
+    columns_added: list[str] = field(default_factory=list)
+    start_offsets: dict[str, dict[str, int]] = field(default_factory=dict)
+    end_offsets: dict[str, dict[str, int]] = field(default_factory=dict)
+    read: dict[str, Any] = field(default_factory=dict)
+    write: dict[str, Any] = field(default_factory=dict)
+    duration_s: float = 0.0
+    version: int = JOB_RESULT_VERSION
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> JobResult:
+        if data.get("version") != JOB_RESULT_VERSION:
+            raise ValueError(f"job result version {data.get('version')!r} is not {JOB_RESULT_VERSION}")
+        return cls(**dict(data))
+
+
+# -- entry points ----------------------------------------------------------------------------------
+def run_job(
+    pipeline: Pipeline,
+    job: str | None = None,
+    *,
+    mode: Literal["incremental", "full"] | None = None,
+    spark: SparkSession | None = None,
+    lock_timeout_s: float = 60.0,
+) -> JobResult:
+    """Run one job of ``pipeline`` in this process.
+
+    :param job: the job's name (optional when the pipeline has one job).
+    :param mode: override a materialize job's mode (``full`` rebuilds from the earliest offset).
+    :param spark: the session to use; default: the active one, else a new one that is stopped after.
+    :param lock_timeout_s: how long to wait for another run of the same target to finish.
+    """
+    if job is None:
+        if len(pipeline.jobs) != 1:
+            raise SpecError("job", "the pipeline has several jobs.", "name the one to run.")
+        job = pipeline.jobs[0].name
+    spec = pipeline.job(job)
+    own = None
+    if spark is None:
+        from pyspark.sql import SparkSession
+
+        spark = SparkSession.getActiveSession()
+        if spark is None:
+            from upsert_kafka_ops.runtime import build_spark_session
+
+            spark = own = build_spark_session(app_name=f"upsert-kafka-ops:{job}")
+    try:
+        return _Runner(pipeline, spec, spark, mode, lock_timeout_s).run()
+    finally:
+        if own is not None:
+            own.stop()
+
+
+def run_spec(spec: Mapping[str, Any], spark: SparkSession) -> dict[str, Any]:
+    """The driver's entry: ``{"pipeline": {...}, "job": name, "mode": ...}`` -> the result as a dict."""
+    pipeline = Pipeline.model_validate(spec["pipeline"])
+    result = run_job(pipeline, spec.get("job"), mode=spec.get("mode"), spark=spark)
+    return result.to_dict()
+
+
+# -- locks -----------------------------------------------------------------------------------------
+@contextmanager
+def _file_lock(path: Path, timeout: float, what: str) -> Iterator[None]:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a+") as fh:
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    raise ConcurrentRunError(
+                        f"{what} is being written by another run (lock {path} held for {timeout:.0f} s). "
+                        "Runs of one target are serialized: wait for the other run, or raise lock_timeout_s."
+                    ) from None
+                time.sleep(0.2)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+@contextmanager
+def _pg_lock(conn: Any, key: int, timeout: float, what: str) -> Iterator[None]:
+    deadline = time.monotonic() + timeout
+    while not conn.execute("SELECT pg_try_advisory_lock(%s)", (key,)).fetchone()[0]:
+        if time.monotonic() >= deadline:
+            raise ConcurrentRunError(
+                f"{what} is being written by another run (PostgreSQL advisory lock {key} held for "
+                f"{timeout:.0f} s). Runs of one target are serialized: wait for the other run."
+            )
+        time.sleep(0.2)
+    try:
+        yield
+    finally:
+        conn.execute("SELECT pg_advisory_unlock(%s)", (key,))
+
+
+# -- the runner ------------------------------------------------------------------------------------
+class _Runner:
+    def __init__(
+        self, pipeline: Pipeline, job: AnyJob, spark: SparkSession, mode: str | None, lock_timeout_s: float
+    ) -> None:
+        self.pipeline = pipeline
+        self.job = job
+        self.spark = spark
+        self.mode_override = mode
+        self.lock_timeout_s = lock_timeout_s
+        self.began = time.monotonic()
+
+    def connection(self, name: str) -> KafkaConnection:
+        return self.pipeline.connections[name]
+
+    def run(self) -> JobResult:
+        job = self.job
+        log.info("job %s (%s): starting", job.name, job.kind)
+        if isinstance(job, MaterializeJob):
+            mode = self.mode_override or job.mode
+            result = self._warehouse(job, job.target, mode, until="latest", rewind=True)
+        elif isinstance(job, BackfillJob):
+            if isinstance(job.target, TopicSink):
+                from upsert_kafka_ops.jobs.flows import run_backfill_topic
+
+                result = run_backfill_topic(self, job, job.target)
+            else:
+                result = self._warehouse(job, job.target, "full", until=job.until_bound(), rewind=job.rewind)
+        elif isinstance(job, TopicToTopicJob):
+            from upsert_kafka_ops.jobs.flows import run_topic_to_topic
+
+            result = run_topic_to_topic(self, job)
+        else:
+            from upsert_kafka_ops.jobs.flows import run_publish
+
+            result = run_publish(self, job)
+        result.duration_s = round(time.monotonic() - self.began, 3)
+        log.info(
+            "job %s: %s, run %s, %s records read, %s upserted, %s deleted, %s written in %.1f s",
+            job.name,
+            result.mode,
+            result.run,
+            result.records_read,
+            result.rows_upserted,
+            result.rows_deleted,
+            result.records_written,
+            result.duration_s,
+        )
+        return result
+
+    # -- topic -> warehouse ------------------------------------------------------------------------
+    def _warehouse(
+        self,
+        job: MaterializeJob | BackfillJob,
+        target: DeltaTarget | PostgresTarget | ParquetTarget,
+        mode: str,
+        until: Any,
+        rewind: bool,
+    ) -> JobResult:
+        conn = self.connection(job.source.connection)
+        result = JobResult(job=job.name, kind=job.kind, target=target.uri)
+        if isinstance(target, PostgresTarget):
+            import psycopg
+
+            from upsert_kafka_ops.engine.warehouse import pg_lock_key
+
+            with (
+                psycopg.connect(**target.conninfo(), autocommit=True) as lock_conn,
+                _pg_lock(lock_conn, pg_lock_key(target.uri), self.lock_timeout_s, target.uri),
+            ):
+                stored = st.read_postgres_state(lock_conn, target.offsets_table, target.table)
+                self._read_and_write(job, target, conn, stored, None, mode, until, rewind, result)
+        else:
+            local = (
+                st.local_path(target.path)
+                if "://" not in target.path or target.uri.startswith("file:")
+                else None
+            )
+            lock = (
+                _file_lock(
+                    local.parent / f".{local.name}.upsert-kafka-ops.lock", self.lock_timeout_s, target.uri
+                )
+                if local is not None
+                else _null_lock()
+            )
+            with lock:
+                txns: dict[str, int] = {}
+                if isinstance(target, DeltaTarget):
+                    log_state = st.read_delta_log(target.path)
+                    stored, txns = log_state.state, log_state.txn_versions
+                else:
+                    stored = st.read_parquet_state(target.path)
+                self._read_and_write(job, target, conn, stored, txns, mode, until, rewind, result)
+        fault_point("after-commit")
+        self._commit_group(job, conn, result)
+        return result
+
+    def _read_and_write(
+        self,
+        job: MaterializeJob | BackfillJob,
+        target: DeltaTarget | PostgresTarget | ParquetTarget,
+        conn: KafkaConnection,
+        stored: st.StoredState | None,
+        txns: dict[str, int] | None,
+        mode: str,
+        until: Any,
+        rewind: bool,
+        result: JobResult,
+    ) -> None:
+        from upsert_kafka_ops.engine import materialize, read_changes, resolve_bounds
+
+        table = job.source.table
+        if isinstance(target, ParquetTarget):
+            mode = "full"
+        if mode == "incremental" and stored is None:
+            mode, result.reason = (
+                "full",
+                "no stored offsets: first run builds the target from the earliest offset",
+            )
+        result.mode = mode
+        run = (stored.run if stored else 0) + 1
+        if txns:
+            run = max(run, txns.get(job.name, 0) + 1)
+        result.run = run
+        strict = getattr(job, "strict", False)
+        validation: Literal["winners", "full"] = getattr(job, "validation", "winners")
+
+        if mode == "incremental":
+            assert stored is not None
+            self._check_stored(table, conn, stored)
+            read = read_changes(
+                self.spark,
+                table,
+                conn,
+                start=stored.offsets,
+                until=until,
+                strict=strict,
+                validation=validation,
+            )
+        else:
+            bounds = resolve_bounds(table, conn.to_librdkafka(), "earliest", until)
+            if stored is not None and not rewind:
+                behind = {
+                    tp: (off, bounds.end.get(tp, 0))
+                    for tp, off in stored.offsets.items()
+                    if bounds.end.get(tp, 0) < off
+                }
+                if behind:
+                    sample = ", ".join(
+                        f"{t}[{p}] {e} < stored {o}" for (t, p), (o, e) in sorted(behind.items())[:3]
+                    )
+                    raise OffsetsError(
+                        f"the backfill's end is older than what {target.uri} already holds ({sample}). "
+                        "Set rewind: true to take the target back to that point."
+                    )
+            read = materialize(
+                self.spark,
+                table,
+                conn,
+                start="earliest",
+                until=bounds.end,
+                strict=strict,
+                validation=validation,
+            )
+        r = read.result
+        result.records_read = r.records_in
+        result.read = r.to_dict()
+        result.start_offsets, result.end_offsets = r.start_offsets, r.end_offsets
+        end = {(t, int(p)): int(o) for t, parts in r.end_offsets.items() for p, o in parts.items()}
+        payload = st.state_payload(job.name, run, end, mode)
+        fault_point("after-read")
+        try:
+            self._write(job, target, read.df, mode, run, payload, txns, result)
+        finally:
+            read.df.unpersist()
+
+    def _write(
+        self,
+        job: MaterializeJob | BackfillJob,
+        target: DeltaTarget | PostgresTarget | ParquetTarget,
+        df: DataFrame,
+        mode: str,
+        run: int,
+        payload: dict[str, Any],
+        txns: dict[str, int] | None,
+        result: JobResult,
+    ) -> None:
+        from upsert_kafka_ops.engine import warehouse as wh
+
+        table = job.source.table
+        if isinstance(target, DeltaTarget):
+            path = target.path
+            result.columns_added = wh.ensure_delta_table(self.spark, path, table)
+            meta = {st.MARKER: payload}
+            if mode == "incremental":
+                counts = wh.delta_merge(
+                    self.spark, df, path, table, app_id=job.name, version=run, metadata=meta
+                )
+            else:
+                counts = wh.delta_overwrite(
+                    self.spark, df, path, table, app_id=job.name, version=run, metadata=meta
+                )
+            after = st.read_delta_log(path).state if "://" not in path or path.startswith("file:") else None
+            if after is not None and after.run != run:
+                raise ConcurrentRunError(
+                    f"{target.uri}: Delta skipped this run's commit (txnAppId {job.name!r} already at version "
+                    f">= {run}); another run committed first. Nothing was written by this run; rerun it."
+                )
+            result.rows_upserted, result.rows_deleted = counts["upserted"], counts["deleted"]
+        elif isinstance(target, ParquetTarget):
+            wh.parquet_overwrite(df, target.path, table)
+            st.write_parquet_state(target.path, payload)
+        else:
+            self._write_postgres(job, target, df, mode, run, payload, result)
+
+    def _write_postgres(
+        self,
+        job: MaterializeJob | BackfillJob,
+        target: PostgresTarget,
+        df: DataFrame,
+        mode: str,
+        run: int,
+        payload: dict[str, Any],
+        result: JobResult,
+    ) -> None:
+        import psycopg
+
+        from upsert_kafka_ops.engine import warehouse as wh
+
+        table = job.source.table
+        info = target.conninfo()
+        offsets = [(t, int(p), int(o)) for t, parts in payload["offsets"].items() for p, o in parts.items()]
+        incremental = mode == "incremental"
+        with psycopg.connect(**info) as pg:
+            with pg.transaction():
+                result.columns_added = wh.pg_ensure_table(pg, target.table, table)
+                wh.pg_ensure_offsets_table(pg, target.offsets_table)
+            stage = wh.stage_name(target.table, job.name)
+            wh.pg_create_stage(pg, stage, target.table, table, with_op=incremental)
+            pg.commit()
+            try:
+                wh.jdbc_write(
+                    wh._stage_frame(df, table, with_op=incremental),
+                    target.jdbc_url(),
+                    stage,
+                    target.user,
+                    info.get("password"),
+                )
+                with pg.transaction():
+                    current = st.read_postgres_state(pg, target.offsets_table, target.table)
+                    if (current.run if current else 0) >= run:
+                        raise ConcurrentRunError(
+                            f"{target.uri}: run {run} was already committed by another run; rerun this job."
+                        )
+                    if incremental:
+                        counts = wh.pg_apply_changes(pg, stage, target.table, table)
+                    else:
+                        new = f"{target.table}__uko_new"
+                        pg.execute(f"DROP TABLE IF EXISTS {_quote_pg(new)}")
+                        pg.execute(
+                            f"CREATE TABLE {_quote_pg(new)} (LIKE {_quote_pg(target.table)} INCLUDING ALL)"
+                        )
+                        n = wh.pg_fill_from_stage(pg, stage, new, table)
+                        fault_point("during-swap")
+                        pg.execute(f"DROP TABLE {_quote_pg(target.table)}")
+                        pg.execute(
+                            f"ALTER TABLE {_quote_pg(new)} RENAME TO {_quote_pg_name(target.table_name)}"
+                        )
+                        counts = {"upserted": n, "deleted": 0}
+                    wh.pg_store_offsets(pg, target.offsets_table, target.table, job.name, run, mode, offsets)
+                    fault_point("in-transaction")
+            finally:
+                with pg.transaction():
+                    pg.execute(f"DROP TABLE IF EXISTS {_quote_pg(stage)}")
+        result.rows_upserted, result.rows_deleted = counts["upserted"], counts["deleted"]
+
+    # -- checks and monitoring ---------------------------------------------------------------------
+    def _check_stored(self, table: Any, conn: KafkaConnection, stored: st.StoredState) -> None:
+        from upsert_kafka_ops.kafka import offsets as ko
+
+        config = conn.to_librdkafka()
+        parts = ko.topic_partitions(config, topics=table.topic, pattern=table.topic_pattern)
+        earliest = ko.earliest_offsets(config, parts)
+        latest = ko.end_offsets(config, parts, read_committed=False)
+        for tp, off in sorted(stored.offsets.items()):
+            t, p = tp
+            if tp not in latest:
+                raise OffsetsError(
+                    f"stored offsets name {t}[{p}], which the topic no longer has (deleted or recreated). "
+                    "Rebuild the target: run with mode full."
+                )
+            if off > latest[tp]:
+                raise OffsetsError(
+                    f"stored offset {off} of {t}[{p}] is beyond its end offset {latest[tp]}: the topic was "
+                    "recreated or truncated. Rebuild the target: run with mode full."
+                )
+            if off < earliest[tp]:
+                raise OffsetsError(
+                    f"stored offset {off} of {t}[{p}] is below its log start offset {earliest[tp]}: records were "
+                    "deleted (retention or DeleteRecords) before this job read them. Rebuild the target from the "
+                    "topic: run with mode full."
+                )
+
+    def _commit_group(self, job: AnyJob, conn: KafkaConnection, result: JobResult) -> None:
+        commit_group_offsets(conn, job.consumer_group, result.end_offsets)
+
+
+@contextmanager
+def _null_lock() -> Iterator[None]:
+    yield
+
+
+def _quote_pg_name(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def _quote_pg(qualified: str) -> str:
+    return ".".join(_quote_pg_name(p) for p in qualified.split("."))
+
+
+def commit_group_offsets(
+    conn: KafkaConnection, group: str, offsets: Mapping[str, Mapping[str, int]], timeout: float = 30.0
+) -> None:
+    """Commit ``offsets`` to ``group`` (monitoring only: Kafka's lag tools then see the job)."""
+    from confluent_kafka import Consumer, KafkaException, TopicPartition
+
+    tps = [TopicPartition(t, int(p), int(o)) for t, parts in offsets.items() for p, o in parts.items()]
+    if not tps:
+        return
+    consumer = Consumer({**conn.to_librdkafka(), "group.id": group, "enable.auto.commit": False})
+    try:
+        consumer.commit(offsets=tps, asynchronous=False)
+    except KafkaException as exc:
+        log.warning("could not commit offsets to consumer group %s (monitoring only): %s", group, exc)
+    finally:
+        consumer.close()

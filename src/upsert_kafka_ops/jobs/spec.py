@@ -1,0 +1,428 @@
+"""Job specs: the unit that the CLI, spark-submit, Airflow, Dagster and the Helm chart all run.
+
+A :class:`Pipeline` (one YAML file) names its Kafka connections once and holds several jobs; each
+source and sink names the connection it uses, so a job may read one cluster and write another.
+Secrets stay references (``{env: VAR}`` or ``{file: /path}``) in the file, in the JSON that goes to
+spark-submit and in Helm values; whoever runs the job resolves them.
+
+Tables are written the way a Flink user already has them: a ``ddl`` string (a ``CREATE TABLE``
+statement), Flink ``options`` with ``columns`` and ``primary_key``, or the table spec's own fields.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import Discriminator, Field, Tag, model_validator
+
+from upsert_kafka_ops.errors import SpecError
+from upsert_kafka_ops.spec.base import SpecModel
+from upsert_kafka_ops.spec.connection import KafkaConnection, SecretRef
+from upsert_kafka_ops.spec.table import KafkaTable, UpsertKafkaTable
+
+PIPELINE_VERSION = 1
+_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_.-]{0,99}$")
+_VIEW = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def _table_input(data: Any, kind: type[UpsertKafkaTable] | type[KafkaTable]) -> Any:
+    """``{ddl: ...}`` or ``{options: ..., columns: ..., primary_key: ...}`` into the table spec."""
+    if not isinstance(data, dict):
+        return data
+    if "ddl" in data:
+        extra = sorted(set(data) - {"ddl"})
+        if extra:
+            raise SpecError(extra[0], "cannot be combined with 'ddl'.", "put it into the DDL or drop 'ddl'.")
+        return kind.from_flink_ddl(str(data["ddl"]))
+    if "options" in data:
+        rest = {k: v for k, v in data.items() if k != "options"}
+        allowed = {"columns", "name"} | ({"primary_key"} if kind is UpsertKafkaTable else set())
+        extra = sorted(set(rest) - allowed)
+        if extra:
+            raise SpecError(extra[0], "is not allowed next to 'options'.", f"use {sorted(allowed)}.")
+        options = {str(k): str(v) for k, v in dict(data["options"]).items()}
+        if kind is UpsertKafkaTable:
+            return UpsertKafkaTable.from_options(
+                options, rest.get("columns", []), list(rest.get("primary_key", [])), **_name(rest)
+            )
+        return KafkaTable.from_options(options, rest.get("columns", []), **_name(rest))
+    return data
+
+
+def _name(data: dict[str, Any]) -> dict[str, str]:
+    return {"name": str(data["name"])} if "name" in data else {}
+
+
+# -- sources ---------------------------------------------------------------------------------------
+class UpsertSource(SpecModel):
+    """An upsert-kafka table read from a named connection."""
+
+    kind: Literal["upsert-kafka"] = Field(default="upsert-kafka", description="Source kind.")
+    connection: str = Field(description="Name of a connection in the pipeline's 'connections'.")
+    table: UpsertKafkaTable = Field(description="The table: 'ddl', Flink 'options' + columns, or its fields.")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _table(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "table" in data:
+            data = {**data, "table": _table_input(data["table"], UpsertKafkaTable)}
+        return data
+
+
+class AppendSource(SpecModel):
+    """A plain (append-only) Kafka table read from a named connection."""
+
+    kind: Literal["kafka"] = Field(description="Source kind.")
+    connection: str = Field(description="Name of a connection in the pipeline's 'connections'.")
+    table: KafkaTable = Field(description="The table: 'ddl', Flink 'options' + columns, or its fields.")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _table(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "table" in data:
+            data = {**data, "table": _table_input(data["table"], KafkaTable)}
+        return data
+
+
+def _source_kind(value: Any) -> str:
+    kind = value.get("kind", "upsert-kafka") if isinstance(value, dict) else getattr(value, "kind", "")
+    return str(kind)
+
+
+#: A topic-to-topic source; ``kind`` defaults to ``upsert-kafka``.
+Source = Annotated[
+    Annotated[UpsertSource, Tag("upsert-kafka")] | Annotated[AppendSource, Tag("kafka")],
+    Discriminator(_source_kind),
+]
+
+
+class TopicSink(SpecModel):
+    """An upsert-kafka table written through a named connection."""
+
+    kind: Literal["topic"] = Field(default="topic", description="Target kind.")
+    connection: str = Field(description="Name of a connection in the pipeline's 'connections'.")
+    table: UpsertKafkaTable = Field(description="The sink table (its topic, key and formats).")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _table(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "table" in data:
+            data = {**data, "table": _table_input(data["table"], UpsertKafkaTable)}
+        return data
+
+
+# -- warehouse targets -----------------------------------------------------------------------------
+class DeltaTarget(SpecModel):
+    """A Delta table kept equal to the topic's latest state by MERGE (update, insert, delete).
+
+    Processed offsets are stored in the same commit (``userMetadata``), with Delta's idempotent-write
+    identifiers (txnAppId = job name, txnVersion = run sequence).
+    """
+
+    kind: Literal["delta"] = Field(description="Target kind.")
+    path: str = Field(description="Table folder (local path or a URI Spark can write, e.g. s3a://...).")
+
+    @property
+    def uri(self) -> str:
+        return self.path if "://" in self.path else Path(self.path).absolute().as_uri()
+
+
+class PostgresTarget(SpecModel):
+    """A PostgreSQL table kept equal to the topic's latest state: rows are staged over JDBC, then
+    ``INSERT ... ON CONFLICT DO UPDATE`` and ``DELETE`` run in one transaction with the offsets."""
+
+    kind: Literal["postgres"] = Field(description="Target kind.")
+    host: str = Field(description="Server host name.")
+    port: int = Field(default=5432, description="Server port.")
+    database: str = Field(description="Database name.")
+    user: str = Field(description="Login role.")
+    password: SecretRef | None = Field(default=None, description="Password reference (env or file).")
+    table: str = Field(description="Target table, optionally schema-qualified (schema.table).")
+    offsets_table: str = Field(
+        default="upsert_kafka_ops_offsets",
+        description="Table holding each job's processed offsets (same schema as the target).",
+    )
+    sslmode: str | None = Field(default=None, description="libpq sslmode (e.g. require, verify-full).")
+
+    @model_validator(mode="after")
+    def _names(self) -> PostgresTarget:
+        for field in ("table", "offsets_table"):
+            parts = getattr(self, field).split(".")
+            if len(parts) > 2 or not all(re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", p) for p in parts):
+                raise SpecError(
+                    field,
+                    f"{getattr(self, field)!r} is not a plain [schema.]name.",
+                    "use letters, digits, _.",
+                )
+        return self
+
+    @property
+    def schema_name(self) -> str:
+        return self.table.split(".")[0] if "." in self.table else "public"
+
+    @property
+    def table_name(self) -> str:
+        return self.table.split(".")[-1]
+
+    @property
+    def uri(self) -> str:
+        return f"postgres://{self.host}:{self.port}/{self.database}/{self.schema_name}.{self.table_name}"
+
+    def jdbc_url(self) -> str:
+        url = f"jdbc:postgresql://{self.host}:{self.port}/{self.database}"
+        return url + (f"?sslmode={self.sslmode}" if self.sslmode else "")
+
+    def conninfo(self) -> dict[str, Any]:
+        """psycopg keyword arguments (the password resolved here, in the process that connects)."""
+        out: dict[str, Any] = {
+            "host": self.host,
+            "port": self.port,
+            "dbname": self.database,
+            "user": self.user,
+        }
+        if self.password is not None:
+            out["password"] = self.password.resolve()
+        if self.sslmode:
+            out["sslmode"] = self.sslmode
+        return out
+
+
+class ParquetTarget(SpecModel):
+    """A Parquet folder holding the full latest state, overwritten by every run (always ``full``)."""
+
+    kind: Literal["parquet"] = Field(description="Target kind.")
+    path: str = Field(description="Output folder.")
+
+    @property
+    def uri(self) -> str:
+        return self.path if "://" in self.path else Path(self.path).absolute().as_uri()
+
+
+WarehouseTarget = Annotated[DeltaTarget | PostgresTarget | ParquetTarget, Field(discriminator="kind")]
+AnyTarget = Annotated[DeltaTarget | PostgresTarget | ParquetTarget | TopicSink, Field(discriminator="kind")]
+
+
+# -- jobs ------------------------------------------------------------------------------------------
+class _Job(SpecModel):
+    name: str = Field(description="Job name: letters, digits, '_', '.', '-'; unique in the pipeline.")
+    description: str = Field(default="", description="Free text shown by the orchestrators.")
+
+    @model_validator(mode="after")
+    def _check_name(self) -> _Job:
+        if not _NAME.match(self.name):
+            raise SpecError("name", f"{self.name!r} is not a valid job name.", "use [A-Za-z][A-Za-z0-9_.-]*.")
+        return self
+
+    @property
+    def consumer_group(self) -> str:
+        """The consumer group the job's processed offsets are committed to (monitoring only)."""
+        return f"upsert-kafka-ops.{self.name}"
+
+    def connections_used(self) -> list[str]:
+        raise NotImplementedError
+
+
+class MaterializeJob(_Job):
+    """Topic -> warehouse: fold the upsert topic into the latest row per key in the target."""
+
+    kind: Literal["materialize"] = Field(description="Job kind.")
+    source: UpsertSource = Field(description="The upsert-kafka source.")
+    target: WarehouseTarget = Field(description="Delta, PostgreSQL or Parquet target.")
+    mode: Literal["incremental", "full"] = Field(
+        default="incremental",
+        description="incremental: continue from the stored offsets; full: rebuild from the earliest offset.",
+    )
+    strict: bool = Field(default=False, description="Fail when a key is found in more than one partition.")
+    validation: Literal["winners", "full"] = Field(
+        default="winners",
+        description="Decode only winning values, or every value (fail on the first bad one).",
+    )
+
+    def connections_used(self) -> list[str]:
+        return [self.source.connection]
+
+
+class BackfillJob(_Job):
+    """Bounded earliest -> end read that rebuilds a target idempotently."""
+
+    kind: Literal["backfill"] = Field(description="Job kind.")
+    source: UpsertSource = Field(description="The upsert-kafka source.")
+    target: AnyTarget = Field(description="Delta, PostgreSQL, Parquet or an upsert topic.")
+    until: Any = Field(
+        default="latest",
+        description="End of the read: 'latest' (fixed at start), {'timestamp_ms': N}, "
+        "{'offsets': {topic: {partition: offset}}}.",
+    )
+    rewind: bool = Field(
+        default=False,
+        description="Allow an end older than the target's stored offsets (the target goes back in time).",
+    )
+
+    @model_validator(mode="after")
+    def _check_until(self) -> BackfillJob:
+        u = self.until
+        ok = u == "latest" or (
+            isinstance(u, dict) and len(u) == 1 and ("timestamp_ms" in u or "offsets" in u)
+        )
+        if not ok:
+            raise SpecError(
+                "until",
+                f"cannot use {u!r}.",
+                "use 'latest', {timestamp_ms: N} or {offsets: {topic: {p: n}}}.",
+            )
+        return self
+
+    def until_bound(self) -> Any:
+        if isinstance(self.until, dict) and "offsets" in self.until:
+            return dict(self.until["offsets"])
+        return self.until
+
+    def connections_used(self) -> list[str]:
+        used = [self.source.connection]
+        if isinstance(self.target, TopicSink):
+            used.append(self.target.connection)
+        return used
+
+
+class TopicToTopicJob(_Job):
+    """Kafka sources registered as temporary views, a Spark SQL query, an upsert-kafka sink."""
+
+    kind: Literal["topic-to-topic"] = Field(description="Job kind.")
+    sources: dict[str, Source] = Field(
+        description="View name -> source; the query refers to the views by these names."
+    )
+    query: str = Field(description="Spark SQL SELECT whose columns are the sink table's columns, in order.")
+    sink: TopicSink = Field(description="The upsert-kafka sink.")
+    execution: Literal["auto", "streaming", "snapshot"] = Field(
+        default="auto",
+        description="auto: Structured Streaming (AvailableNow) when the query can run incrementally "
+        "and exactly, else a bounded recompute written with write_snapshot.",
+    )
+    checkpoint_location: str | None = Field(
+        default=None, description="Streaming checkpoint folder (required for the streaming path)."
+    )
+
+    @model_validator(mode="after")
+    def _check_views(self) -> TopicToTopicJob:
+        if not self.sources:
+            raise SpecError("sources", "needs at least one source.")
+        for view in self.sources:
+            if not _VIEW.match(view):
+                raise SpecError(
+                    f"sources.{view}", "is not a valid SQL view name.", "use [A-Za-z_][A-Za-z0-9_]*."
+                )
+        return self
+
+    def connections_used(self) -> list[str]:
+        return [s.connection for s in self.sources.values()] + [self.sink.connection]
+
+
+class DeltaFeedSource(SpecModel):
+    """A Delta table's Change Data Feed (``delta.enableChangeDataFeed`` must be on)."""
+
+    kind: Literal["delta-cdf"] = Field(description="Source kind.")
+    path: str = Field(description="Delta table folder.")
+
+
+class QuerySource(SpecModel):
+    """A Spark SQL query over tables Spark can read (``delta.`/path```, ``parquet.`/path```, catalog)."""
+
+    kind: Literal["query"] = Field(description="Source kind.")
+    query: str = Field(description="Spark SQL SELECT giving the sink table's columns, one row per key.")
+
+
+class PublishJob(_Job):
+    """Table -> topic: a Delta table's changes (Change Data Feed) or a query's full snapshot."""
+
+    kind: Literal["publish"] = Field(description="Job kind.")
+    source: Annotated[DeltaFeedSource | QuerySource, Field(discriminator="kind")] = Field(
+        description="delta-cdf: publish the changes since the stored version; query: publish a snapshot."
+    )
+    sink: TopicSink = Field(description="The upsert-kafka sink.")
+    state_path: str | None = Field(
+        default=None,
+        description="Folder for the last published Delta version (delta-cdf; default: next to the table).",
+    )
+
+    def connections_used(self) -> list[str]:
+        return [self.sink.connection]
+
+
+Job = Annotated[MaterializeJob | BackfillJob | TopicToTopicJob | PublishJob, Field(discriminator="kind")]
+
+
+class Pipeline(SpecModel):
+    """A pipeline file: named connections and the jobs that use them."""
+
+    version: Literal[1] = Field(default=1, description="Pipeline file format version.")
+    connections: dict[str, KafkaConnection] = Field(description="Connection name -> Kafka connection.")
+    jobs: list[Job] = Field(min_length=1, description="The jobs, each with a unique name.")
+
+    @model_validator(mode="after")
+    def _check_refs(self) -> Pipeline:
+        names = [j.name for j in self.jobs]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise SpecError(
+                "jobs", f"duplicate job name(s): {', '.join(dupes)}.", "give each job its own name."
+            )
+        for i, job in enumerate(self.jobs):
+            for conn in job.connections_used():
+                if conn not in self.connections:
+                    raise SpecError(
+                        f"jobs.{i}.connection",
+                        f"job {job.name!r} names connection {conn!r}, which the pipeline does not define.",
+                        f"add it under 'connections' (defined: {', '.join(sorted(self.connections)) or 'none'}).",
+                    )
+        return self
+
+    def job(self, name: str) -> MaterializeJob | BackfillJob | TopicToTopicJob | PublishJob:
+        for job in self.jobs:
+            if job.name == name:
+                return job
+        raise SpecError(
+            "job", f"no job named {name!r}.", f"use one of: {', '.join(j.name for j in self.jobs)}."
+        )
+
+    def only(self, name: str) -> Pipeline:
+        """This pipeline reduced to one job and the connections it uses (what a driver receives)."""
+        job = self.job(name)
+        used = set(job.connections_used())
+        return Pipeline(connections={k: v for k, v in self.connections.items() if k in used}, jobs=[job])
+
+    # -- files -------------------------------------------------------------------------------------
+    @classmethod
+    def from_yaml(cls, text: str) -> Pipeline:
+        import yaml
+
+        try:
+            data = yaml.safe_load(text)
+        except yaml.YAMLError as exc:
+            raise SpecError("pipeline", f"is not valid YAML: {exc}.") from None
+        if not isinstance(data, dict):
+            raise SpecError("pipeline", "must be a mapping with 'connections' and 'jobs'.")
+        return cls.model_validate(data)
+
+    @classmethod
+    def load(cls, path: str | Path) -> Pipeline:
+        p = Path(path)
+        try:
+            text = p.read_text()
+        except OSError as exc:
+            raise SpecError("pipeline", f"cannot read {str(p)!r}: {exc.strerror}.") from None
+        if p.suffix == ".json":
+            return cls.model_validate_json(text)
+        return cls.from_yaml(text)
+
+    def to_json_dict(self) -> dict[str, Any]:
+        """The JSON form (secrets stay references; an in-process secret is refused)."""
+        data: dict[str, Any] = json.loads(self.model_dump_json())
+        return data
+
+    def to_yaml(self) -> str:
+        import yaml
+
+        return str(yaml.safe_dump(self.to_json_dict(), sort_keys=False))

@@ -1,0 +1,83 @@
+"""Shared helpers for the job tests: a users changelog producer, pipelines, and the oracle's table."""
+
+from __future__ import annotations
+
+import json
+import random
+from collections.abc import Iterable
+from typing import Any
+
+from confluent_kafka import Producer
+from tests.integration.oracle import fold, read_all
+
+from upsert_kafka_ops.jobs import Pipeline
+
+COLUMNS = [
+    {"name": "id", "type": "BIGINT"},
+    {"name": "name", "type": "STRING"},
+    {"name": "region", "type": "STRING"},
+    {"name": "score", "type": "DECIMAL(10, 2)"},
+]
+
+
+def source(topic: str, servers: str) -> dict[str, Any]:
+    return {
+        "connection": "main",
+        "table": {
+            "name": "users",
+            "options": {
+                "connector": "upsert-kafka",
+                "topic": topic,
+                "key.format": "json",
+                "value.format": "json",
+            },
+            "columns": COLUMNS,
+            "primary_key": ["id"],
+        },
+    }
+
+
+def pipeline(servers: str, jobs: list[dict[str, Any]]) -> Pipeline:
+    return Pipeline.model_validate({"connections": {"main": {"bootstrap_servers": servers}}, "jobs": jobs})
+
+
+def produce(servers: str, topic: str, changes: Iterable[tuple[int, dict[str, Any] | None]]) -> int:
+    """Write (id, row or None) records, key {"id": id}; returns how many were written."""
+    producer = Producer({"bootstrap.servers": servers, "enable.idempotence": True, "linger.ms": 5})
+    n = 0
+    for key, row in changes:
+        value = None if row is None else json.dumps({"id": key, **row}).encode()
+        producer.produce(topic, key=json.dumps({"id": key}).encode(), value=value)
+        n += 1
+    assert producer.flush(30) == 0
+    return n
+
+
+def random_changes(rnd: random.Random, n: int, keys: int) -> list[tuple[int, dict[str, Any] | None]]:
+    out: list[tuple[int, dict[str, Any] | None]] = []
+    for _ in range(n):
+        k = rnd.randrange(keys)
+        if rnd.random() < 0.15:
+            out.append((k, None))
+        else:
+            out.append(
+                (
+                    k,
+                    {
+                        "name": f"user-{rnd.randrange(1000)}",
+                        "region": rnd.choice(["Berlin", "Paris", "Beijing"]),
+                        "score": f"{rnd.randrange(100000) / 100:.2f}",
+                    },
+                )
+            )
+    return out
+
+
+def oracle_table(servers: str, topic: str) -> dict[int, tuple[str, str, str]]:
+    """id -> (name, region, score as text with 2 decimals), from a plain-Python fold."""
+    state = fold(read_all(servers, [topic]), lambda k: json.loads(k)["id"], json.loads)
+    return {k: (v["name"], v["region"], f"{float(v['score']):.2f}") for k, v in state.items()}
+
+
+def rows_as_table(rows: Iterable[Any]) -> dict[int, tuple[str, str, str]]:
+    return {int(r[0]): (r[1], r[2], f"{float(r[3]):.2f}") for r in rows}

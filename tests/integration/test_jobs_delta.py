@@ -1,0 +1,121 @@
+"""Topic -> Delta: full and incremental runs, exactly the new records, deletes, offsets with the data."""
+
+from __future__ import annotations
+
+import json
+import random
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Consumer, TopicPartition
+from pyspark.sql import SparkSession
+from tests.integration.jobs_support import (
+    oracle_table,
+    pipeline,
+    produce,
+    random_changes,
+    rows_as_table,
+    source,
+)
+
+from upsert_kafka_ops.jobs import run_job
+from upsert_kafka_ops.jobs.run import OffsetsError
+from upsert_kafka_ops.jobs.state import read_delta_log
+from upsert_kafka_ops.local import LocalKafka
+
+
+def _delta(spark: SparkSession, path: Path) -> dict[int, tuple[str, str, str]]:
+    rows = spark.read.format("delta").load(str(path)).select("id", "name", "region", "score").collect()
+    return rows_as_table(rows)
+
+
+def test_incremental_runs_read_only_new_records_and_apply_deletes(
+    kafka: LocalKafka, new_topic: Callable[..., str], spark: SparkSession, tmp_path: Path
+) -> None:
+    topic = new_topic(partitions=3)
+    servers = kafka.bootstrap_servers
+    rnd = random.Random(7)
+    path = tmp_path / "users"
+    p = pipeline(servers, [{"name": "users", "kind": "materialize", "source": source(topic, servers),
+                            "target": {"kind": "delta", "path": str(path)}}])  # fmt: skip
+
+    first = produce(servers, topic, random_changes(rnd, 300, 60))
+    r1 = run_job(p, "users", spark=spark)
+    assert (r1.mode, r1.run, r1.records_read) == ("full", 1, first)
+    assert "no stored offsets" in r1.reason
+    assert _delta(spark, path) == oracle_table(servers, topic)
+
+    # run 2: inserts, updates, a delete of a key inserted in run 1, a delete of a never-seen key
+    live = sorted(oracle_table(servers, topic))
+    second = produce(servers, topic, [*random_changes(rnd, 120, 80), (live[0], None), (9999, None)])
+    r2 = run_job(p, "users", spark=spark)
+    assert (r2.mode, r2.run, r2.records_read) == ("incremental", 2, second)
+    table = _delta(spark, path)
+    assert table == oracle_table(servers, topic)
+    assert live[0] not in table
+
+    # run 3: nothing new; the state is still committed with the same end offsets
+    r3 = run_job(p, "users", spark=spark)
+    assert (r3.mode, r3.run, r3.records_read, r3.rows_upserted) == ("incremental", 3, 0, 0)
+    log = read_delta_log(path)
+    assert log.state is not None and log.state.run == 3
+    assert log.state.offsets_json() == r2.end_offsets == r3.end_offsets
+    assert sum(int(o) for parts in r3.end_offsets.values() for o in parts.values()) == first + second
+
+    # the processed offsets were committed to the job's consumer group
+    c = Consumer({"bootstrap.servers": servers, "group.id": "upsert-kafka-ops.users"})
+    try:
+        committed = c.committed([TopicPartition(topic, i) for i in range(3)], timeout=10)
+    finally:
+        c.close()
+    assert {str(tp.partition): tp.offset for tp in committed} == r3.end_offsets[topic]
+
+
+def test_full_mode_rebuilds_and_a_column_added_to_the_spec_is_added(
+    kafka: LocalKafka, new_topic: Callable[..., str], spark: SparkSession, tmp_path: Path
+) -> None:
+    topic = new_topic(partitions=2)
+    servers = kafka.bootstrap_servers
+    path = tmp_path / "users"
+    src = source(topic, servers)
+    job = {
+        "name": "users",
+        "kind": "materialize",
+        "source": src,
+        "target": {"kind": "delta", "path": str(path)},
+    }
+    produce(servers, topic, [(1, {"name": "a", "region": "Berlin", "score": "1.50"})])
+    run_job(pipeline(servers, [job]), spark=spark)
+
+    src["table"]["columns"] = [*src["table"]["columns"], {"name": "email", "type": "STRING"}]
+    produce(servers, topic, [(2, {"name": "b", "region": "Paris", "score": "2", "email": "b@x"})])
+    r = run_job(pipeline(servers, [job]), spark=spark, mode="full")
+    assert (r.mode, r.columns_added) == ("full", ["email"])
+    rows = {row["id"]: row["email"] for row in spark.read.format("delta").load(str(path)).collect()}
+    assert rows == {1: None, 2: "b@x"}
+
+
+def test_stored_offsets_below_the_log_start_fail_naming_the_partition(
+    kafka: LocalKafka, new_topic: Callable[..., str], spark: SparkSession, tmp_path: Path
+) -> None:
+    from confluent_kafka.admin import AdminClient
+
+    topic = new_topic(partitions=1)
+    servers = kafka.bootstrap_servers
+    path = tmp_path / "users"
+    p = pipeline(servers, [{"name": "users", "kind": "materialize", "source": source(topic, servers),
+                            "target": {"kind": "delta", "path": str(path)}}])  # fmt: skip
+    produce(servers, topic, [(1, {"name": "a", "region": "Berlin", "score": "1"})])
+    run_job(p, spark=spark)
+    produce(servers, topic, [(2, {"name": "b", "region": "Berlin", "score": "1"})] * 3)
+    admin = AdminClient({"bootstrap.servers": servers})
+    fut = admin.delete_records([TopicPartition(topic, 0, 3)])
+    for f in fut.values():
+        f.result(timeout=30)
+    with pytest.raises(
+        OffsetsError, match=rf"stored offset 1 of {topic}\[0\] is below its log start offset 3"
+    ):
+        run_job(p, spark=spark)
+    state = read_delta_log(path).state
+    assert state is not None and json.dumps(state.offsets_json()) == json.dumps({topic: {"0": 1}})
