@@ -4,9 +4,18 @@ Commands:
 
 - ``jars fetch [--dir D] [--group kafka|spark]``: resolve the JVM jars from Maven Central.
 - ``jars path [--group G]``: print a group's folder (for scripts).
-- ``local kafka start|stop|status [--dir D]``: the embedded single-node KRaft broker.
+- ``run PIPELINE [--job NAME] [--mode full|incremental] [--json]``: run a pipeline's jobs.
+- ``backfill PIPELINE --job NAME [--until latest|MILLIS|OFFSETS_JSON] [--rewind] [--json]``: a bounded
+  earliest -> end rebuild of a job's target.
+- ``reset-checkpoint PIPELINE --job NAME``: forget a topic-to-topic job's streaming checkpoint.
+- ``describe-topic TOPIC (--bootstrap-servers S | --pipeline FILE [--connection NAME]) [--json]``.
+- ``lag ...``: consumer lag and Burrow status (see ``upsert-kafka-ops lag --help``).
+- ``local kafka|postgres start|stop|status [--dir D]``: the embedded broker and warehouse.
 - ``docs config``: print the configuration reference (docs/configuration.md).
 - ``demo``: the main job on the embedded default (local broker, local Spark).
+
+Exit codes: 0 success; 1 a job failed; 2 bad input or a service error; 3 ``status`` of a stopped
+service.
 """
 
 from __future__ import annotations
@@ -38,6 +47,40 @@ def _parser() -> argparse.ArgumentParser:
     pk.add_argument("action", choices=["start", "stop", "status"])
     pk.add_argument("--dir", type=Path, default=None, help="state folder (default: under the user state dir)")
     pk.add_argument("--jars-dir", type=Path, default=None, help="jar cache folder")
+    pp = lsub.add_parser("postgres", help="a PostgreSQL server on 127.0.0.1 (the local warehouse)")
+    pp.add_argument("action", choices=["start", "stop", "status"])
+    pp.add_argument("--dir", type=Path, default=None, help="state folder")
+
+    pr = sub.add_parser("run", help="run a pipeline's jobs (all, in file order, or one)")
+    pr.add_argument("pipeline", type=Path, help="pipeline file (YAML or JSON)")
+    pr.add_argument("--job", action="append", help="only this job (repeat)")
+    pr.add_argument("--mode", choices=["incremental", "full"], help="override materialize jobs' mode")
+    pr.add_argument("--json", action="store_true", help="print the results as JSON")
+    pr.add_argument("--lock-timeout", type=float, default=60.0, help="seconds to wait for a running run")
+
+    pb = sub.add_parser("backfill", help="bounded earliest -> end rebuild of a job's target")
+    pb.add_argument("pipeline", type=Path, help="pipeline file (YAML or JSON)")
+    pb.add_argument("--job", required=True, help="a backfill or materialize job")
+    pb.add_argument("--until", default=None,
+                    help="'latest' (default), epoch milliseconds, or offsets JSON {topic: {partition: offset}}")  # fmt: skip
+    pb.add_argument("--rewind", action="store_true", help="allow an end older than the target's offsets")
+    pb.add_argument("--json", action="store_true", help="print the result as JSON")
+
+    pc = sub.add_parser("reset-checkpoint", help="delete a topic-to-topic job's streaming checkpoint")
+    pc.add_argument("pipeline", type=Path)
+    pc.add_argument("--job", required=True)
+
+    pt = sub.add_parser("describe-topic", help="partitions, offsets and the config that matters for upserts")
+    pt.add_argument("topic")
+    where = pt.add_mutually_exclusive_group(required=True)
+    where.add_argument("--bootstrap-servers", help="host:port[,host:port] (PLAINTEXT)")
+    where.add_argument("--pipeline", type=Path, help="take the connection from this pipeline file")
+    pt.add_argument("--connection", help="connection name in the pipeline (default: the only one)")
+    pt.add_argument("--json", action="store_true")
+
+    from upsert_kafka_ops import cli_lag
+
+    cli_lag.register(sub)
 
     pdoc = sub.add_parser("docs", help="generated documentation")
     pdoc.add_argument("what", choices=["config"], help="config: the configuration reference (Markdown)")
@@ -53,7 +96,15 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "jars":
             return _jars(args)
         if args.command == "local":
-            return _local_kafka(args)
+            return _local_kafka(args) if args.service == "kafka" else _local_postgres(args)
+        if args.command in ("run", "backfill", "reset-checkpoint", "describe-topic"):
+            from upsert_kafka_ops import cli_jobs
+
+            return int(getattr(cli_jobs, args.command.replace("-", "_"))(args))
+        if args.command == "lag":
+            from upsert_kafka_ops import cli_lag
+
+            return cli_lag.run(args)
         if args.command == "docs":
             from upsert_kafka_ops.spec.reference import render
 
@@ -95,6 +146,23 @@ def _local_kafka(args: argparse.Namespace) -> int:
         print("stopped" if stopped else "not running")
     else:
         status = lk.detached_status(state_dir)
+        print(json.dumps(status))
+        return 0 if status["running"] else 3
+    return 0
+
+
+def _local_postgres(args: argparse.Namespace) -> int:
+    from upsert_kafka_ops.local import postgres as lp
+
+    state_dir = args.dir or lp.default_state_dir()
+    if args.action == "start":
+        server = lp.start_detached(state_dir)
+        print(json.dumps({"jdbc_url": server.jdbc_url, "port": server.port, "user": server.user,
+                          "password_file": str(server.password_file), "dir": str(state_dir)}))  # fmt: skip
+    elif args.action == "stop":
+        print("stopped" if lp.stop_detached(state_dir) else "not running")
+    else:
+        status = lp.detached_status(state_dir)
         print(json.dumps(status))
         return 0 if status["running"] else 3
     return 0

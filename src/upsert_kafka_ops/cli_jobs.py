@@ -1,0 +1,191 @@
+"""The job commands of the CLI: ``run``, ``backfill``, ``reset-checkpoint``, ``describe-topic``.
+
+Progress goes to stderr (one line per job start and end, Spark's own logs stay quiet); results go to
+stdout, as a table or, with ``--json``, one JSON document. A failed job exits 1 with its error on
+stderr; bad input exits 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+import time
+from typing import Any
+
+from upsert_kafka_ops.errors import SpecError, UpsertKafkaOpsError
+from upsert_kafka_ops.jobs.spec import BackfillJob, MaterializeJob, Pipeline, TopicToTopicJob
+from upsert_kafka_ops.spec.connection import KafkaConnection
+
+
+def _progress() -> None:
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(message)s", "%H:%M:%S"))
+    logger = logging.getLogger("upsert_kafka_ops.jobs")
+    if not any(isinstance(h, logging.StreamHandler) for h in logger.handlers):
+        logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+
+
+def _table(results: list[dict[str, Any]]) -> str:
+    head = ["job", "status", "mode", "execution", "run", "read", "upserted", "deleted", "written", "seconds"]
+    rows = [
+        [
+            r["job"],
+            r["status"],
+            r.get("mode", ""),
+            r.get("execution", ""),
+            str(r.get("run", "")),
+            str(r.get("records_read", "")),
+            str(r.get("rows_upserted", "")),
+            str(r.get("rows_deleted", "")),
+            str(r.get("records_written", "")),
+            f"{r.get('duration_s', 0):.1f}",
+        ]
+        for r in results
+    ]
+    widths = [max(len(x) for x in col) for col in zip(head, *rows, strict=True)]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(line, widths, strict=True)) for line in [head, *rows]]
+    notes = [f"  {r['job']}: {r['reason']}" for r in results if r.get("reason")]
+    return "\n".join(lines + notes) + "\n"
+
+
+def _emit(results: list[dict[str, Any]], as_json: bool) -> None:
+    if as_json:
+        print(json.dumps({"version": 1, "results": results}, sort_keys=True, indent=2))
+    else:
+        sys.stdout.write(_table(results))
+
+
+def _run_many(
+    pipeline: Pipeline, names: list[str], mode: str | None, lock_timeout: float
+) -> list[dict[str, Any]]:
+    from upsert_kafka_ops.jobs.run import run_job
+    from upsert_kafka_ops.runtime import build_spark_session
+
+    spark = build_spark_session(app_name="upsert-kafka-ops")
+    results = []
+    try:
+        for name in names:
+            began = time.monotonic()
+            try:
+                r = run_job(pipeline, name, mode=mode, spark=spark, lock_timeout_s=lock_timeout)  # type: ignore[arg-type]
+                results.append(r.to_dict())
+            except UpsertKafkaOpsError as exc:
+                job = pipeline.job(name)
+                results.append({"job": name, "kind": job.kind, "status": "failed", "error": str(exc),
+                                "duration_s": round(time.monotonic() - began, 3), "version": 1})  # fmt: skip
+                print(f"upsert-kafka-ops: job {name} failed: {exc}", file=sys.stderr)
+                break
+    finally:
+        spark.stop()
+    return results
+
+
+def run(args: argparse.Namespace) -> int:
+    _progress()
+    pipeline = Pipeline.load(args.pipeline)
+    names = args.job or [j.name for j in pipeline.jobs]
+    for n in names:
+        pipeline.job(n)  # unknown names fail before Spark starts
+    results = _run_many(pipeline, names, args.mode, args.lock_timeout)
+    _emit(results, args.json)
+    return 1 if any(r["status"] != "succeeded" for r in results) else 0
+
+
+def _until(text: str | None) -> Any:
+    if text is None or text == "latest":
+        return "latest"
+    if text.isdigit():
+        return {"timestamp_ms": int(text)}
+    try:
+        offsets = json.loads(text)
+    except ValueError:
+        raise SpecError(
+            "--until", f"cannot read {text!r}.", "use latest, epoch milliseconds, or offsets JSON."
+        ) from None
+    return {"offsets": offsets}
+
+
+def backfill(args: argparse.Namespace) -> int:
+    _progress()
+    pipeline = Pipeline.load(args.pipeline)
+    job = pipeline.job(args.job)
+    if isinstance(job, MaterializeJob):
+        job = BackfillJob(
+            name=job.name, kind="backfill", source=job.source, target=job.target, until=_until(args.until),
+            rewind=args.rewind,
+        )  # fmt: skip
+    elif isinstance(job, BackfillJob):
+        if args.until is not None or args.rewind:
+            job = job.model_copy(update={"until": _until(args.until) if args.until else job.until,
+                                         "rewind": args.rewind or job.rewind})  # fmt: skip
+            BackfillJob.model_validate(job.model_dump())
+    else:
+        raise SpecError(
+            "--job", f"{job.name!r} is a {job.kind} job.", "backfill a materialize or backfill job."
+        )
+    single = Pipeline(connections=pipeline.connections, jobs=[job])
+    results = _run_many(single, [job.name], None, 60.0)
+    _emit(results, args.json)
+    return 1 if any(r["status"] != "succeeded" for r in results) else 0
+
+
+def reset_checkpoint(args: argparse.Namespace) -> int:
+    from upsert_kafka_ops.jobs.flows import reset_checkpoint as reset
+
+    job = Pipeline.load(args.pipeline).job(args.job)
+    if not isinstance(job, TopicToTopicJob):
+        raise SpecError(
+            "--job", f"{job.name!r} is a {job.kind} job; only topic-to-topic jobs have checkpoints."
+        )
+    print("deleted" if reset(job) else "no checkpoint")
+    return 0
+
+
+def describe_topic(args: argparse.Namespace) -> int:
+    from upsert_kafka_ops.kafka.admin import KafkaAdmin
+
+    if args.pipeline is not None:
+        pipeline = Pipeline.load(args.pipeline)
+        name = args.connection or (
+            next(iter(pipeline.connections)) if len(pipeline.connections) == 1 else None
+        )
+        if name is None or name not in pipeline.connections:
+            raise SpecError(
+                "--connection",
+                "name one of the pipeline's connections.",
+                f"use {sorted(pipeline.connections)}.",
+            )
+        conn = pipeline.connections[name]
+    else:
+        conn = KafkaConnection(bootstrap_servers=args.bootstrap_servers)
+    with KafkaAdmin(conn) as admin:
+        info = admin.describe_topics([args.topic])[args.topic]
+        config = admin.topic_configs([args.topic])[args.topic]
+        parts = admin.partitions([args.topic])
+        earliest = admin.earliest_offsets(parts)
+        committed_end = admin.end_offsets(parts, isolation="read_committed")
+    partitions = [
+        {"partition": p, "earliest": earliest[(t, p)], "end": committed_end[(t, p)]} for t, p in sorted(parts)
+    ]
+    warnings = []
+    if not config.compacted:
+        warnings.append(
+            f"cleanup.policy is {','.join(config.cleanup_policy)!r}: an upsert source should be compacted "
+            "(cleanup.policy=compact), or old keys vanish with retention."
+        )
+    doc = {"topic": args.topic, "topic_id": info.topic_id, "partitions": partitions,
+           "config": config.to_dict(), "warnings": warnings}  # fmt: skip
+    if args.json:
+        print(json.dumps(doc, sort_keys=True, indent=2, default=str))
+    else:
+        print(f"topic {args.topic}  ({len(partitions)} partitions)")
+        for k, v in sorted(config.to_dict().items()):
+            print(f"  {k}: {v}")
+        for p in partitions:
+            print(f"  partition {p['partition']}: earliest {p['earliest']}, end {p['end']}")
+        for w in warnings:
+            print(f"warning: {w}", file=sys.stderr)
+    return 0
