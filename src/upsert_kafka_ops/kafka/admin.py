@@ -251,7 +251,8 @@ class KafkaAdmin:
                     "enable.partition.eof": True,
                     "auto.offset.reset": "error",
                     "isolation.level": isolation,
-                    "fetch.wait.max.ms": 50,
+                    "fetch.wait.max.ms": 10,
+                    "socket.nagle.disable": True,
                     "max.partition.fetch.bytes": 65536,
                     "queued.max.messages.kbytes": 8192,
                     "logger": _LOG,
@@ -270,7 +271,16 @@ class KafkaAdmin:
             conf["error_cb"] = self._errors.append
             conf.setdefault("logger", _LOG)
             conf.setdefault("socket.connection.setup.timeout.ms", max(1000, int(self.timeout * 1000)))
-            self._client = AdminClient(conf)
+            conf.setdefault("socket.nagle.disable", True)  # small requests: Nagle + delayed ACK add ~40 ms
+            client = AdminClient(conf)
+            try:
+                # metadata first: a request queued on the bootstrap connection while librdkafka
+                # replaces it by the broker's own fails with "Handle is terminating"
+                client.list_topics(timeout=self.timeout)
+            except BaseException as exc:
+                self._client = client
+                raise self.failure(exc, "read cluster metadata") from None
+            self._client = client
         return self._client
 
     # -- waiting and errors ------------------------------------------------------------------------
