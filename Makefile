@@ -54,6 +54,7 @@ demo: jars
 # Throughput against Kafka's own perf tools (never part of the tests); results in build/bench/.
 bench: jars
 	@$(TIMED) bench $(BIN)/python benchmarks/bench_engine.py
+	@$(TIMED) "lag bench" $(BIN)/python benchmarks/bench_lag.py
 
 # Re-pin the whole verified set after changing a range in pyproject.toml (check it resolves first:
 # pip install --dry-run -c constraints.txt -e ".[$(EXTRAS)]").
