@@ -274,7 +274,8 @@ class _Output:
         self.runtime = runtime
         self.workdir = workdir
         self.tail: deque[str] = deque(maxlen=tail)
-        self.stderr_lines: deque[str] = deque(maxlen=2000)
+        # spark-submit's PythonRunner merges the Python driver's stderr into its stdout: search both
+        self.lines: deque[str] = deque(maxlen=2000)
         self.marker_lines: list[str] = []
         self._lock = threading.Lock()
 
@@ -293,8 +294,7 @@ class _Output:
                 log.info("spark-submit: %s", line)
                 with self._lock:
                     self.tail.append(line)
-                    if name == "err":
-                        self.stderr_lines.append(line)
+                    self.lines.append(line)
         stream.close()
 
 
@@ -438,7 +438,7 @@ def submit_driver(
     if result is not None and result.get("error"):
         driver_error = runtime.redact(str(result["error"]))
     if driver_error is None:
-        driver_error = _driver_error(list(output.stderr_lines))
+        driver_error = _driver_error(list(output.lines))
     if timed_out:
         what = f"spark-submit did not finish within {runtime.timeout_s:g}s and was killed"
     elif code != 0:
