@@ -317,34 +317,22 @@ def test_errors_are_bounded_and_named(kafka: LocalKafka, new_topic: Callable[...
 
 
 # -- CLI and the Prometheus endpoint ---------------------------------------------------------------------
-_SAMPLE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{(.*)\})? (\S+)$")
-_LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"(,|$)')
-
-
 def parse_exposition(text: str) -> dict[str, dict[str, Any]]:
-    """A strict parser of the text format 0.0.4 (prometheus_client is not installed here): every
-    sample belongs to a family declared by HELP and TYPE lines before it."""
+    """Parse with Prometheus' own text parser; families keyed by their exposed name (counters with
+    ``_total``), each checked against the naming conventions."""
+    from prometheus_client.parser import text_string_to_metric_families
+
     families: dict[str, dict[str, Any]] = {}
-    current = None
-    for line in text.splitlines():
-        if line.startswith("# HELP "):
-            name = line.split(" ", 3)[2]
-            current = families.setdefault(name, {"help": line.split(" ", 3)[3], "samples": []})
-        elif line.startswith("# TYPE "):
-            _, _, name, kind = line.split(" ")
-            assert current is not None and name in families and kind in ("counter", "gauge", "untyped")
-            families[name]["type"] = kind
-        else:
-            m = _SAMPLE.match(line)
-            assert m, f"not a sample line: {line!r}"
-            name, labels_text, value = m.group(1), m.group(3) or "", m.group(4)
-            assert current is not None and name in families, f"sample before its family: {line!r}"
-            labels = dict((k, v) for k, v, _ in _LABEL.findall(labels_text))
-            assert ",".join(f'{k}="{v}"' for k, v in labels.items()) == labels_text
-            families[name]["samples"].append((labels, float(value)))
-    for name, family in families.items():
+    for family in text_string_to_metric_families(text):
+        assert family.type in ("counter", "gauge"), family
+        name = family.name + ("_total" if family.type == "counter" else "")
         assert re.fullmatch(r"upsert_kafka_ops_[a-z0-9_]+", name)
-        assert (family["type"] == "counter") == name.endswith("_total"), name
+        assert all(s.name == name for s in family.samples), (name, family.samples)
+        families[name] = {
+            "help": family.documentation,
+            "type": family.type,
+            "samples": [(dict(s.labels), s.value) for s in family.samples],
+        }
     return families
 
 

@@ -19,9 +19,11 @@ from __future__ import annotations
 import json
 import os
 import signal
+import time
 import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from upsert_kafka_ops.errors import UpsertKafkaOpsError
@@ -35,9 +37,22 @@ FAULT_ENV = "UKO_FAULT_POINT"
 
 
 def fault_point(name: str) -> None:
-    """Kill this process (SIGKILL, no cleanup) when ``$UKO_FAULT_POINT`` names this point (tests)."""
-    if os.environ.get(FAULT_ENV) == name:
+    """Test hooks at named points of a run, driven by ``$UKO_FAULT_POINT``:
+
+    - ``NAME``: kill this process here (SIGKILL, no cleanup);
+    - ``pause:NAME:FLAG``: create ``FLAG.reached`` here, then wait (up to 10 minutes) until ``FLAG``
+      exists, so a test can act while a run holds its target.
+    """
+    spec = os.environ.get(FAULT_ENV, "")
+    if spec == name:
         os.kill(os.getpid(), signal.SIGKILL)
+    if spec.startswith("pause:"):
+        _, point, flag = spec.split(":", 2)
+        if point == name:
+            Path(flag + ".reached").touch()
+            deadline = time.monotonic() + 600
+            while not Path(flag).exists() and time.monotonic() < deadline:
+                time.sleep(0.1)
 
 
 class TargetSchemaError(UpsertKafkaOpsError):

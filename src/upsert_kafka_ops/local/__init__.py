@@ -1,9 +1,10 @@
-"""Local services for development, demos and tests: a real Kafka broker and a real PostgreSQL on
-127.0.0.1."""
+"""Local services for development, demos and tests: a real Kafka broker, a real PostgreSQL and a
+Spark standalone cluster on 127.0.0.1."""
 
 from __future__ import annotations
 
 from upsert_kafka_ops.local.kafka import LocalKafka, free_port
 from upsert_kafka_ops.local.postgres import LocalPostgres
+from upsert_kafka_ops.local.spark_cluster import LocalSparkCluster, spark_home
 
-__all__ = ["LocalKafka", "LocalPostgres", "free_port"]
+__all__ = ["LocalKafka", "LocalPostgres", "LocalSparkCluster", "free_port", "spark_home"]
