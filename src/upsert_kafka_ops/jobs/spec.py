@@ -12,7 +12,9 @@ statement), Flink ``options`` with ``columns`` and ``primary_key``, or the table
 from __future__ import annotations
 
 import json
+import os
 import re
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -26,6 +28,27 @@ from upsert_kafka_ops.spec.table import KafkaTable, UpsertKafkaTable
 PIPELINE_VERSION = 1
 _NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_.-]{0,99}$")
 _VIEW = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+_ENV = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+
+
+def expand_env(text: str, env: Mapping[str, str]) -> str:
+    """Replace ``${VAR}`` / ``${VAR:-default}``; an unset variable without a default is an error."""
+
+    def sub(m: re.Match[str]) -> str:
+        name, default = m.group(1), m.group(2)
+        if name in env:
+            return env[name]
+        if default is not None:
+            return default
+        raise SpecError(
+            "pipeline",
+            f"uses ${{{name}}}, which is not set.",
+            f"export {name}=... or write ${{{name}:-default}}.",
+        )
+
+    return _ENV.sub(sub, text)
 
 
 def _table_input(data: Any, kind: type[UpsertKafkaTable] | type[KafkaTable]) -> Any:
@@ -395,9 +418,13 @@ class Pipeline(SpecModel):
 
     # -- files -------------------------------------------------------------------------------------
     @classmethod
-    def from_yaml(cls, text: str) -> Pipeline:
+    def from_yaml(cls, text: str, env: Mapping[str, str] | None = None) -> Pipeline:
+        """Parse a pipeline file; ``${VAR}`` and ``${VAR:-default}`` are replaced from ``env``
+        (default: the process environment) first. Secrets still have to be references: a
+        substituted literal password is refused like any literal secret."""
         import yaml
 
+        text = expand_env(text, os.environ if env is None else env)
         try:
             data = yaml.safe_load(text)
         except yaml.YAMLError as exc:
@@ -407,15 +434,15 @@ class Pipeline(SpecModel):
         return cls.model_validate(data)
 
     @classmethod
-    def load(cls, path: str | Path) -> Pipeline:
+    def load(cls, path: str | Path, env: Mapping[str, str] | None = None) -> Pipeline:
         p = Path(path)
         try:
             text = p.read_text()
         except OSError as exc:
             raise SpecError("pipeline", f"cannot read {str(p)!r}: {exc.strerror}.") from None
         if p.suffix == ".json":
-            return cls.model_validate_json(text)
-        return cls.from_yaml(text)
+            return cls.model_validate_json(expand_env(text, os.environ if env is None else env))
+        return cls.from_yaml(text, env)
 
     def to_json_dict(self) -> dict[str, Any]:
         """The JSON form (secrets stay references; an in-process secret is refused)."""

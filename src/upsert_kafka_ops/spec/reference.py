@@ -5,6 +5,8 @@
 
 from __future__ import annotations
 
+import types
+import typing
 from typing import Any
 
 from pydantic import BaseModel
@@ -27,12 +29,25 @@ _FLINK_NAMES = {field: option for option, field in _UPSERT_OPTIONS.items()} | {
 }
 
 
+def _name(annotation: Any) -> str:
+    """A type annotation as text, with Annotated metadata (discriminators, tags) left out."""
+    origin, args = typing.get_origin(annotation), typing.get_args(annotation)
+    if origin is typing.Annotated:
+        return _name(args[0])
+    if origin in (typing.Union, types.UnionType):
+        return " | ".join(_name(a) for a in args)
+    if origin is typing.Literal:
+        return "Literal[" + ", ".join(repr(a) for a in args) + "]"
+    if origin is not None:
+        base = getattr(origin, "__name__", str(origin).replace("typing.", ""))
+        return f"{base}[{', '.join(_name(a) for a in args)}]"
+    if annotation is type(None):
+        return "None"
+    return str(getattr(annotation, "__name__", annotation)).replace("typing.", "")
+
+
 def _type(annotation: Any) -> str:
-    text = getattr(annotation, "__name__", None) if not getattr(annotation, "__args__", None) else None
-    text = text or str(annotation).replace("typing.", "")
-    for prefix in ("upsert_kafka_ops.spec.connection.", "upsert_kafka_ops.spec.table."):
-        text = text.replace(prefix, "")
-    return text.replace("|", "\\|")
+    return _name(annotation).replace("|", "\\|")
 
 
 def _default(field: Any) -> str:
@@ -50,7 +65,16 @@ def render() -> str:
         "Generated from the spec models by `upsert-kafka-ops docs config`; do not edit by hand.",
         "Tables also accept Flink's option names through `from_options()` and `from_flink_ddl()`.",
     ]
-    for model in MODELS:
+    # the job specs live a layer above; the reference covers them too (imported here, for docs only)
+    from upsert_kafka_ops.jobs import spec as jobs
+    from upsert_kafka_ops.runtime.submit import SparkSubmitRuntime
+
+    job_models: list[type[BaseModel]] = [
+        jobs.Pipeline, jobs.MaterializeJob, jobs.BackfillJob, jobs.TopicToTopicJob, jobs.PublishJob,
+        jobs.UpsertSource, jobs.AppendSource, jobs.TopicSink, jobs.DeltaTarget, jobs.PostgresTarget,
+        jobs.ParquetTarget, jobs.DeltaFeedSource, jobs.QuerySource, SparkSubmitRuntime,
+    ]  # fmt: skip
+    for model in MODELS + job_models:
         out += ["", f"## {model.__name__}", "", (model.__doc__ or "").strip().splitlines()[0], ""]
         flink = model in (UpsertKafkaTable, KafkaTable)
         header = (
