@@ -36,7 +36,7 @@ def _table(results: list[dict[str, Any]]) -> str:
             r["status"],
             r.get("mode", ""),
             r.get("execution", ""),
-            str(r.get("run", "")),
+            str(r.get("run") or "-"),
             str(r.get("records_read", "")),
             str(r.get("rows_upserted", "")),
             str(r.get("rows_deleted", "")),

@@ -167,10 +167,14 @@ def delta_overwrite(
     metadata: dict[str, Any],
 ) -> dict[str, int]:
     """Replace the table's content with ``rows`` in one commit (the new version is the swap)."""
+    from delta.tables import DeltaTable
+
     names = [c for c, _ in target_columns(table)]
     with _delta_commit_confs(spark, app_id, version, json.dumps(metadata, sort_keys=True)):
         rows.select(*names).write.format("delta").mode("overwrite").save(path)
-    return {"upserted": -1, "deleted": -1}
+    metrics = DeltaTable.forPath(spark, path).history(1).select("operationMetrics").first()
+    m = dict(metrics["operationMetrics"] or {}) if metrics is not None else {}
+    return {"upserted": int(m.get("numOutputRows", 0)), "deleted": 0}
 
 
 # -- Parquet --------------------------------------------------------------------------------------

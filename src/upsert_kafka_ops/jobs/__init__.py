@@ -22,7 +22,7 @@ from upsert_kafka_ops.jobs.spec import (
     TopicToTopicJob,
     UpsertSource,
 )
-from upsert_kafka_ops.jobs.state import StoredState
+from upsert_kafka_ops.jobs.state import StoredState, read_stored_offsets
 
 
 def run_job(*args: Any, **kwargs: Any) -> Any:
@@ -54,6 +54,7 @@ __all__ = [
     "TopicSink",
     "TopicToTopicJob",
     "UpsertSource",
+    "read_stored_offsets",
     "run_job",
     "run_spec",
 ]

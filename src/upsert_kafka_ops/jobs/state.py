@@ -183,3 +183,22 @@ def read_postgres_state(conn: Any, offsets_table: str, target: str) -> StoredSta
         offsets={(r[3], int(r[4])): int(r[5]) for r in rows},
         committed_at=at.isoformat(timespec="seconds") if at is not None else "",
     )
+
+
+def read_stored_offsets(job: Any) -> StoredState | None:
+    """The stored state of a materialize or backfill job's warehouse target, read without Spark
+    (``None`` before the first successful run). Topic targets and topic-to-topic jobs keep no
+    offsets of their own: their consumer group ``upsert-kafka-ops.<job>`` has them."""
+    from upsert_kafka_ops.jobs.spec import DeltaTarget, ParquetTarget, PostgresTarget
+
+    target = getattr(job, "target", None)
+    if isinstance(target, DeltaTarget):
+        return read_delta_log(target.path).state
+    if isinstance(target, ParquetTarget):
+        return read_parquet_state(target.path)
+    if isinstance(target, PostgresTarget):
+        import psycopg
+
+        with psycopg.connect(**target.conninfo(), autocommit=True) as conn:
+            return read_postgres_state(conn, target.offsets_table, target.table)
+    return None
