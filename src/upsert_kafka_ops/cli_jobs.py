@@ -29,7 +29,8 @@ def _progress() -> None:
 
 
 def _table(results: list[dict[str, Any]]) -> str:
-    head = ["job", "status", "mode", "execution", "run", "read", "upserted", "deleted", "written", "seconds"]
+    head = ["job", "status", "mode", "execution", "run", "read", "upserted", "deleted", "written", "tombstones",
+            "seconds"]  # fmt: skip
     rows = [
         [
             r["job"],
@@ -41,6 +42,7 @@ def _table(results: list[dict[str, Any]]) -> str:
             str(r.get("rows_upserted", "")),
             str(r.get("rows_deleted", "")),
             str(r.get("records_written", "")),
+            str(r.get("tombstones_written", "")),
             f"{r.get('duration_s', 0):.1f}",
         ]
         for r in results
@@ -62,6 +64,7 @@ def _run_many(
     pipeline: Pipeline, names: list[str], mode: str | None, lock_timeout: float
 ) -> list[dict[str, Any]]:
     from upsert_kafka_ops.jobs.run import run_job
+    from upsert_kafka_ops.metrics.lineage import RunLineage
     from upsert_kafka_ops.runtime import build_spark_session
 
     spark = build_spark_session(app_name="upsert-kafka-ops")
@@ -69,15 +72,26 @@ def _run_many(
     try:
         for name in names:
             began = time.monotonic()
+            lineage = RunLineage.from_env(pipeline, name)  # OpenLineage events: the CLI's, not run_job's
+            if lineage is not None:
+                lineage.start()
             try:
                 r = run_job(pipeline, name, mode=mode, spark=spark, lock_timeout_s=lock_timeout)  # type: ignore[arg-type]
                 results.append(r.to_dict())
+                if lineage is not None:
+                    lineage.complete(results[-1])
             except UpsertKafkaOpsError as exc:
+                if lineage is not None:
+                    lineage.fail(str(exc))
                 job = pipeline.job(name)
                 results.append({"job": name, "kind": job.kind, "status": "failed", "error": str(exc),
                                 "duration_s": round(time.monotonic() - began, 3), "version": 1})  # fmt: skip
                 print(f"upsert-kafka-ops: job {name} failed: {exc}", file=sys.stderr)
                 break
+            except Exception as exc:  # Spark's own errors propagate; lineage still sees the failure
+                if lineage is not None:
+                    lineage.fail(f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}")
+                raise
     finally:
         spark.stop()
     return results

@@ -1,4 +1,4 @@
-"""`make demo` runs the main job: the CLI's demo on its own broker and Spark, in a subprocess."""
+"""`make demo` runs the main job: pipelines/demo.yaml on its own broker and Spark, in a subprocess."""
 
 from __future__ import annotations
 
@@ -8,30 +8,50 @@ import sys
 from pathlib import Path
 
 
-def test_demo_prints_flip149_tables_and_writes_only_changed_regions(jars_dir: Path) -> None:
+def _table(text: str) -> list[list[str]]:
+    return [[c.strip() for c in line.split("|")] for line in text.strip().splitlines()[1:]]
+
+
+def _runs(section: str) -> dict[str, dict[str, str]]:
+    lines = [line for line in section.strip().splitlines() if line and not line.startswith("  ")]
+    head = lines[0].split()
+    return {cells[0]: dict(zip(head, cells, strict=True)) for cells in (line.split() for line in lines[1:])}
+
+
+def test_demo_runs_the_pipeline_twice_and_moves_only_what_changed(jars_dir: Path) -> None:
     env = {**os.environ, "UPSERT_KAFKA_OPS_JARS_DIR": str(jars_dir)}
-    proc = subprocess.run(
-        [sys.executable, "-m", "upsert_kafka_ops.cli", "demo"],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=600,
-        check=False,
-    )
+    proc = subprocess.run([sys.executable, "-m", "upsert_kafka_ops.cli", "demo"], capture_output=True, text=True,
+                          env=env, timeout=900, check=False)  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = proc.stdout
-    users = out.split("users, materialized from the topic:")[1].split("metrics:")[0]
-    rows = [line.split("|") for line in users.strip().splitlines()[1:]]
-    assert [[c.strip() for c in r] for r in rows] == [
+    first = _runs(out.split("round 1: every job builds its target")[1].split("\n\n")[0])
+    second = _runs(out.split("round 2: Alice moved, Richard left, 2 more pageviews")[1].split("\n\n")[0])
+
+    assert {j: r["status"] for j, r in {**first, **second}.items()} == dict.fromkeys(first, "succeeded")
+    # table -> topic: a snapshot first, then the change data feed (Alice's update, Richard's delete)
+    assert (first["publish-users"]["written"], second["publish-users"]["mode"]) == ("4", "incremental")
+    assert (second["publish-users"]["written"], second["publish-users"]["tombstones"]) == ("1", "1")
+    # topic -> Delta: the second run reads only the two new records, upserts one key, deletes one
+    assert (first["users-to-delta"]["mode"], first["users-to-delta"]["upserted"]) == ("full", "4")
+    r = second["users-to-delta"]
+    assert (r["mode"], r["read"], r["upserted"], r["deleted"]) == ("incremental", "2", "1", "1")
+    # PV/UV per region: recomputed (COUNT DISTINCT, upsert source); only changed regions are written
+    assert first["pageviews-per-region"]["execution"] == "snapshot"
+    r = second["pageviews-per-region"]
+    assert (r["written"], r["tombstones"]) == ("2", "1")  # Hangzhou new, Berlin changed, Shanghai gone
+    # PV per page: streaming; the second run reads the 2 new pageviews and writes their 2 pages
+    assert first["pageviews-per-page"]["execution"] == "streaming"
+    r = second["pageviews-per-page"]
+    assert (r["read"], r["written"]) == ("2", "2")
+
+    users = out.split("users, in the Delta warehouse table:")[1].split("\n\n")[0]
+    assert _table(users) == [
         ["100", "Bob", "Beijing"],
         ["101", "Alice", "Hangzhou"],
         ["102", "Greg", "Berlin"],
     ]
-    second = out.split("writes only the regions that changed")[1].splitlines()[1]
-    assert "records_out=1," in second  # only Berlin changed
-    regions = out.split("pageviews_per_region, materialized from the topic:")[1].strip().splitlines()[1:]
-    assert [[c.strip() for c in r.split("|")] for r in regions] == [
-        ["Beijing", "2", "1"],
-        ["Berlin", "3", "1"],
-        ["Hangzhou", "2", "1"],
-    ]
+    regions = out.split("pageviews_per_region, materialized from the topic:")[1].split("\n\n")[0]
+    assert _table(regions) == [["Beijing", "2", "1"], ["Berlin", "3", "1"], ["Hangzhou", "2", "1"]]
+    pages = out.split("pageviews_per_page, materialized from the topic:")[1].split("\n\n")[0]
+    assert _table(pages) == [["10001", "1"], ["10002", "2"], ["10003", "1"], ["10004", "1"], ["10005", "1"],
+                             ["10006", "1"]]  # fmt: skip
