@@ -135,6 +135,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     started = time.monotonic()
     payload: dict[str, Any] = {"version": RESULT_VERSION, "status": "failed", "result": None, "error": None}
     spark: Any = None
+    lineage: Any = None
     code = 1
     try:
         function = load_callable(args.function)
@@ -146,14 +147,24 @@ def main(argv: Sequence[str] | None = None) -> int:
         spec = json.loads(_job_file(args.job).read_text())
         if not isinstance(spec, dict):
             raise ValueError(f"{args.job}: the job JSON must be an object.")
+        if args.function == DEFAULT_CALLABLE:
+            from upsert_kafka_ops.metrics.lineage import driver_lineage
+
+            lineage = driver_lineage(spec)  # OpenLineage START/COMPLETE/FAIL, when configured
+            if lineage is not None:
+                lineage.start()
         result = function(spec, spark)
         if not isinstance(result, dict):
             raise TypeError(f"{args.function} returned {type(result).__name__}, expected a dict.")
         payload.update(status="succeeded", result=result)
         code = 0
+        if lineage is not None:
+            lineage.complete(result)
     except Exception as exc:
         traceback.print_exc(file=sys.stderr)
         payload["error"] = _error_line(exc)
+        if lineage is not None:
+            lineage.fail(payload["error"])
     finally:
         if spark is not None:
             try:
