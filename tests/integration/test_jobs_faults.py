@@ -1,0 +1,184 @@
+"""Runs killed at named points, then rerun: the target equals the oracle, nothing skipped or doubled.
+And two runs of one job never interleave: the second waits, or fails clearly.
+
+The killed run is a real CLI process (``upsert-kafka-ops run``) that SIGKILLs itself at
+``$UKO_FAULT_POINT``; the rerun happens in this process.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+import yaml
+from pyspark.sql import SparkSession
+from tests.integration.jobs_support import (
+    oracle_table,
+    pipeline,
+    produce,
+    random_changes,
+    rows_as_table,
+    source,
+)
+from tests.integration.test_jobs_postgres import pg_rows, pg_target
+
+from upsert_kafka_ops.jobs import run_job
+from upsert_kafka_ops.jobs.state import read_delta_log, read_postgres_state
+from upsert_kafka_ops.local import LocalKafka, LocalPostgres
+
+
+def _cli(pipeline_file: Path, jars_dir: Path, env: dict[str, str], *args: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "upsert_kafka_ops.cli", "run", str(pipeline_file), "--json", *args],
+        env={**os.environ, "UPSERT_KAFKA_OPS_JARS_DIR": str(jars_dir), **env},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def _setup(
+    kind: str, kafka: LocalKafka, topic: str, tmp_path: Path, postgres: LocalPostgres
+) -> tuple[dict[str, Any], Callable[[], dict[int, tuple[str, str, str]]], Callable[[], Any]]:
+    servers = kafka.bootstrap_servers
+    if kind == "delta":
+        path = tmp_path / "users"
+        target: dict[str, Any] = {"kind": "delta", "path": str(path)}
+
+        def rows() -> dict[int, tuple[str, str, str]]:
+            from pyspark.sql import SparkSession as S
+
+            spark = S.getActiveSession()
+            assert spark is not None
+            got = spark.read.format("delta").load(str(path)).select("id", "name", "region", "score").collect()
+            assert len(got) == len({r[0] for r in got}), "duplicate keys in the Delta table"
+            return rows_as_table(got)
+
+        def state() -> Any:
+            return read_delta_log(path).state
+    else:
+        table = f"users_{uuid.uuid4().hex[:8]}"
+        target = pg_target(postgres, table)
+
+        def rows() -> dict[int, tuple[str, str, str]]:
+            return pg_rows(postgres, table)
+
+        def state() -> Any:
+            with psycopg.connect(postgres.conninfo) as c:
+                return read_postgres_state(c, "upsert_kafka_ops_offsets", table)
+
+    job = {"name": f"users-{kind}", "kind": "materialize", "source": source(topic, servers), "target": target}
+    return job, rows, state
+
+
+@pytest.mark.parametrize(
+    ("kind", "point", "mode"),
+    [
+        ("delta", "after-read", "incremental"),
+        ("delta", "after-commit", "incremental"),
+        ("postgres", "after-read", "incremental"),
+        ("postgres", "in-transaction", "incremental"),
+        ("postgres", "after-commit", "incremental"),
+        ("postgres", "during-swap", "full"),
+    ],
+)
+def test_a_run_killed_at_a_fault_point_is_repaired_by_the_rerun(
+    kind: str,
+    point: str,
+    mode: str,
+    kafka: LocalKafka,
+    new_topic: Callable[..., str],
+    spark: SparkSession,
+    postgres: LocalPostgres,
+    jars_dir: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("UKO_TEST_PG_PASSWORD", postgres.password)
+    topic = new_topic(partitions=2)
+    servers = kafka.bootstrap_servers
+    rnd = random.Random(point)
+    job, rows, state = _setup(kind, kafka, topic, tmp_path, postgres)
+    p = pipeline(servers, [job])
+    produce(servers, topic, random_changes(rnd, 150, 40))
+    run_job(p, spark=spark)
+    before = state()
+    second = produce(servers, topic, random_changes(rnd, 60, 60))
+
+    file = tmp_path / "pipeline.yaml"
+    file.write_text(yaml.safe_dump(p.to_json_dict()))
+    proc = _cli(file, jars_dir, {"UKO_FAULT_POINT": point}, "--mode", mode)
+    _, err = proc.communicate(timeout=600)
+    assert proc.returncode == -9, err[-3000:]
+
+    after_kill = state()
+    if point == "after-commit":  # the data and offsets were committed together before the kill
+        assert after_kill.run == before.run + 1
+    else:  # nothing of the killed run is visible
+        assert (after_kill.run, after_kill.offsets) == (before.run, before.offsets)
+
+    rerun = run_job(p, spark=spark, mode=mode)  # type: ignore[arg-type]
+    assert rows() == oracle_table(servers, topic)
+    if point == "after-commit":
+        assert rerun.records_read == 0
+    elif mode == "incremental":
+        assert rerun.records_read == second  # exactly the records the killed run did not commit
+    final = state()
+    assert sum(final.offsets.values()) == sum(int(o) for o in rerun.end_offsets[topic].values())
+
+
+def test_two_runs_of_one_job_never_interleave(
+    kafka: LocalKafka,
+    new_topic: Callable[..., str],
+    spark: SparkSession,
+    postgres: LocalPostgres,
+    jars_dir: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("UKO_TEST_PG_PASSWORD", postgres.password)
+    topic = new_topic(partitions=2)
+    servers = kafka.bootstrap_servers
+    job, rows, state = _setup("postgres", kafka, topic, tmp_path, postgres)
+    p = pipeline(servers, [job])
+    produce(servers, topic, random_changes(random.Random(3), 100, 30))
+    file = tmp_path / "pipeline.yaml"
+    file.write_text(yaml.safe_dump(p.to_json_dict()))
+    flag = tmp_path / "release"
+
+    # A holds the target (paused after its read); B with a short lock timeout fails clearly
+    a = _cli(file, jars_dir, {"UKO_FAULT_POINT": f"pause:after-read:{flag}"})
+    deadline = time.monotonic() + 300
+    while not Path(str(flag) + ".reached").exists():
+        assert a.poll() is None, a.communicate()[1][-3000:]
+        assert time.monotonic() < deadline, "run A never reached its pause point"
+        time.sleep(0.2)
+    b = _cli(file, jars_dir, {}, "--lock-timeout", "1")
+    out_b, err_b = b.communicate(timeout=600)
+    assert b.returncode == 1, err_b[-3000:]
+    assert "is being written by another run" in err_b
+    assert json.loads(out_b)["results"][0]["status"] == "failed"
+
+    # C waits for the lock while A is paused; A is released; both succeed, one after the other
+    c = _cli(file, jars_dir, {})
+    time.sleep(5)
+    flag.touch()
+    out_a, err_a = a.communicate(timeout=600)
+    out_c, err_c = c.communicate(timeout=600)
+    assert a.returncode == 0, err_a[-3000:]
+    assert c.returncode == 0, err_c[-3000:]
+    ra, rc = json.loads(out_a)["results"][0], json.loads(out_c)["results"][0]
+    assert (ra["run"], rc["run"]) == (1, 2)
+    assert rc["records_read"] == 0
+    assert rows() == oracle_table(servers, topic)
+    assert state().run == 2

@@ -1,0 +1,207 @@
+"""Topic-to-topic (streaming and snapshot paths), backfills, and the CLI's job commands."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from confluent_kafka import Producer
+from pyspark.sql import SparkSession
+from tests.integration.jobs_support import (
+    oracle_table,
+    pipeline,
+    produce,
+    random_changes,
+    rows_as_table,
+    source,
+)
+from tests.integration.oracle import fold, read_all
+
+from upsert_kafka_ops.jobs import Pipeline, run_job
+from upsert_kafka_ops.jobs.flows import CheckpointMismatch
+from upsert_kafka_ops.jobs.run import OffsetsError
+from upsert_kafka_ops.local import LocalKafka
+
+CLICKS = {"name": "clicks", "options": {"connector": "kafka", "topic": "{topic}", "format": "json"},
+          "columns": [{"name": "page", "type": "STRING"}, {"name": "ms", "type": "BIGINT"}]}  # fmt: skip
+
+
+def _per_page(servers: str, src_topic: str, sink_topic: str, checkpoint: Path, query: str) -> Pipeline:
+    clicks = json.loads(json.dumps(CLICKS).replace("{topic}", src_topic))
+    sink = {"name": "per_page", "options": {"connector": "upsert-kafka", "topic": sink_topic, "key.format": "json",
+            "value.format": "json"}, "columns": [{"name": "page", "type": "STRING"}, {"name": "n", "type": "BIGINT"},
+            {"name": "total_ms", "type": "BIGINT"}], "primary_key": ["page"]}  # fmt: skip
+    job = {"name": "per-page", "kind": "topic-to-topic", "sources": {"clicks": {"kind": "kafka", "connection": "main",
+           "table": clicks}}, "query": query, "checkpoint_location": str(checkpoint),
+           "sink": {"connection": "main", "table": sink}}  # fmt: skip
+    return pipeline(servers, [job])
+
+
+def _clicks(servers: str, topic: str, events: list[tuple[str, int]]) -> None:
+    p = Producer({"bootstrap.servers": servers})
+    for page, ms in events:
+        p.produce(topic, value=json.dumps({"page": page, "ms": ms}).encode())
+    assert p.flush(30) == 0
+
+
+def _topic_table(servers: str, topic: str) -> dict[str, tuple[int, int]]:
+    state = fold(read_all(servers, [topic]), lambda k: json.loads(k)["page"], json.loads)
+    return {k: (v["n"], v["total_ms"]) for k, v in state.items()}
+
+
+QUERY = "SELECT page, COUNT(*) AS n, SUM(ms) AS total_ms FROM clicks GROUP BY page"
+
+
+def test_an_aggregation_over_an_append_topic_streams_and_each_run_reads_only_new_records(
+    kafka: LocalKafka, new_topic: Callable[..., str], spark: SparkSession, tmp_path: Path
+) -> None:
+    servers = kafka.bootstrap_servers
+    src, sink = new_topic(partitions=2), new_topic(partitions=2, config={"cleanup.policy": "compact"})
+    p = _per_page(servers, src, sink, tmp_path / "ckpt", QUERY)
+    rnd = random.Random(1)
+    first = [(rnd.choice("abcde"), rnd.randrange(100)) for _ in range(40)]
+    _clicks(servers, src, first)
+    r1 = run_job(p, spark=spark)
+    assert (r1.execution, r1.records_read) == ("streaming", 40)
+    assert "update mode" in r1.reason
+
+    second = [("a", 5), ("f", 7), ("f", 1)]
+    _clicks(servers, src, second)
+    r2 = run_job(p, spark=spark)
+    assert (r2.execution, r2.records_read, r2.records_written) == ("streaming", 3, 2)  # pages a and f
+    expected: dict[str, tuple[int, int]] = {}
+    for page, ms in first + second:
+        n, total = expected.get(page, (0, 0))
+        expected[page] = (n + 1, total + ms)
+    assert _topic_table(servers, sink) == expected
+
+    # a changed query cannot continue from the old checkpoint: a clear error, then the reset command
+    changed = _per_page(servers, src, sink, tmp_path / "ckpt", QUERY.replace("SUM(ms)", "MAX(ms)"))
+    with pytest.raises(CheckpointMismatch, match="reset-checkpoint PIPELINE --job per-page"):
+        run_job(changed, spark=spark)
+    file = tmp_path / "p.yaml"
+    file.write_text(yaml.safe_dump(changed.to_json_dict()))
+    reset = subprocess.run([sys.executable, "-m", "upsert_kafka_ops.cli", "reset-checkpoint", str(file), "--job",
+                            "per-page"], capture_output=True, text=True, timeout=120, check=False)  # fmt: skip
+    assert (reset.returncode, reset.stdout.strip()) == (0, "deleted"), reset.stderr
+    r3 = run_job(changed, spark=spark)
+    assert (r3.execution, r3.records_read) == ("streaming", 43)
+
+
+def test_count_distinct_takes_the_snapshot_path_and_says_why(
+    kafka: LocalKafka, new_topic: Callable[..., str], spark: SparkSession, tmp_path: Path
+) -> None:
+    servers = kafka.bootstrap_servers
+    src, sink = new_topic(partitions=1), new_topic(partitions=1)
+    query = "SELECT page, COUNT(DISTINCT ms) AS n, MAX(ms) AS total_ms FROM clicks GROUP BY page"
+    p = _per_page(servers, src, sink, tmp_path / "ckpt", query)
+    _clicks(servers, src, [("a", 1), ("a", 1), ("a", 2), ("b", 3)])
+    r1 = run_job(p, spark=spark)
+    assert r1.execution == "snapshot" and "cannot run this query incrementally" in r1.reason
+    assert "Distinct aggregations are not supported" in r1.reason
+    assert _topic_table(servers, sink) == {"a": (2, 2), "b": (1, 3)}
+    _clicks(servers, src, [("b", 4)])
+    r2 = run_job(p, spark=spark)
+    assert (r2.records_written, r2.tombstones_written) == (1, 0)  # only page b changed
+    assert _topic_table(servers, sink) == {"a": (2, 2), "b": (2, 4)}
+
+
+def test_backfills_to_a_fixed_end_rebuild_idempotently_and_refuse_to_rewind(
+    kafka: LocalKafka, new_topic: Callable[..., str], spark: SparkSession, tmp_path: Path
+) -> None:
+    servers = kafka.bootstrap_servers
+    topic = new_topic(partitions=1)
+    rnd = random.Random(2)
+    produce(servers, topic, random_changes(rnd, 50, 20))
+    produce(servers, topic, random_changes(rnd, 30, 20))  # offsets 50..79 come after the backfill's end
+    path = tmp_path / "users"
+    src = source(topic, servers)
+
+    def backfill(until: Any, rewind: bool = False) -> Any:
+        job = {"name": "users-backfill", "kind": "backfill", "source": src, "until": until, "rewind": rewind,
+               "target": {"kind": "delta", "path": str(path)}}  # fmt: skip
+        return run_job(pipeline(servers, [job]), spark=spark)
+
+    # the oracle: the fold of the first 50 records only
+    records = [r for r in read_all(servers, [topic]) if r.offset < 50]
+    state = fold(records, lambda k: json.loads(k)["id"], json.loads)
+    want = {k: (v["name"], v["region"], f"{float(v['score']):.2f}") for k, v in state.items()}
+
+    r1 = backfill({"offsets": {topic: {"0": 50}}})
+    table = rows_as_table(
+        spark.read.format("delta").load(str(path)).select("id", "name", "region", "score").collect()
+    )
+    assert (r1.records_read, table) == (50, want)
+    r2 = backfill({"offsets": {topic: {"0": 50}}})  # the same backfill again: the same table
+    table2 = rows_as_table(
+        spark.read.format("delta").load(str(path)).select("id", "name", "region", "score").collect()
+    )
+    assert table2 == table and r2.run == r1.run + 1
+
+    r3 = backfill("latest")
+    assert r3.end_offsets == {topic: {"0": 80}}
+    with pytest.raises(OffsetsError, match=r"older than what .* already holds"):
+        backfill({"offsets": {topic: {"0": 50}}})
+    backfill({"offsets": {topic: {"0": 50}}}, rewind=True)
+    table3 = rows_as_table(
+        spark.read.format("delta").load(str(path)).select("id", "name", "region", "score").collect()
+    )
+    assert table3 == want
+
+    # into a topic: the sink topic holds the source's latest state afterwards
+    sink = new_topic(partitions=3)
+    sink_table = json.loads(json.dumps(src["table"]).replace(topic, sink))
+    job = {"name": "copy", "kind": "backfill", "source": src, "target": {"kind": "topic", "connection": "main",
+           "table": sink_table}}  # fmt: skip
+    r = run_job(pipeline(servers, [job]), spark=spark)
+    assert r.execution == "snapshot"
+    assert oracle_table(servers, sink) == oracle_table(servers, topic)
+
+
+def _cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "upsert_kafka_ops.cli", *args], capture_output=True, text=True,
+                          timeout=600, check=False, env={**os.environ, **(env or {})})  # fmt: skip
+
+
+def test_cli_run_describe_topic_and_exit_codes(
+    kafka: LocalKafka, new_topic: Callable[..., str], jars_dir: Path, tmp_path: Path
+) -> None:
+    servers = kafka.bootstrap_servers
+    topic = new_topic(partitions=2)
+    n = produce(servers, topic, random_changes(random.Random(4), 30, 10))
+    p = pipeline(servers, [{"name": "users", "kind": "materialize", "source": source(topic, servers),
+                            "target": {"kind": "parquet", "path": str(tmp_path / "out")}}])  # fmt: skip
+    file = tmp_path / "p.yaml"
+    file.write_text(p.to_yaml())
+    env = {"UPSERT_KAFKA_OPS_JARS_DIR": str(jars_dir)}
+
+    ok = _cli("run", str(file), "--json", env=env)
+    assert ok.returncode == 0, ok.stderr[-3000:]
+    result = json.loads(ok.stdout)["results"][0]
+    assert (result["status"], result["mode"], result["records_read"]) == ("succeeded", "full", n)
+    assert "job users (materialize): starting" in ok.stderr  # progress on stderr
+
+    missing = _cli("run", str(file), "--job", "nope")
+    assert missing.returncode == 2 and "no job named 'nope'" in missing.stderr
+
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(file.read_text().replace(topic, "no-such-topic"))
+    failed = _cli("run", str(bad), "--json", env=env)
+    assert failed.returncode == 1
+    assert json.loads(failed.stdout)["results"][0]["status"] == "failed"
+    assert "no-such-topic" in failed.stderr
+
+    described = _cli("describe-topic", topic, "--bootstrap-servers", servers, "--json")
+    assert described.returncode == 0, described.stderr
+    doc = json.loads(described.stdout)
+    assert [p["end"] for p in doc["partitions"]] == [int(o) for o in result["end_offsets"][topic].values()]
+    assert doc["config"]["cleanup_policy"] == ["delete"]
+    assert "should be compacted" in doc["warnings"][0]
