@@ -1,0 +1,118 @@
+"""Pipeline files and job specs: round trips, references between parts, and errors that name the fix."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from upsert_kafka_ops.errors import SpecError
+from upsert_kafka_ops.jobs import Pipeline
+from upsert_kafka_ops.jobs.spec import (
+    BackfillJob,
+    MaterializeJob,
+    PostgresTarget,
+    TopicToTopicJob,
+    expand_env,
+)
+
+DDL = """CREATE TABLE users (id BIGINT, name STRING, PRIMARY KEY (id) NOT ENFORCED)
+WITH ('connector' = 'upsert-kafka', 'topic' = 'users', 'key.format' = 'json', 'value.format' = 'json')"""
+
+
+def _pipeline(**job: Any) -> dict[str, Any]:
+    base = {"name": "users", "kind": "materialize", "source": {"connection": "main", "table": {"ddl": DDL}},
+            "target": {"kind": "delta", "path": "/tmp/users"}}  # fmt: skip
+    return {"connections": {"main": {"bootstrap_servers": "b:9092"}}, "jobs": [{**base, **job}]}
+
+
+def test_yaml_and_json_round_trip_keep_every_field() -> None:
+    p = Pipeline.model_validate(_pipeline())
+    assert Pipeline.from_yaml(p.to_yaml()) == p
+    assert Pipeline.model_validate_json(json.dumps(p.to_json_dict())) == p
+    job = p.job("users")
+    assert isinstance(job, MaterializeJob) and job.source.table.primary_key == ["id"]
+    assert job.consumer_group == "upsert-kafka-ops.users"
+
+
+def test_options_form_and_ddl_form_build_the_same_table() -> None:
+    options = {"connector": "upsert-kafka", "topic": "users", "key.format": "json", "value.format": "json"}
+    table = {"name": "users", "options": options, "columns": [{"name": "id", "type": "BIGINT"},
+             {"name": "name", "type": "STRING"}], "primary_key": ["id"]}  # fmt: skip
+    a = Pipeline.model_validate(_pipeline()).job("users")
+    b = Pipeline.model_validate(_pipeline(source={"connection": "main", "table": table})).job("users")
+    assert isinstance(a, MaterializeJob) and isinstance(b, MaterializeJob)
+    assert a.source.table.to_options() == b.source.table.to_options()
+
+
+def test_an_unknown_connection_names_the_job_and_the_defined_ones() -> None:
+    bad = _pipeline(source={"connection": "other", "table": {"ddl": DDL}})
+    with pytest.raises(SpecError, match=r"jobs.0.connection.*'other'.*defined: main"):
+        Pipeline.model_validate(bad)
+
+
+def test_duplicate_job_names_and_bad_names_are_refused() -> None:
+    data = _pipeline()
+    data["jobs"].append(dict(data["jobs"][0]))
+    with pytest.raises(SpecError, match="duplicate job name"):
+        Pipeline.model_validate(data)
+    with pytest.raises(SpecError, match="not a valid job name"):
+        Pipeline.model_validate(_pipeline(name="9 lives"))
+
+
+def test_a_literal_password_is_refused_even_when_substituted_from_the_environment() -> None:
+    text = "connections:\n  main:\n    bootstrap_servers: b:9092\n    password: ${PW}\njobs: []\n"
+    with pytest.raises(SpecError, match="literal secret is not allowed"):
+        Pipeline.from_yaml(text, env={"PW": "hunter2"})
+    data = _pipeline()
+    data["jobs"][0]["target"] = {"kind": "postgres", "host": "h", "database": "d", "user": "u",
+                                 "password": {"env": "PGPASS"}, "table": "public.users"}  # fmt: skip
+    p = Pipeline.model_validate(data)
+    target = p.job("users").target  # type: ignore[union-attr]
+    assert isinstance(target, PostgresTarget)
+    assert p.to_json_dict()["jobs"][0]["target"]["password"] == {"env": "PGPASS"}
+    assert "PGPASS" in repr(target) and target.schema_name == "public"
+
+
+def test_env_expansion_with_defaults_and_a_clear_error_when_unset() -> None:
+    assert expand_env("a ${X} ${Y:-dflt}", {"X": "1"}) == "a 1 dflt"
+    with pytest.raises(SpecError, match=r"\$\{NOPE\}, which is not set.*export NOPE"):
+        expand_env("${NOPE}", {})
+
+
+def test_postgres_table_names_are_checked() -> None:
+    with pytest.raises(SpecError, match="table: 'a;drop' is not a plain"):
+        PostgresTarget(kind="postgres", host="h", database="d", user="u", table="a;drop")
+
+
+def test_backfill_until_forms() -> None:
+    base = {"name": "b", "kind": "backfill", "source": {"connection": "main", "table": {"ddl": DDL}},
+            "target": {"kind": "parquet", "path": "/tmp/x"}}  # fmt: skip
+    assert BackfillJob.model_validate({**base, "until": {"timestamp_ms": 5}}).until_bound() == {
+        "timestamp_ms": 5
+    }
+    offsets = BackfillJob.model_validate({**base, "until": {"offsets": {"users": {"0": 7}}}})
+    assert offsets.until_bound() == {"users": {"0": 7}}
+    with pytest.raises(SpecError, match="until: cannot use 'yesterday'"):
+        BackfillJob.model_validate({**base, "until": "yesterday"})
+
+
+def test_topic_to_topic_sources_default_to_upsert_and_need_sql_view_names() -> None:
+    sink = {"connection": "main", "table": {"ddl": DDL}}
+    job = TopicToTopicJob.model_validate({"name": "t", "kind": "topic-to-topic", "query": "SELECT * FROM u",
+                                          "sources": {"u": {"connection": "main", "table": {"ddl": DDL}}},
+                                          "sink": sink})  # fmt: skip
+    assert job.sources["u"].kind == "upsert-kafka"
+    with pytest.raises(SpecError, match="not a valid SQL view name"):
+        TopicToTopicJob.model_validate({"name": "t", "kind": "topic-to-topic", "query": "q", "sink": sink,
+                                        "sources": {"my-view": {"connection": "main", "table": {"ddl": DDL}}}})  # fmt: skip
+
+
+def test_only_keeps_one_job_and_the_connections_it_uses() -> None:
+    data = _pipeline()
+    data["connections"]["other"] = {"bootstrap_servers": "o:9092"}
+    single = Pipeline.model_validate(data).only("users")
+    assert list(single.connections) == ["main"] and [j.name for j in single.jobs] == ["users"]
+    with pytest.raises(SpecError, match=r"no job named 'x'.*use one of: users"):
+        single.job("x")
