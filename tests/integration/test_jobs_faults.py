@@ -182,3 +182,27 @@ def test_two_runs_of_one_job_never_interleave(
     assert rc["records_read"] == 0
     assert rows() == oracle_table(servers, topic)
     assert state().run == 2
+
+
+def test_a_streaming_run_killed_inside_foreach_batch_is_replayed_without_changing_the_result(
+    kafka: LocalKafka, new_topic: Callable[..., str], spark: SparkSession, jars_dir: Path, tmp_path: Path
+) -> None:
+    from tests.integration.test_jobs_flows import QUERY, _clicks, _per_page, _topic_table
+
+    servers = kafka.bootstrap_servers
+    src, sink = new_topic(partitions=2), new_topic(partitions=2, config={"cleanup.policy": "compact"})
+    p = _per_page(servers, src, sink, tmp_path / "ckpt", QUERY)
+    events = [(page, i) for i, page in enumerate("abcabcaad")]
+    _clicks(servers, src, events)
+    file = tmp_path / "pipeline.yaml"
+    file.write_text(yaml.safe_dump(p.to_json_dict()))
+    proc = _cli(file, jars_dir, {"UKO_FAULT_POINT": "in-foreach-batch"})
+    _, err = proc.communicate(timeout=600)
+    assert proc.returncode == -9, err[-3000:]
+    written_by_killed_run = _topic_table(servers, sink)  # the batch's records went out, the commit did not
+
+    rerun = run_job(p, spark=spark)  # Spark replays the uncommitted batch: the same range, the same rows
+    assert (rerun.execution, rerun.records_read) == ("streaming", len(events))
+    expected = {"a": (4, 0 + 3 + 6 + 7), "b": (2, 1 + 4), "c": (2, 2 + 5), "d": (1, 8)}
+    assert written_by_killed_run == expected
+    assert _topic_table(servers, sink) == expected
