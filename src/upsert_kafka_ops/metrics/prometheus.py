@@ -83,11 +83,17 @@ class Exposition:
 
 
 def lag_exposition(
-    report: LagReport, status: LagStatus | None = None, exposition: Exposition | None = None
+    report: LagReport,
+    status: LagStatus | None = None,
+    exposition: Exposition | None = None,
+    *,
+    labels: Mapping[str, str] | None = None,
 ) -> Exposition:
     """Per-partition and per-group lag of ``report``, and ``status`` when given. Partitions without a
-    commit have no lag series (rather than NaN) but keep their offsets."""
-    exp = exposition or Exposition()
+    commit have no lag series (rather than NaN) but keep their offsets.
+
+    :param labels: added to every series (``{"job": name}`` for a pipeline's jobs)."""
+    exp = _Labelled(exposition or Exposition(), labels) if labels else (exposition or Exposition())
     group = report.group or ""
     for p in report.partitions:
         where = {"topic": p.topic, "partition": str(p.partition)}
@@ -139,7 +145,20 @@ def lag_exposition(
                     {"group": group, "topic": ps.lag.topic, "partition": str(ps.lag.partition), "status": ps.status})  # fmt: skip
         exp.add("consumer_group_window_complete_ratio", "gauge", "Share of partitions with a full evaluation window.",
                 status.complete, {"group": group})  # fmt: skip
-    return exp
+    return exp.exposition if isinstance(exp, _Labelled) else exp
+
+
+class _Labelled:
+    """An exposition that adds fixed labels (first) to every series."""
+
+    def __init__(self, exposition: Exposition, labels: Mapping[str, str]) -> None:
+        self.exposition = exposition
+        self.labels = dict(labels)
+
+    def add(
+        self, name: str, kind: Kind, help_text: str, value: float, labels: Mapping[str, Any] | None = None
+    ) -> None:
+        self.exposition.add(name, kind, help_text, value, {**self.labels, **(labels or {})})
 
 
 _RUN_COUNTERS = (
