@@ -9,20 +9,23 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Producer
+from pyspark.sql import SparkSession
+from tests.integration.jobs_support import oracle_table, produce, random_changes, rows_as_table, source
 
 from upsert_kafka_ops.errors import JobFailedError, SpecError
+from upsert_kafka_ops.jobs import Pipeline
+from upsert_kafka_ops.jobs.run import JobResult
 from upsert_kafka_ops.local import LocalKafka, free_port
 from upsert_kafka_ops.local.spark_cluster import LocalSparkCluster
 from upsert_kafka_ops.runtime.driver import RESULT_MARKER
 from upsert_kafka_ops.runtime.submit import SparkSubmitRuntime, submit_command, submit_driver
-from upsert_kafka_ops.spec.connection import KafkaConnection
 
 APP = Path(__file__).with_name("submit_app.py")
 PASSWORD_VAR = "UKO_TEST_SCRAM_PASSWORD"
@@ -38,15 +41,8 @@ def spark_cluster(jars_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> I
 def _runtime(cluster: LocalSparkCluster, **fields: Any) -> SparkSubmitRuntime:
     conf = {**cluster.driver_conf, "spark.driver.memory": "1g", "spark.sql.shuffle.partitions": "2"}
     return SparkSubmitRuntime(
-        master=cluster.master_url, conf=conf, py_files=[str(APP)], timeout_s=300, **fields
+        master=cluster.master_url, conf=conf, py_files=[str(APP)], timeout_s=900, **fields
     )
-
-
-def _produce(kafka: LocalKafka, topic: str, keys: list[str]) -> None:
-    p = Producer(kafka.client_config())
-    for key in keys:
-        p.produce(topic, key=key.encode(), value=b"{}")
-    assert p.flush(30) == 0
 
 
 def _apps(cluster: LocalSparkCluster) -> set[str]:
@@ -54,52 +50,44 @@ def _apps(cluster: LocalSparkCluster) -> set[str]:
     return {a["id"] for a in status.get("activeapps", []) + status.get("completedapps", [])}
 
 
-def test_scram_job_runs_on_the_cluster_with_the_secret_as_a_reference(
+def test_scram_materialize_job_runs_on_the_cluster_with_the_secret_as_a_reference(
     kafka: LocalKafka,
     spark_cluster: LocalSparkCluster,
     new_topic: Callable[..., str],
+    spark: SparkSession,
     tmp_path: Path,
 ) -> None:
     topic = new_topic(partitions=2)
-    keys = ["k1", "k2", "k3", "k4", "k5"]
-    _produce(kafka, topic, keys)
-    connection = KafkaConnection(
-        bootstrap_servers=kafka.sasl_bootstrap_servers,
-        security_protocol="SASL_PLAINTEXT",
-        sasl_mechanism="SCRAM-SHA-512",
-        username="bob",
-        password={"env": PASSWORD_VAR},
-    )
+    servers = kafka.bootstrap_servers
+    written = produce(servers, topic, random_changes(random.Random(5), 40, 12))
+    connection = {"bootstrap_servers": kafka.sasl_bootstrap_servers, "security_protocol": "SASL_PLAINTEXT",
+                  "sasl_mechanism": "SCRAM-SHA-512", "username": "bob", "password": {"env": PASSWORD_VAR}}  # fmt: skip
+    table_path = tmp_path / "users"
+    job = {"name": "users", "kind": "materialize", "source": source(topic, servers),
+           "target": {"kind": "delta", "path": str(table_path)}}  # fmt: skip
+    p = Pipeline.model_validate({"connections": {"main": connection}, "jobs": [job]})
     assert PASSWORD_VAR not in os.environ  # only the runtime carries the value
     result_file = tmp_path / "out" / "result.json"
     runtime = _runtime(spark_cluster, env={PASSWORD_VAR: PASSWORD}, result_uri=result_file.as_uri())
     workdir = tmp_path / "run"
 
-    result = submit_driver(
-        runtime,
-        {"topic": topic, "connection": connection.model_dump(mode="json")},
-        workdir=workdir,
-        function="submit_app:count_topic",
-    )
+    result = submit_driver(runtime, {"pipeline": p.to_json_dict(), "job": "users"}, workdir=workdir)
 
-    assert result["version"] == 1
-    assert result["status"] == "succeeded"
-    assert result["error"] is None
-    job = result["result"]
-    assert job["count"] == 5
-    assert job["keys"] == keys
-    # the driver ran against the cluster, and the Kafka scan ran in the worker's executor
-    assert job["master"] == spark_cluster.master_url
+    assert (result["version"], result["status"], result["error"]) == (1, "succeeded", None)
+    run = JobResult.from_dict(result["result"])
+    assert (run.job, run.mode, run.records_read) == ("users", "full", written)
+    # the driver ran against the cluster
     assert result["spark"]["master"] == spark_cluster.master_url
     assert result["spark"]["deploy_mode"] == "client"
-    assert job["executors"] == 1
-    assert job["app_id"] == result["spark"]["app_id"]
-    assert job["app_id"] in _apps(spark_cluster)
+    assert result["spark"]["app_id"] in _apps(spark_cluster)
+    # the table it wrote equals the oracle
+    rows = spark.read.format("delta").load(str(table_path)).select("id", "name", "region", "score").collect()
+    assert rows_as_table(rows) == oracle_table(servers, topic)
     # the same result went to the result URI
     assert json.loads(result_file.read_text()) == result
     # the secret travelled as a reference: not in the job file, the command, the result or the logs
     job_text = (workdir / "job.json").read_text()
-    assert json.loads(job_text)["connection"]["password"] == {"env": PASSWORD_VAR}
+    assert json.loads(job_text)["pipeline"]["connections"]["main"]["password"] == {"env": PASSWORD_VAR}
     assert PASSWORD not in job_text
     assert PASSWORD not in json.dumps(result)
     assert PASSWORD not in " ".join(submit_command(runtime, workdir / "job.json"))
