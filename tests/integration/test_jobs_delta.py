@@ -119,3 +119,22 @@ def test_stored_offsets_below_the_log_start_fail_naming_the_partition(
         run_job(p, spark=spark)
     state = read_delta_log(path).state
     assert state is not None and json.dumps(state.offsets_json()) == json.dumps({topic: {"0": 1}})
+
+
+def test_a_pause_longer_than_delete_retention_rebuilds_instead_of_resurrecting_rows(
+    kafka: LocalKafka, new_topic: Callable[..., str], spark: SparkSession, tmp_path: Path
+) -> None:
+    import time
+
+    topic = new_topic(partitions=1, config={"cleanup.policy": "compact", "delete.retention.ms": "1000"})
+    servers = kafka.bootstrap_servers
+    path = tmp_path / "users"
+    p = pipeline(servers, [{"name": "users", "kind": "materialize", "source": source(topic, servers),
+                            "target": {"kind": "delta", "path": str(path)}}])  # fmt: skip
+    produce(servers, topic, [(1, {"name": "a", "region": "Berlin", "score": "1"})])
+    run_job(p, spark=spark)
+    time.sleep(2.5)  # longer than delete.retention.ms: the cleaner may drop a tombstone by now
+    produce(servers, topic, [(1, None), (2, {"name": "b", "region": "Paris", "score": "2"})])
+    r = run_job(p, spark=spark)
+    assert r.mode == "full" and "delete.retention.ms" in r.reason
+    assert _delta(spark, path) == oracle_table(servers, topic)

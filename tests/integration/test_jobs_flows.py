@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 import yaml
-from confluent_kafka import Producer
+from confluent_kafka import Consumer, Producer, TopicPartition
 from pyspark.sql import SparkSession
 from tests.integration.jobs_support import (
     oracle_table,
@@ -82,6 +82,13 @@ def test_an_aggregation_over_an_append_topic_streams_and_each_run_reads_only_new
         n, total = expected.get(page, (0, 0))
         expected[page] = (n + 1, total + ms)
     assert _topic_table(servers, sink) == expected
+    # the processed offsets went to the job's consumer group, so Kafka's lag tools see the job
+    c = Consumer({"bootstrap.servers": servers, "group.id": "upsert-kafka-ops.per-page"})
+    try:
+        committed = c.committed([TopicPartition(src, p) for p in range(2)], timeout=10)
+    finally:
+        c.close()
+    assert sum(tp.offset for tp in committed) == 43
 
     # a changed query cannot continue from the old checkpoint: a clear error, then the reset command
     changed = _per_page(servers, src, sink, tmp_path / "ckpt", QUERY.replace("SUM(ms)", "MAX(ms)"))

@@ -20,7 +20,6 @@ import json
 import os
 import signal
 import time
-import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -323,6 +322,7 @@ def pg_create_stage(conn: Any, stage: str, target: str, table: UpsertKafkaTable,
     """An unlogged staging table with the target's columns (nested values as text)."""
     from psycopg import sql
 
+    conn.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(_ident(stage)))
     cols: list[Any] = [sql.SQL("op text")] if with_op else []
     for n, t in target_columns(table):
         kind = "text" if t.name in _NESTED or t.name == "TIME" else pg_type(t)
@@ -331,9 +331,11 @@ def pg_create_stage(conn: Any, stage: str, target: str, table: UpsertKafkaTable,
 
 
 def stage_name(target: str, job: str) -> str:
+    """The job's staging table beside the target: one name per job (runs are serialized), so a
+    killed run's leftover is dropped by the next run instead of accumulating."""
     schema, _, _ = target.rpartition(".")
-    base = f"_uko_stage_{''.join(ch if ch.isalnum() else '_' for ch in job)[:30]}_{uuid.uuid4().hex[:8]}"
-    return f"{schema or 'public'}.{base}".lower()
+    base = f"_uko_stage_{''.join(ch if ch.isalnum() else '_' for ch in job)[:40]}".lower()
+    return f"{schema or 'public'}.{base}"
 
 
 def pg_apply_changes(conn: Any, stage: str, target: str, table: UpsertKafkaTable) -> dict[str, int]:

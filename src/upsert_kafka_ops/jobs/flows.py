@@ -145,13 +145,33 @@ def _short(text: str) -> str:
 def _register_streams(
     spark: SparkSession, job: TopicToTopicJob, connections: Mapping[str, KafkaConnection]
 ) -> list[str]:
+    from pyspark.sql import functions as F
+
     from upsert_kafka_ops.engine.source import decode_append
 
     views = []
     for name, src in job.sources.items():
         assert isinstance(src, AppendSource)
         raw = _stream_reader(spark, src, connections[src.connection]).load()
-        decoded = decode_append(src.table, raw).where("NOT _bad").drop("_bad", "topic", "partition", "offset")
+        decoded = decode_append(src.table, raw)
+        vopts = {k.split(".", 2)[2]: v for k, v in src.table.format_options.items() if k.startswith("value.")}
+        if vopts.get("ignore-parse-errors", "false").lower() == "true":
+            decoded = decoded.where("NOT _bad")
+        else:  # as read_append: an undecodable record stops the run, naming its position
+            decoded = decoded.where(
+                F.when(
+                    F.col("_bad"),
+                    F.raise_error(
+                        F.concat(
+                            F.lit("Cannot decode the value of the record at topic "), F.col("topic"),
+                            F.lit(", partition "), F.col("partition").cast("string"), F.lit(", offset "),
+                            F.col("offset").cast("string"),
+                            F.lit(". Set 'value.<format>.ignore-parse-errors' = 'true' to skip such records."),
+                        )
+                    ),
+                ).otherwise(F.lit(True))
+            )  # fmt: skip
+        decoded = decoded.drop("_bad", "topic", "partition", "offset")
         decoded.createOrReplaceTempView(name)
         views.append(name)
     return views
@@ -168,9 +188,20 @@ def _stream_reader(spark: SparkSession, src: AppendSource, conn: KafkaConnection
     return reader.option("subscribe", ",".join(table.topic or []))
 
 
-def _fingerprint(job: TopicToTopicJob) -> dict[str, Any]:
-    sources = {k: json.loads(v.table.model_dump_json()) for k, v in sorted(job.sources.items())}
-    text = json.dumps({"query": " ".join(job.query.split()), "sources": sources}, sort_keys=True)
+def _fingerprint(job: TopicToTopicJob, connections: Mapping[str, KafkaConnection]) -> dict[str, Any]:
+    """What a checkpoint is tied to: the query, the sources and the sink, and their clusters."""
+    sources = {
+        k: {
+            "table": json.loads(v.table.model_dump_json()),
+            "cluster": connections[v.connection].bootstrap_servers,
+        }
+        for k, v in sorted(job.sources.items())
+    }
+    sink = {"table": json.loads(job.sink.table.model_dump_json()),
+            "cluster": connections[job.sink.connection].bootstrap_servers}  # fmt: skip
+    text = json.dumps(
+        {"query": " ".join(job.query.split()), "sources": sources, "sink": sink}, sort_keys=True
+    )
     return {"sha256": hashlib.sha256(text.encode()).hexdigest(), "query": job.query}
 
 
@@ -181,18 +212,27 @@ def _checkpoint(job: TopicToTopicJob) -> str:
             f"job {job.name!r} runs as a stream and needs a checkpoint folder.",
             "set checkpoint_location (a folder that persists between runs), or execution: snapshot.",
         )
+    if "://" in job.checkpoint_location and not job.checkpoint_location.startswith("file:"):
+        raise SpecError(
+            "checkpoint_location",
+            f"{job.checkpoint_location!r}: remote checkpoint folders are not supported yet (the query fingerprint "
+            "beside the checkpoint is read through the local file system).",
+            "use a local or mounted folder.",
+        )
     return job.checkpoint_location
 
 
-def _check_fingerprint(job: TopicToTopicJob, location: str) -> None:
+def _check_fingerprint(
+    job: TopicToTopicJob, location: str, connections: Mapping[str, KafkaConnection]
+) -> None:
     folder = Path(location)
     file = folder / QUERY_FILE
-    want = _fingerprint(job)
+    want = _fingerprint(job, connections)
     if file.exists():
         have = json.loads(file.read_text())
         if have.get("sha256") != want["sha256"]:
             raise CheckpointMismatch(
-                f"job {job.name!r}: the query or its sources changed since the checkpoint {location} was written; "
+                f"job {job.name!r}: the query, its sources or its sink changed since the checkpoint {location} was written; "
                 "Spark cannot continue a stream whose state no longer matches. Reset it with "
                 f"`upsert-kafka-ops reset-checkpoint PIPELINE --job {job.name}` (the next run reprocesses the "
                 "sources from the earliest offset; upserts make the re-sent rows harmless)."
@@ -278,14 +318,20 @@ def _run_streaming(runner: _Runner, job: TopicToTopicJob, reason: str) -> JobRes
 
     spark = runner.spark
     location = _checkpoint(job)
-    _check_fingerprint(job, location)
+    _check_fingerprint(job, location, runner.pipeline.connections)
     sink_table = job.sink.table
     sink_conn = runner.connection(job.sink.connection)
     totals = {"batches": 0, "rows": 0, "tombstones": 0}
 
     def write_batch(batch: DataFrame, batch_id: int) -> None:
+        # A projection may give a key several rows in one micro-batch. Without a shuffle each Spark
+        # partition is one Kafka partition's range in offset order, so the generated id orders them.
         rows = _conform(batch, sink_table, "query").withColumn("op", F.lit("+U"))
-        res = write_changelog(rows, sink_table, sink_conn)
+        rows = rows.withColumn("_seq", F.monotonically_increasing_id()).persist()
+        try:
+            res = write_changelog(rows, sink_table, sink_conn, order_by="_seq")
+        finally:
+            rows.unpersist()
         totals["batches"] += 1
         totals["rows"] += res.records_out - res.tombstones_out
         totals["tombstones"] += res.tombstones_out
@@ -405,8 +451,10 @@ def run_publish(runner: _Runner, job: PublishJob) -> JobResult:
             *[F.col(f"`{n}`") for n in names],
         )
         mapping = F.create_map(*[x for k, v in _CDF_OPS.items() for x in (F.lit(k), F.lit(v))])
-        changes = changes.withColumn("op", mapping[F.col("_ct")]).drop("_ct")
-        written = write_changelog(changes, sink.table, conn, order_by=["_commit_version"])
+        # inside one commit an overwrite gives a key both a delete and an insert: the post-image wins
+        post = F.col("_ct").isin("insert", "update_postimage").cast("int")
+        changes = changes.withColumn("op", mapping[F.col("_ct")]).withColumn("_post", post).drop("_ct")
+        written = write_changelog(changes, sink.table, conn, order_by=["_commit_version", "_post"])
         reason, records = f"change data feed of versions {last + 1}..{latest}", written.records_in
     fault_point("after-publish-write")
     tmp = state_file.with_suffix(".tmp")

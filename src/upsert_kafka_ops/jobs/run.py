@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import fcntl
 import logging
+import re
 import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -196,12 +197,23 @@ class _Runner:
                 from upsert_kafka_ops.jobs.flows import run_backfill_topic
 
                 result = run_backfill_topic(self, job, job.target)
+                commit_group_offsets(
+                    self.connection(job.source.connection), job.consumer_group, result.end_offsets
+                )
             else:
                 result = self._warehouse(job, job.target, "full", until=job.until_bound(), rewind=job.rewind)
         elif isinstance(job, TopicToTopicJob):
             from upsert_kafka_ops.jobs.flows import run_topic_to_topic
 
             result = run_topic_to_topic(self, job)
+            for src in job.sources.values():  # each source's offsets go to its own cluster
+                topics = set(src.table.topic or []) | {
+                    t
+                    for t in result.end_offsets
+                    if src.table.topic_pattern and re.fullmatch(src.table.topic_pattern, t)
+                }
+                mine = {t: o for t, o in result.end_offsets.items() if t in topics}
+                commit_group_offsets(self.connection(src.connection), job.consumer_group, mine)
         else:
             from upsert_kafka_ops.jobs.flows import run_publish
 
@@ -243,19 +255,17 @@ class _Runner:
                 stored = st.read_postgres_state(lock_conn, target.offsets_table, target.table)
                 self._read_and_write(job, target, conn, stored, None, mode, until, rewind, result)
         else:
-            local = (
-                st.local_path(target.path)
-                if "://" not in target.path or target.uri.startswith("file:")
-                else None
-            )
-            lock = (
-                _file_lock(
-                    local.parent / f".{local.name}.upsert-kafka-ops.lock", self.lock_timeout_s, target.uri
+            if "://" in target.path and not target.path.startswith("file:"):
+                raise SpecError(
+                    "target.path",
+                    f"{target.path!r}: remote paths are not supported yet (the stored offsets and the run lock "
+                    "live beside the table and are read through the local file system).",
+                    "use a local or mounted path (e.g. a volume mounted at /lake).",
                 )
-                if local is not None
-                else _null_lock()
-            )
-            with lock:
+            local = st.local_path(target.path)
+            with _file_lock(
+                local.parent / f".{local.name}.upsert-kafka-ops.lock", self.lock_timeout_s, target.uri
+            ):
                 txns: dict[str, int] = {}
                 if isinstance(target, DeltaTarget):
                     log_state = st.read_delta_log(target.path)
@@ -289,6 +299,10 @@ class _Runner:
                 "full",
                 "no stored offsets: first run builds the target from the earliest offset",
             )
+        if mode == "incremental":
+            missing = self._target_gaps(target, table)
+            if missing:
+                mode, result.reason = "full", missing
         result.mode = mode
         run = (stored.run if stored else 0) + 1
         if txns:
@@ -299,7 +313,12 @@ class _Runner:
 
         if mode == "incremental":
             assert stored is not None
-            self._check_stored(table, conn, stored)
+            horizon = self._check_stored(table, conn, stored)
+            if horizon:
+                mode = result.mode = "full"
+                result.reason = horizon
+        if mode == "incremental":
+            assert stored is not None
             read = read_changes(
                 self.spark,
                 table,
@@ -339,7 +358,9 @@ class _Runner:
         result.read = r.to_dict()
         result.start_offsets, result.end_offsets = r.start_offsets, r.end_offsets
         end = {(t, int(p)): int(o) for t, parts in r.end_offsets.items() for p, o in parts.items()}
-        payload = st.state_payload(job.name, run, end, mode)
+        payload = st.state_payload(
+            job.name, run, end, mode, topic_ids=self._topic_ids(conn, sorted(r.end_offsets))
+        )
         fault_point("after-read")
         try:
             self._write(job, target, read.df, mode, run, payload, txns, result)
@@ -372,8 +393,8 @@ class _Runner:
                 counts = wh.delta_overwrite(
                     self.spark, df, path, table, app_id=job.name, version=run, metadata=meta
                 )
-            after = st.read_delta_log(path).state if "://" not in path or path.startswith("file:") else None
-            if after is not None and after.run != run:
+            after = st.read_delta_log(path).state
+            if after is None or after.run != run:
                 raise ConcurrentRunError(
                     f"{target.uri}: Delta skipped this run's commit (txnAppId {job.name!r} already at version "
                     f">= {run}); another run committed first. Nothing was written by this run; rerun it."
@@ -401,23 +422,19 @@ class _Runner:
 
         table = job.source.table
         info = target.conninfo()
+        qualified = f"{target.schema_name}.{target.table_name}"  # never resolved through search_path
         offsets = [(t, int(p), int(o)) for t, parts in payload["offsets"].items() for p, o in parts.items()]
         incremental = mode == "incremental"
         with psycopg.connect(**info) as pg:
             with pg.transaction():
-                result.columns_added = wh.pg_ensure_table(pg, target.table, table)
+                result.columns_added = wh.pg_ensure_table(pg, qualified, table)
                 wh.pg_ensure_offsets_table(pg, target.offsets_table)
-            stage = wh.stage_name(target.table, job.name)
-            wh.pg_create_stage(pg, stage, target.table, table, with_op=incremental)
+            stage = wh.stage_name(qualified, job.name)
+            wh.pg_create_stage(pg, stage, qualified, table, with_op=incremental)
             pg.commit()
             try:
-                wh.jdbc_write(
-                    wh._stage_frame(df, table, with_op=incremental),
-                    target.jdbc_url(),
-                    stage,
-                    target.user,
-                    info.get("password"),
-                )
+                frame = wh._stage_frame(df, table, with_op=incremental)
+                wh.jdbc_write(frame, target.jdbc_url(), _quote_pg(stage), target.user, info.get("password"))
                 with pg.transaction():
                     current = st.read_postgres_state(pg, target.offsets_table, target.table)
                     if (current.run if current else 0) >= run:
@@ -425,19 +442,13 @@ class _Runner:
                             f"{target.uri}: run {run} was already committed by another run; rerun this job."
                         )
                     if incremental:
-                        counts = wh.pg_apply_changes(pg, stage, target.table, table)
+                        counts = wh.pg_apply_changes(pg, stage, qualified, table)
                     else:
-                        new = f"{target.table}__uko_new"
-                        pg.execute(f"DROP TABLE IF EXISTS {_quote_pg(new)}")
-                        pg.execute(
-                            f"CREATE TABLE {_quote_pg(new)} (LIKE {_quote_pg(target.table)} INCLUDING ALL)"
-                        )
-                        n = wh.pg_fill_from_stage(pg, stage, new, table)
+                        # TRUNCATE is transactional: readers keep the old rows until COMMIT, and grants,
+                        # views and foreign keys on the table stay as they are
+                        pg.execute(f"TRUNCATE {_quote_pg(qualified)}")
+                        n = wh.pg_fill_from_stage(pg, stage, qualified, table)
                         fault_point("during-swap")
-                        pg.execute(f"DROP TABLE {_quote_pg(target.table)}")
-                        pg.execute(
-                            f"ALTER TABLE {_quote_pg(new)} RENAME TO {_quote_pg_name(target.table_name)}"
-                        )
                         counts = {"upserted": n, "deleted": 0}
                     wh.pg_store_offsets(pg, target.offsets_table, target.table, job.name, run, mode, offsets)
                     fault_point("in-transaction")
@@ -447,8 +458,62 @@ class _Runner:
         result.rows_upserted, result.rows_deleted = counts["upserted"], counts["deleted"]
 
     # -- checks and monitoring ---------------------------------------------------------------------
-    def _check_stored(self, table: Any, conn: KafkaConnection, stored: st.StoredState) -> None:
+    def _target_gaps(self, target: DeltaTarget | PostgresTarget | ParquetTarget, table: Any) -> str:
+        """Why an incremental run cannot continue the target (it must be rebuilt), or ''."""
+        wanted = [c.name for c in table.columns]
+        if isinstance(target, DeltaTarget):
+            from delta.tables import DeltaTable
+
+            if not DeltaTable.isDeltaTable(self.spark, target.path):
+                return "the Delta table is missing: it is rebuilt from the earliest offset"
+            have = set(self.spark.read.format("delta").load(target.path).columns)
+        elif isinstance(target, PostgresTarget):
+            import psycopg
+
+            with psycopg.connect(**target.conninfo(), autocommit=True) as pg:
+                rows = pg.execute(
+                    "SELECT column_name FROM information_schema.columns WHERE table_schema = %s AND table_name = %s",
+                    (target.schema_name, target.table_name),
+                ).fetchall()
+            if not rows:
+                return "the PostgreSQL table is missing: it is rebuilt from the earliest offset"
+            have = {r[0] for r in rows}
+        else:
+            return ""
+        added = [c for c in wanted if c not in have]
+        if added:
+            return (
+                f"column(s) {', '.join(added)} added to the spec: rows outside one run's range need them too, "
+                "so the target is rebuilt from the earliest offset"
+            )
+        return ""
+
+    def _topic_ids(self, conn: KafkaConnection, topics: list[str]) -> dict[str, str]:
+        from upsert_kafka_ops.kafka.admin import KafkaAdmin
+
+        if not topics:
+            return {}
+        with KafkaAdmin(conn) as admin:
+            return admin.topic_ids(topics)
+
+    def _check_stored(self, table: Any, conn: KafkaConnection, stored: st.StoredState) -> str:
+        """Fail when the stored offsets cannot continue; return why the run must rebuild instead
+        (a tombstone may have been compacted away since the last run), or ''."""
+        import datetime as dt
+
         from upsert_kafka_ops.kafka import offsets as ko
+        from upsert_kafka_ops.kafka.admin import KafkaAdmin
+
+        topics = sorted({t for t, _ in stored.offsets})
+        with KafkaAdmin(conn) as admin:
+            ids = admin.topic_ids(topics) if topics else {}
+            configs = admin.topic_configs(topics) if topics else {}
+        for t, old in sorted(dict(stored.extra.get("topic_ids", {})).items()):
+            if t in ids and ids[t] != old:
+                raise OffsetsError(
+                    f"topic {t} was deleted and created again (topic id {old} is now {ids[t]}): the stored offsets "
+                    "belong to the old topic. Rebuild the target: run with mode full."
+                )
 
         config = conn.to_librdkafka()
         parts = ko.topic_partitions(config, topics=table.topic, pattern=table.topic_pattern)
@@ -472,6 +537,18 @@ class _Runner:
                     "deleted (retention or DeleteRecords) before this job read them. Rebuild the target from the "
                     "topic: run with mode full."
                 )
+        if stored.committed_at:
+            age_ms = (
+                dt.datetime.now(dt.UTC) - dt.datetime.fromisoformat(stored.committed_at)
+            ).total_seconds() * 1000
+            for t, cfg in sorted(configs.items()):
+                if cfg.compacted and cfg.delete_retention_ms is not None and age_ms > cfg.delete_retention_ms:
+                    return (
+                        f"the last run was {age_ms / 3_600_000:.1f} h ago, longer than {t}'s delete.retention.ms "
+                        f"({cfg.delete_retention_ms / 3_600_000:.1f} h): tombstones may have been compacted away, so "
+                        "the target is rebuilt from the earliest offset"
+                    )
+        return ""
 
     def _commit_group(self, job: AnyJob, conn: KafkaConnection, result: JobResult) -> None:
         commit_group_offsets(conn, job.consumer_group, result.end_offsets)
@@ -482,12 +559,8 @@ def _null_lock() -> Iterator[None]:
     yield
 
 
-def _quote_pg_name(name: str) -> str:
-    return '"' + name.replace('"', '""') + '"'
-
-
 def _quote_pg(qualified: str) -> str:
-    return ".".join(_quote_pg_name(p) for p in qualified.split("."))
+    return ".".join('"' + p.replace('"', '""') + '"' for p in qualified.split("."))
 
 
 def commit_group_offsets(

@@ -51,6 +51,16 @@ def expand_env(text: str, env: Mapping[str, str]) -> str:
     return _ENV.sub(sub, text)
 
 
+def _expand(data: Any, env: Mapping[str, str]) -> Any:
+    if isinstance(data, str):
+        return expand_env(data, env)
+    if isinstance(data, dict):
+        return {k: _expand(v, env) for k, v in data.items()}
+    if isinstance(data, list):
+        return [_expand(v, env) for v in data]
+    return data
+
+
 def _table_input(data: Any, kind: type[UpsertKafkaTable] | type[KafkaTable]) -> Any:
     """``{ddl: ...}`` or ``{options: ..., columns: ..., primary_key: ...}`` into the table spec."""
     if not isinstance(data, dict):
@@ -419,19 +429,22 @@ class Pipeline(SpecModel):
     # -- files -------------------------------------------------------------------------------------
     @classmethod
     def from_yaml(cls, text: str, env: Mapping[str, str] | None = None) -> Pipeline:
-        """Parse a pipeline file; ``${VAR}`` and ``${VAR:-default}`` are replaced from ``env``
-        (default: the process environment) first. Secrets still have to be references: a
-        substituted literal password is refused like any literal secret."""
+        """Parse a pipeline file; then ``${VAR}`` and ``${VAR:-default}`` inside its string values
+        are replaced from ``env`` (default: the process environment). Substitution happens after
+        parsing, so a value can neither change the file's structure nor appear in a syntax error.
+        Secrets still have to be references: a substituted literal password is refused."""
         import yaml
 
-        text = expand_env(text, os.environ if env is None else env)
         try:
             data = yaml.safe_load(text)
         except yaml.YAMLError as exc:
-            raise SpecError("pipeline", f"is not valid YAML: {exc}.") from None
+            mark = getattr(exc, "problem_mark", None)
+            where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+            problem = getattr(exc, "problem", None) or "cannot parse"
+            raise SpecError("pipeline", f"is not valid YAML{where}: {problem}.") from None
         if not isinstance(data, dict):
             raise SpecError("pipeline", "must be a mapping with 'connections' and 'jobs'.")
-        return cls.model_validate(data)
+        return cls.model_validate(_expand(data, os.environ if env is None else env))
 
     @classmethod
     def load(cls, path: str | Path, env: Mapping[str, str] | None = None) -> Pipeline:
@@ -441,7 +454,11 @@ class Pipeline(SpecModel):
         except OSError as exc:
             raise SpecError("pipeline", f"cannot read {str(p)!r}: {exc.strerror}.") from None
         if p.suffix == ".json":
-            return cls.model_validate_json(expand_env(text, os.environ if env is None else env))
+            try:
+                data = json.loads(text)
+            except ValueError as exc:
+                raise SpecError("pipeline", f"is not valid JSON: {exc}.") from None
+            return cls.model_validate(_expand(data, os.environ if env is None else env))
         return cls.from_yaml(text, env)
 
     def to_json_dict(self) -> dict[str, Any]:

@@ -163,7 +163,8 @@ def read_postgres_state(conn: Any, offsets_table: str, target: str) -> StoredSta
     from psycopg import sql
 
     schema, _, name = offsets_table.rpartition(".")
-    exists = conn.execute("SELECT to_regclass(%s)", (offsets_table,)).fetchone()[0]
+    quoted = ".".join('"' + part.replace('"', '""') + '"' for part in offsets_table.split("."))
+    exists = conn.execute("SELECT to_regclass(%s)", (quoted,)).fetchone()[0]
     if exists is None:
         return None
     ident = sql.Identifier(schema, name) if schema else sql.Identifier(name)
