@@ -225,17 +225,6 @@ def _fold(
         "bytes",
     ).persist(StorageLevel.MEMORY_AND_DISK)
     try:
-        stats = per_bytes.agg(
-            F.coalesce(F.sum("n"), F.lit(0)).alias("records"),
-            F.coalesce(F.sum("bytes"), F.lit(0)).alias("bytes"),
-            F.coalesce(F.sum("tombs"), F.lit(0)).alias("tombs"),
-            F.coalesce(F.sum(F.when(F.col("null_key"), F.col("n"))), F.lit(0)).alias("null_keys"),
-            F.coalesce(F.sum(F.when(F.col("key_error"), F.col("n"))), F.lit(0)).alias("key_errors"),
-        ).first()
-        assert stats is not None
-        if stats["key_errors"] and not _ignores_errors(table, "key"):
-            raise _first_error(per_bytes.where("key_error"), "key")
-
         # 2. per logical key and partition, then 3. per logical key across partitions
         good = per_bytes.where(~F.col("null_key") & ~F.col("key_error"))
         per_part = good.groupBy(*key_names, "topic", "partition").agg(
@@ -254,10 +243,24 @@ def _fold(
             .persist(StorageLevel.MEMORY_AND_DISK)
         )
         try:
-            counts = winners.agg(
-                F.count(F.lit(1)).alias("keys"), F.count(F.when(F.col("parts") > 1, 1)).alias("multi")
-            ).first()
-            assert counts is not None
+            # the input statistics and the key counts in one Spark job (each job costs a scheduling
+            # round; both read only the small cached aggregates)
+            input_stats = per_bytes.agg(
+                F.coalesce(F.sum("n"), F.lit(0)).alias("records"),
+                F.coalesce(F.sum("bytes"), F.lit(0)).alias("bytes"),
+                F.coalesce(F.sum("tombs"), F.lit(0)).alias("tombs"),
+                F.coalesce(F.sum(F.when(F.col("null_key"), F.col("n"))), F.lit(0)).alias("null_keys"),
+                F.coalesce(F.sum(F.when(F.col("key_error"), F.col("n"))), F.lit(0)).alias("key_errors"),
+            )
+            key_counts = winners.agg(
+                F.count(F.lit(1)).alias("keys"),
+                F.count(F.when(F.col("parts") > 1, 1)).alias("multi"),
+            )
+            stats = input_stats.crossJoin(key_counts).first()
+            assert stats is not None
+            counts = stats
+            if stats["key_errors"] and not _ignores_errors(table, "key"):
+                raise _first_error(per_bytes.where("key_error"), "key")
             if strict and counts["multi"]:
                 sample = winners.where("parts > 1").select(*key_names).limit(5).collect()
                 raise DataError(
@@ -265,11 +268,14 @@ def _fold(
                     "their order across partitions is not defined by Kafka. Re-key the topic, or read with strict=False "
                     "to take the newest record by timestamp."
                 )
-            df, parse_skipped, decoded = _winning_rows(table, raw, winners, key_names, vcodec, keep_deletes)
-            # materialize the result while its inputs are still cached, then let them go
-            df = df.persist(StorageLevel.MEMORY_AND_DISK)
-            records_out = df.count()
-            decoded.unpersist()
+            df, parse_skipped, records_out = _winning_rows(
+                table,
+                raw,
+                winners,
+                key_names,
+                vcodec,
+                keep_deletes,
+            )
         finally:
             winners.unpersist()
     finally:
@@ -299,43 +305,62 @@ def _winning_rows(
     key_names: list[str],
     vcodec: Any,
     keep_deletes: bool,
-) -> tuple[DataFrame, int, DataFrame]:
-    """Decode the winning values only; handle the undecodable ones (fail, or fall back)."""
+) -> tuple[DataFrame, int, int]:
+    """Decode the winning values only; handle the undecodable ones (fail, or fall back).
+
+    Returns the rows (persisted and counted), the number of undecodable records skipped, and the
+    row count."""
     from pyspark import StorageLevel
     from pyspark.sql import functions as F
 
-    live = winners.where(~F.col("tomb")).select("topic", "partition", "offset")
-    joined = raw.join(F.broadcast(live), ["topic", "partition", "offset"])
-    # persisted: the error check and the result both use it, and the topic is scanned once for it
-    decoded = _rows(table, joined, vcodec, key_from_value=False).persist(StorageLevel.MEMORY_AND_DISK)
-    bad = decoded.where("_error")
-    skipped = 0
-    if not bad.isEmpty():
-        if not _ignores_errors(table, "value"):
-            raise _first_error(
-                bad.withColumnsRenamed({"_topic": "topic", "_partition": "partition", "_offset": "offset"}),
-                "value",
-            )
-        # Flink drops a bad record: the key keeps its previous state. Fold the affected keys again
-        # over their decodable records only.
-        affected = bad.select(*key_names).distinct()
-        skipped = _count_bad_records(table, raw, affected, vcodec)
-        redo = _refold_without_bad(table, raw, affected, vcodec)
-        good = decoded.where(~F.col("_error")).unionByName(redo)
-    else:
+    live_pos = winners.where(~F.col("tomb")).select("topic", "partition", "offset")
+    joined = raw.join(F.broadcast(live_pos), ["topic", "partition", "offset"])
+    decoded = _rows(table, joined, vcodec, key_from_value=False)
+    deletes = winners.where(F.col("tomb")).select(
+        *key_names,
+        F.col("topic").alias("_topic"),
+        F.col("partition").alias("_partition"),
+        F.col("offset").alias("_offset"),
+        F.col("ts").alias("_timestamp"),
+    )
+
+    def finish(good: DataFrame) -> DataFrame:
+        out = good.drop("_error", "_is_null").withColumn("op", F.lit("+U"))
+        if keep_deletes:
+            out = out.unionByName(deletes.withColumn("op", F.lit("-D")), allowMissingColumns=True)
+            return out.select("op", *[c.name for c in table.columns], *POSITION)
+        return out.select(*[c.name for c in table.columns])
+
+    # persisted: the check, the count and the result all use it, and the topic is scanned once for
+    # it (no filter on the decoded rows before the cache: the optimizer would push it below the join
+    # and decode every value of the topic). One job fills it and counts the undecodable rows.
+    decoded = decoded.persist(StorageLevel.MEMORY_AND_DISK)
+    try:
+        tally = decoded.agg(F.count(F.when(F.col("_error"), 1)).alias("bad")).first()
+        assert tally is not None
+        skipped = 0
         good = decoded
-    out = good.drop("_error", "_is_null").withColumn("op", F.lit("+U"))
-    if keep_deletes:
-        deletes = winners.where(F.col("tomb")).select(
-            *key_names,
-            F.col("topic").alias("_topic"),
-            F.col("partition").alias("_partition"),
-            F.col("offset").alias("_offset"),
-            F.col("ts").alias("_timestamp"),
-        )
-        out = out.unionByName(deletes.withColumn("op", F.lit("-D")), allowMissingColumns=True)
-        return out.select("op", *[c.name for c in table.columns], *POSITION), skipped, decoded
-    return out.select(*[c.name for c in table.columns]), skipped, decoded
+        if tally["bad"]:
+            bad = decoded.where("_error")
+            if not _ignores_errors(table, "value"):
+                raise _first_error(
+                    bad.withColumnsRenamed(
+                        {"_topic": "topic", "_partition": "partition", "_offset": "offset"}
+                    ),
+                    "value",
+                )
+            # Flink drops a bad record: the key keeps its previous state. Fold the affected keys
+            # again over their decodable records only.
+            affected = bad.select(*key_names).distinct()
+            skipped = _count_bad_records(table, raw, affected, vcodec)
+            redo = _refold_without_bad(table, raw, affected, vcodec)
+            good = decoded.where(~F.col("_error")).unionByName(redo)
+        # materialize the result while its inputs are still cached, then let them go
+        out = finish(good).persist(StorageLevel.MEMORY_AND_DISK)
+        records_out = out.count()
+    finally:
+        decoded.unpersist()
+    return out, skipped, records_out
 
 
 def _rows(
