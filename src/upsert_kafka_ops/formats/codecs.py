@@ -13,6 +13,7 @@ field whose text does not convert marks the record as a parse error (never a sil
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -137,46 +138,62 @@ def _json_string(c: Column) -> Column:
     return F.substring(text, 2, F.length(text) - 2)
 
 
+def _let(value: Column, body: Callable[[Column], Column]) -> Column:
+    """``body(value)`` with ``value`` computed once: a one-element ``transform`` binds it to a lambda
+    variable. Without it every use repeats the whole expression, and a few DECIMAL columns make
+    plans too large for code generation."""
+    from pyspark.sql import functions as F
+
+    return F.transform(F.array(value), body)[0]
+
+
 def _json_decimal(c: Column, plain: bool) -> Column:
     """``BigDecimal.stripTrailingZeros()`` then ``toString()`` (or ``toPlainString()`` when plain)."""
     from pyspark.sql import functions as F
 
-    text = c.cast("string")
-    neg = F.when(text.startswith("-"), F.lit("-")).otherwise(F.lit(""))
-    body = F.regexp_replace(text, "^-", "")
-    has_point = body.contains(".")
-    stripped = F.when(has_point, F.regexp_replace(F.regexp_replace(body, "0+$", ""), "[.]$", "")).otherwise(
-        body
-    )
-    if plain:
-        return F.when(stripped == "0", F.lit("0")).otherwise(F.concat(neg, stripped))
-    # integral with trailing zeros: d.dddE+n ; fraction below 1e-6: d.dddE-n ; otherwise plain
-    int_digits = F.regexp_replace(stripped, "0+$", "")
-    zeros = F.length(stripped) - F.length(int_digits)
-    lead = F.substring(int_digits, 1, 1)
-    rest = F.substring(int_digits, 2, 1000)
-    sci_int = F.concat(
-        lead,
-        F.when(rest != "", F.concat(F.lit("."), rest)).otherwise(F.lit("")),
-        F.lit("E+"),
-        (zeros + F.length(rest)).cast("string"),
-    )
-    frac = F.regexp_extract(stripped, "^0[.](0*)([0-9]+)$", 2)
-    frac_zeros = F.length(F.regexp_extract(stripped, "^0[.](0*)([0-9]+)$", 1))
-    f_rest = F.substring(frac, 2, 1000)
-    sci_frac = F.concat(
-        F.substring(frac, 1, 1),
-        F.when(f_rest != "", F.concat(F.lit("."), f_rest)).otherwise(F.lit("")),
-        F.lit("E-"),
-        (frac_zeros + 1).cast("string"),
-    )
-    out = (
-        F.when(stripped == "0", F.lit("0"))
-        .when(~has_point & (zeros > 0), sci_int)
-        .when(has_point & (frac != "") & (frac_zeros >= 6), sci_frac)
-        .otherwise(stripped)
-    )
-    return F.when(stripped == "0", out).otherwise(F.concat(neg, out))
+    def with_text(text: Column) -> Column:
+        neg = F.when(text.startswith("-"), F.lit("-")).otherwise(F.lit(""))
+        body = F.regexp_replace(text, "^-", "")
+        stripped = F.when(
+            body.contains("."), F.regexp_replace(F.regexp_replace(body, "0+$", ""), "[.]$", "")
+        ).otherwise(body)
+        return _let(stripped, lambda s: F.when(s == "0", F.lit("0")).otherwise(F.concat(neg, _format(s))))
+
+    def _format(stripped: Column) -> Column:
+        if plain:
+            return stripped
+        has_point = stripped.contains(".")
+
+        # integral with trailing zeros: d.dddE+n ; fraction below 1e-6: d.dddE-n ; otherwise plain
+        def integral(int_digits: Column) -> Column:
+            zeros = F.length(stripped) - F.length(int_digits)
+            rest = F.substring(int_digits, 2, 1000)
+            return F.when(~has_point & (zeros > 0), F.concat(
+                F.substring(int_digits, 1, 1),
+                F.when(rest != "", F.concat(F.lit("."), rest)).otherwise(F.lit("")),
+                F.lit("E+"),
+                (zeros + F.length(rest)).cast("string"),
+            ))  # fmt: skip
+
+        def fraction(parts: Column) -> Column:
+            frac, frac_zeros = parts.getField("digits"), F.length(parts.getField("zeros"))
+            f_rest = F.substring(frac, 2, 1000)
+            return F.when(has_point & (frac != "") & (frac_zeros >= 6), F.concat(
+                F.substring(frac, 1, 1),
+                F.when(f_rest != "", F.concat(F.lit("."), f_rest)).otherwise(F.lit("")),
+                F.lit("E-"),
+                (frac_zeros + 1).cast("string"),
+            ))  # fmt: skip
+
+        parts = F.struct(
+            F.regexp_extract(stripped, "^0[.](0*)([0-9]+)$", 1).alias("zeros"),
+            F.regexp_extract(stripped, "^0[.](0*)([0-9]+)$", 2).alias("digits"),
+        )
+        return F.coalesce(
+            _let(F.regexp_replace(stripped, "0+$", ""), integral), _let(parts, fraction), stripped
+        )
+
+    return _let(c.cast("string"), with_text)
 
 
 def _json_value(c: Column, t: SqlType, options: dict[str, str]) -> Column:

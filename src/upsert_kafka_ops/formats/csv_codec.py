@@ -159,11 +159,17 @@ class CsvCodec:
         min_safe = max(ord(self.delimiter), ord(q)) + 1
         specials = self.escape if self.escape is not None else q + "\\"
         pattern = "[\\x{0}" + "-" + _x(chr(min_safe - 1)) + "".join(_x(ch) for ch in specials) + "]"
-        utf16_len = F.length(s) + F.length(F.regexp_replace(s, "[^\\x{10000}-\\x{10FFFF}]", ""))
-        need = (utf16_len > _MAX_QUOTE_CHECK) | s.rlike(pattern)
         doubled = [q] if self.escape is None else [q, self.escape]
-        body = F.regexp_replace(s, "(" + "|".join(_x(ch) for ch in doubled) + ")", "$1$1")
-        return F.when(need, F.concat(F.lit(q), body, F.lit(q))).otherwise(s)
+
+        def quote(v: Column) -> Column:  # v is bound once (see codecs._let)
+            utf16_len = F.length(v) + F.length(F.regexp_replace(v, "[^\\x{10000}-\\x{10FFFF}]", ""))
+            need = (utf16_len > _MAX_QUOTE_CHECK) | v.rlike(pattern)
+            body = F.regexp_replace(v, "(" + "|".join(_x(ch) for ch in doubled) + ")", "$1$1")
+            return F.when(need, F.concat(F.lit(q), body, F.lit(q))).otherwise(v)
+
+        from upsert_kafka_ops.formats import codecs as fc  # late: codecs.py imports this module
+
+        return fc._let(s, quote)
 
     # ------------------------------------------------------------------ decoding
 
