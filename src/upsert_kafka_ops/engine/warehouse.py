@@ -294,7 +294,8 @@ def pg_ensure_offsets_table(conn: Any, offsets_table: str) -> None:
         sql.SQL(
             "CREATE TABLE IF NOT EXISTS {} (target text NOT NULL, job text NOT NULL, run bigint NOT NULL, "
             'mode text NOT NULL, topic text NOT NULL, "partition" integer NOT NULL, "offset" bigint NOT NULL, '
-            'committed_at timestamptz NOT NULL DEFAULT now(), PRIMARY KEY (target, topic, "partition"))'
+            "topic_id text, committed_at timestamptz NOT NULL DEFAULT now(), "
+            'PRIMARY KEY (target, topic, "partition"))'
         ).format(_ident(offsets_table))
     )
 
@@ -397,6 +398,7 @@ def pg_store_offsets(
     run: int,
     mode: str,
     offsets: Sequence[tuple[str, int, int]],
+    topic_ids: dict[str, str] | None = None,
 ) -> None:
     from psycopg import sql
 
@@ -404,7 +406,8 @@ def pg_store_offsets(
     with conn.cursor() as cur:
         cur.executemany(
             sql.SQL(
-                'INSERT INTO {} (target, job, run, mode, topic, "partition", "offset") VALUES (%s, %s, %s, %s, %s, %s, %s)'
+                'INSERT INTO {} (target, job, run, mode, topic, "partition", "offset", topic_id) '
+                "VALUES (%s, %s, %s, %s, %s, %s, %s, %s)"
             ).format(_ident(offsets_table)),
-            [(target, job, run, mode, t, p, o) for t, p, o in offsets],
+            [(target, job, run, mode, t, p, o, (topic_ids or {}).get(t)) for t, p, o in offsets],
         )

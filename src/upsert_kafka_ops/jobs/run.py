@@ -450,7 +450,16 @@ class _Runner:
                         n = wh.pg_fill_from_stage(pg, stage, qualified, table)
                         fault_point("during-swap")
                         counts = {"upserted": n, "deleted": 0}
-                    wh.pg_store_offsets(pg, target.offsets_table, target.table, job.name, run, mode, offsets)
+                    wh.pg_store_offsets(
+                        pg,
+                        target.offsets_table,
+                        target.table,
+                        job.name,
+                        run,
+                        mode,
+                        offsets,
+                        payload.get("topic_ids"),
+                    )
                     fault_point("in-transaction")
             finally:
                 with pg.transaction():

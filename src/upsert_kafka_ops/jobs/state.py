@@ -170,7 +170,7 @@ def read_postgres_state(conn: Any, offsets_table: str, target: str) -> StoredSta
     ident = sql.Identifier(schema, name) if schema else sql.Identifier(name)
     rows = conn.execute(
         sql.SQL(
-            'SELECT job, run, mode, topic, "partition", "offset", committed_at FROM {} WHERE target = %s'
+            'SELECT job, run, mode, topic, "partition", "offset", committed_at, topic_id FROM {} WHERE target = %s'
         ).format(ident),
         (target,),
     ).fetchall()
@@ -183,6 +183,7 @@ def read_postgres_state(conn: Any, offsets_table: str, target: str) -> StoredSta
         mode=mode,
         offsets={(r[3], int(r[4])): int(r[5]) for r in rows},
         committed_at=at.isoformat(timespec="seconds") if at is not None else "",
+        extra={"topic_ids": {r[3]: r[7] for r in rows if r[7] is not None}},
     )
 
 
