@@ -176,7 +176,7 @@ def read_postgres_state(conn: Any, offsets_table: str, target: str) -> StoredSta
     ).fetchall()
     if not rows:
         return None
-    job, run, mode, _, _, _, at = rows[0]
+    job, run, mode, _, _, _, at, _ = rows[0]
     return StoredState(
         job=job,
         run=int(run),
