@@ -148,52 +148,50 @@ def _let(value: Column, body: Callable[[Column], Column]) -> Column:
 
 
 def _json_decimal(c: Column, plain: bool) -> Column:
-    """``BigDecimal.stripTrailingZeros()`` then ``toString()`` (or ``toPlainString()`` when plain)."""
+    """``BigDecimal.stripTrailingZeros()`` then ``toString()`` (or ``toPlainString()`` when plain).
+
+    Built from trims and substrings of the decimal's plain text, each used a fixed number of times:
+    nested regexes used from every branch grew the generated code past the JVM's 64 KB method limit,
+    and Spark fell back to interpreted evaluation."""
     from pyspark.sql import functions as F
 
-    def with_text(text: Column) -> Column:
-        neg = F.when(text.startswith("-"), F.lit("-")).otherwise(F.lit(""))
-        body = F.regexp_replace(text, "^-", "")
-        stripped = F.when(
-            body.contains("."), F.regexp_replace(F.regexp_replace(body, "0+$", ""), "[.]$", "")
-        ).otherwise(body)
-        return _let(stripped, lambda s: F.when(s == "0", F.lit("0")).otherwise(F.concat(neg, _format(s))))
+    text = c.cast("string")
+    neg = text.startswith("-")
+    body = F.when(neg, F.substring(text, 2, 1 << 30)).otherwise(text)
+    sign = F.when(neg, F.lit("-")).otherwise(F.lit(""))
+    has_point = body.contains(".")
+    stripped = F.rtrim(F.rtrim(body, F.lit("0")), F.lit("."))  # with a point: 1.50 -> 1.5, 2.00 -> 2
+    if plain:
+        txt = F.when(has_point, stripped).otherwise(body)
+        return F.when(txt == "0", F.lit("0")).otherwise(F.concat(sign, txt))
 
-    def _format(stripped: Column) -> Column:
-        if plain:
-            return stripped
-        has_point = stripped.contains(".")
-
-        # integral with trailing zeros: d.dddE+n ; fraction below 1e-6: d.dddE-n ; otherwise plain
-        def integral(int_digits: Column) -> Column:
-            zeros = F.length(stripped) - F.length(int_digits)
-            rest = F.substring(int_digits, 2, 1000)
-            return F.when(~has_point & (zeros > 0), F.concat(
-                F.substring(int_digits, 1, 1),
-                F.when(rest != "", F.concat(F.lit("."), rest)).otherwise(F.lit("")),
-                F.lit("E+"),
-                (zeros + F.length(rest)).cast("string"),
-            ))  # fmt: skip
-
-        def fraction(parts: Column) -> Column:
-            frac, frac_zeros = parts.getField("digits"), F.length(parts.getField("zeros"))
-            f_rest = F.substring(frac, 2, 1000)
-            return F.when(has_point & (frac != "") & (frac_zeros >= 6), F.concat(
-                F.substring(frac, 1, 1),
-                F.when(f_rest != "", F.concat(F.lit("."), f_rest)).otherwise(F.lit("")),
-                F.lit("E-"),
-                (frac_zeros + 1).cast("string"),
-            ))  # fmt: skip
-
-        parts = F.struct(
-            F.regexp_extract(stripped, "^0[.](0*)([0-9]+)$", 1).alias("zeros"),
-            F.regexp_extract(stripped, "^0[.](0*)([0-9]+)$", 2).alias("digits"),
-        )
-        return F.coalesce(
-            _let(F.regexp_replace(stripped, "0+$", ""), integral), _let(parts, fraction), stripped
+    def sci(digits: Column, exp_sign: str, exp: Column) -> Column:
+        rest = F.substring(digits, 2, 1 << 30)
+        return F.concat(
+            F.substring(digits, 1, 1),
+            F.when(rest != "", F.concat(F.lit("."), rest)).otherwise(F.lit("")),
+            F.lit(exp_sign),
+            exp.cast("string"),
         )
 
-    return _let(c.cast("string"), with_text)
+    # no point: an integer whose trailing zeros become an exponent (100 -> 1E+2)
+    int_digits = F.rtrim(body, F.lit("0"))
+    zeros = F.length(body) - F.length(int_digits)
+    integral = (
+        F.when(body == "0", F.lit("0"))
+        .when(zeros > 0, F.concat(sign, sci(int_digits, "E+", zeros + F.length(int_digits) - 1)))
+        .otherwise(F.concat(sign, body))
+    )
+    # a point: below 1e-6 (0.000000ddd) scientific, otherwise plain
+    after = F.substring(stripped, 3, 1 << 30)
+    frac = F.ltrim(after, F.lit("0"))
+    tiny = F.concat(sign, sci(frac, "E-", F.length(after) - F.length(frac) + 1))
+    fractional = (
+        F.when(stripped == "0", F.lit("0"))
+        .when(stripped.startswith("0.000000"), tiny)
+        .otherwise(F.concat(sign, stripped))
+    )
+    return F.when(has_point, fractional).otherwise(integral)
 
 
 def _json_value(c: Column, t: SqlType, options: dict[str, str]) -> Column:
