@@ -113,6 +113,14 @@ def ensure_delta_table(spark: SparkSession, path: str, table: UpsertKafkaTable) 
     return [a.split(" ")[0].strip("`") for a in added]
 
 
+def _last_commit_metrics(spark: SparkSession, path: str) -> dict[str, str]:
+    """The ``operationMetrics`` of the table's newest commit."""
+    from delta.tables import DeltaTable
+
+    row = DeltaTable.forPath(spark, path).history(1).select("operationMetrics").first()
+    return dict(row["operationMetrics"] or {}) if row is not None else {}
+
+
 def delta_merge(
     spark: SparkSession,
     changes: DataFrame,
@@ -147,8 +155,7 @@ def delta_merge(
             .whenNotMatchedInsert("s.op <> '-D'", values)
             .execute()
         )
-    metrics = DeltaTable.forPath(spark, path).history(1).select("operationMetrics").first()
-    m = dict(metrics["operationMetrics"] or {}) if metrics is not None else {}
+    m = _last_commit_metrics(spark, path)
     return {
         "upserted": int(m.get("numTargetRowsUpdated", 0)) + int(m.get("numTargetRowsInserted", 0)),
         "deleted": int(m.get("numTargetRowsDeleted", 0)),
@@ -166,14 +173,10 @@ def delta_overwrite(
     metadata: dict[str, Any],
 ) -> dict[str, int]:
     """Replace the table's content with ``rows`` in one commit (the new version is the swap)."""
-    from delta.tables import DeltaTable
-
     names = [c for c, _ in target_columns(table)]
     with _delta_commit_confs(spark, app_id, version, json.dumps(metadata, sort_keys=True)):
         rows.select(*names).write.format("delta").mode("overwrite").save(path)
-    metrics = DeltaTable.forPath(spark, path).history(1).select("operationMetrics").first()
-    m = dict(metrics["operationMetrics"] or {}) if metrics is not None else {}
-    return {"upserted": int(m.get("numOutputRows", 0)), "deleted": 0}
+    return {"upserted": int(_last_commit_metrics(spark, path).get("numOutputRows", 0)), "deleted": 0}
 
 
 # -- Parquet --------------------------------------------------------------------------------------

@@ -16,7 +16,7 @@ import os
 import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import Discriminator, Field, Tag, model_validator
 
@@ -90,34 +90,35 @@ def _name(data: dict[str, Any]) -> dict[str, str]:
 
 
 # -- sources ---------------------------------------------------------------------------------------
-class UpsertSource(SpecModel):
+class _TableOnConnection(SpecModel):
+    """A table on a named connection; ``table`` may be a Flink ``ddl``, ``options`` or the fields."""
+
+    table_kind: ClassVar[type[UpsertKafkaTable] | type[KafkaTable]] = UpsertKafkaTable
+
+    @model_validator(mode="before")
+    @classmethod
+    def _table(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "table" in data:
+            data = {**data, "table": _table_input(data["table"], cls.table_kind)}
+        return data
+
+
+class UpsertSource(_TableOnConnection):
     """An upsert-kafka table read from a named connection."""
 
     kind: Literal["upsert-kafka"] = Field(default="upsert-kafka", description="Source kind.")
     connection: str = Field(description="Name of a connection in the pipeline's 'connections'.")
     table: UpsertKafkaTable = Field(description="The table: 'ddl', Flink 'options' + columns, or its fields.")
 
-    @model_validator(mode="before")
-    @classmethod
-    def _table(cls, data: Any) -> Any:
-        if isinstance(data, dict) and "table" in data:
-            data = {**data, "table": _table_input(data["table"], UpsertKafkaTable)}
-        return data
 
-
-class AppendSource(SpecModel):
+class AppendSource(_TableOnConnection):
     """A plain (append-only) Kafka table read from a named connection."""
+
+    table_kind: ClassVar[type[UpsertKafkaTable] | type[KafkaTable]] = KafkaTable
 
     kind: Literal["kafka"] = Field(description="Source kind.")
     connection: str = Field(description="Name of a connection in the pipeline's 'connections'.")
     table: KafkaTable = Field(description="The table: 'ddl', Flink 'options' + columns, or its fields.")
-
-    @model_validator(mode="before")
-    @classmethod
-    def _table(cls, data: Any) -> Any:
-        if isinstance(data, dict) and "table" in data:
-            data = {**data, "table": _table_input(data["table"], KafkaTable)}
-        return data
 
 
 def _source_kind(value: Any) -> str:
@@ -132,19 +133,12 @@ Source = Annotated[
 ]
 
 
-class TopicSink(SpecModel):
+class TopicSink(_TableOnConnection):
     """An upsert-kafka table written through a named connection."""
 
     kind: Literal["topic"] = Field(default="topic", description="Target kind.")
     connection: str = Field(description="Name of a connection in the pipeline's 'connections'.")
     table: UpsertKafkaTable = Field(description="The sink table (its topic, key and formats).")
-
-    @model_validator(mode="before")
-    @classmethod
-    def _table(cls, data: Any) -> Any:
-        if isinstance(data, dict) and "table" in data:
-            data = {**data, "table": _table_input(data["table"], UpsertKafkaTable)}
-        return data
 
 
 # -- warehouse targets -----------------------------------------------------------------------------
