@@ -15,7 +15,7 @@ import time
 from typing import Any
 
 from upsert_kafka_ops.errors import SpecError, UpsertKafkaOpsError
-from upsert_kafka_ops.jobs.spec import BackfillJob, MaterializeJob, Pipeline, TopicToTopicJob
+from upsert_kafka_ops.jobs.spec import Pipeline, TopicToTopicJob, as_backfill
 from upsert_kafka_ops.spec.connection import KafkaConnection
 
 
@@ -108,38 +108,10 @@ def run(args: argparse.Namespace) -> int:
     return 1 if any(r["status"] != "succeeded" for r in results) else 0
 
 
-def _until(text: str | None) -> Any:
-    if text is None or text == "latest":
-        return "latest"
-    if text.isdigit():
-        return {"timestamp_ms": int(text)}
-    try:
-        offsets = json.loads(text)
-    except ValueError:
-        raise SpecError(
-            "--until", f"cannot read {text!r}.", "use latest, epoch milliseconds, or offsets JSON."
-        ) from None
-    return {"offsets": offsets}
-
-
 def backfill(args: argparse.Namespace) -> int:
     _progress()
     pipeline = Pipeline.load(args.pipeline)
-    job = pipeline.job(args.job)
-    if isinstance(job, MaterializeJob):
-        job = BackfillJob(
-            name=job.name, kind="backfill", source=job.source, target=job.target, until=_until(args.until),
-            rewind=args.rewind,
-        )  # fmt: skip
-    elif isinstance(job, BackfillJob):
-        if args.until is not None or args.rewind:
-            job = job.model_copy(update={"until": _until(args.until) if args.until else job.until,
-                                         "rewind": args.rewind or job.rewind})  # fmt: skip
-            BackfillJob.model_validate(job.model_dump())
-    else:
-        raise SpecError(
-            "--job", f"{job.name!r} is a {job.kind} job.", "backfill a materialize or backfill job."
-        )
+    job = as_backfill(pipeline.job(args.job), args.until, args.rewind or None)
     single = Pipeline(connections=pipeline.connections, jobs=[job])
     results = _run_many(single, [job.name], None, 60.0)
     _emit(results, args.json)

@@ -111,9 +111,9 @@ def run_job(
     spec = pipeline.job(job)
     own = None
     if spark is None:
-        from pyspark.sql import SparkSession
+        from upsert_kafka_ops.runtime.session import existing_session
 
-        spark = SparkSession.getActiveSession()
+        spark = existing_session()
         if spark is None:
             from upsert_kafka_ops.runtime import build_spark_session
 

@@ -314,6 +314,65 @@ class BackfillJob(_Job):
         return used
 
 
+def parse_until(value: Any, field: str = "until") -> Any:
+    """A backfill's end from what a user types: ``latest``, epoch milliseconds, an ISO-8601 time
+    (``2026-11-22T10:00:00Z``; without a zone it is UTC), offsets JSON, or the spec form itself."""
+    if value is None or value == "latest":
+        return "latest"
+    if isinstance(value, dict):
+        return value
+    if isinstance(value, int) and not isinstance(value, bool):
+        return {"timestamp_ms": value}
+    text = str(value).strip()
+    if text.isdigit():
+        return {"timestamp_ms": int(text)}
+    if text.startswith("{"):
+        try:
+            offsets = json.loads(text)
+        except ValueError:
+            raise SpecError(
+                field, f"cannot read {text!r} as offsets JSON.", 'write {"topic": {"0": 123}}.'
+            ) from None
+        return offsets if set(offsets) <= {"offsets", "timestamp_ms"} and offsets else {"offsets": offsets}
+    from datetime import UTC, datetime
+
+    try:
+        when = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise SpecError(
+            field,
+            f"cannot read {text!r}.",
+            "use latest, epoch milliseconds, an ISO-8601 time (2026-11-22T10:00:00Z) or offsets JSON.",
+        ) from None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return {"timestamp_ms": int(when.timestamp() * 1000)}
+
+
+def as_backfill(
+    job: MaterializeJob | BackfillJob | TopicToTopicJob | PublishJob,
+    until: Any = None,
+    rewind: bool | None = None,
+) -> BackfillJob:
+    """The bounded backfill of a materialize job (or a backfill job with a new end): reads from the
+    earliest offset to ``until`` (see :func:`parse_until`; default: the job's own end, else latest)
+    and rebuilds the target. ``rewind`` allows an end older than the target's stored offsets."""
+    if isinstance(job, MaterializeJob):
+        return BackfillJob(
+            name=job.name, description=job.description, kind="backfill", source=job.source, target=job.target,
+            until=parse_until(until), rewind=bool(rewind),
+        )  # fmt: skip
+    if isinstance(job, BackfillJob):
+        return BackfillJob.model_validate(
+            {
+                **job.model_dump(),
+                "until": parse_until(until) if until is not None else job.until,
+                "rewind": job.rewind if rewind is None else rewind,
+            }
+        )
+    raise SpecError("job", f"{job.name!r} is a {job.kind} job.", "backfill a materialize or backfill job.")
+
+
 class TopicToTopicJob(_Job):
     """Kafka sources registered as temporary views, a Spark SQL query, an upsert-kafka sink."""
 
@@ -419,6 +478,18 @@ class Pipeline(SpecModel):
         job = self.job(name)
         used = set(job.connections_used())
         return Pipeline(connections={k: v for k, v in self.connections.items() if k in used}, jobs=[job])
+
+    def with_connections(self, connections: Mapping[str, KafkaConnection]) -> Pipeline:
+        """This pipeline with the named connections replaced (e.g. by ones built from an Airflow
+        connection or a Dagster resource). Every name must be one the pipeline defines."""
+        unknown = sorted(set(connections) - set(self.connections))
+        if unknown:
+            raise SpecError(
+                "connections",
+                f"no connection named {', '.join(map(repr, unknown))} in the pipeline.",
+                f"use one of: {', '.join(sorted(self.connections))}.",
+            )
+        return self.model_copy(update={"connections": {**self.connections, **connections}})
 
     # -- files -------------------------------------------------------------------------------------
     @classmethod

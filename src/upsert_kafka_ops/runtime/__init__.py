@@ -5,18 +5,32 @@ Imports pyspark lazily.
 
 from __future__ import annotations
 
+from upsert_kafka_ops.runtime.execute import (
+    LocalRuntime,
+    RunHandle,
+    Runtime,
+    execute_job,
+    externalize_secrets,
+)
 from upsert_kafka_ops.runtime.session import build_spark_session, spark_conf
 from upsert_kafka_ops.runtime.submit import (
     SparkSubmitRuntime,
+    SubmitHandle,
     check_master_reachable,
     submit_command,
     submit_driver,
 )
 
 __all__ = [
+    "LocalRuntime",
+    "RunHandle",
+    "Runtime",
     "SparkSubmitRuntime",
+    "SubmitHandle",
     "build_spark_session",
     "check_master_reachable",
+    "execute_job",
+    "externalize_secrets",
     "spark_conf",
     "submit_command",
     "submit_driver",

@@ -75,6 +75,21 @@ def check_pyspark_version() -> str:
     return version
 
 
+def existing_session() -> SparkSession | None:
+    """The SparkSession this thread should use when the caller gave none: the thread's active one,
+    else the one another thread of this process created (e.g. an Airflow task run in-process next
+    to a test's session). The caller did not create it, so it must never stop it."""
+    from pyspark import SparkContext
+    from pyspark.sql import SparkSession
+
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        return active
+    if SparkContext._active_spark_context is not None:
+        return SparkSession.builder.getOrCreate()
+    return None
+
+
 def build_spark_session(master: str = "local[*]", **kwargs: Any) -> SparkSession:
     """Create (or return the active) SparkSession with :func:`spark_conf`.
 

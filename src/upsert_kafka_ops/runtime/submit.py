@@ -352,6 +352,30 @@ def _read_result_file(runtime: SparkSubmitRuntime) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
+class SubmitHandle:
+    """Lets another thread stop a running :func:`submit_driver` (an orchestrator's ``on_kill``)."""
+
+    def __init__(self) -> None:
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._lock = threading.Lock()
+        self.killed = False
+
+    def _attach(self, proc: subprocess.Popen[bytes]) -> None:
+        with self._lock:
+            self._proc = proc
+            kill = self.killed
+        if kill:
+            _kill_group(proc)
+
+    def kill(self) -> None:
+        """Stop spark-submit and its driver (the whole process group); safe to call at any time."""
+        with self._lock:
+            self.killed = True
+            proc = self._proc
+        if proc is not None and proc.poll() is None:
+            _kill_group(proc)
+
+
 def submit_driver(
     runtime: SparkSubmitRuntime,
     job_json: dict[str, Any],
@@ -359,6 +383,7 @@ def submit_driver(
     workdir: Path,
     function: str | None = None,
     tail_lines: int = 40,
+    handle: SubmitHandle | None = None,
 ) -> dict[str, Any]:
     """Run a job with spark-submit and return the driver's run result.
 
@@ -368,6 +393,7 @@ def submit_driver(
     :param job_json: the job; secrets in it must be references (``{"env": "VAR"}``), whose values
         go in ``runtime.env``.
     :param function: ``module:function(spec, spark) -> dict`` to run instead of the job runner.
+    :param handle: a :class:`SubmitHandle` whose ``kill()`` stops this run from another thread.
     :returns: the run result, ``{"version": 1, "status": "succeeded", "result": {...}, "spark":
         {...}, "duration_s": ...}`` (see :mod:`upsert_kafka_ops.runtime.driver`).
     :raises JobFailedError: on a non-zero exit, a timeout, a failed or missing result; the message
@@ -399,6 +425,8 @@ def submit_driver(
         )  # fmt: skip
     except OSError as exc:
         raise ToolchainError(f"cannot run spark-submit ({cmd[0]}): {exc.strerror}.") from None
+    if handle is not None:
+        handle._attach(proc)
     pumps = [
         threading.Thread(target=output.pump, args=(proc.stdout, "out"), daemon=True),
         threading.Thread(target=output.pump, args=(proc.stderr, "err"), daemon=True),
@@ -439,7 +467,9 @@ def submit_driver(
         driver_error = runtime.redact(str(result["error"]))
     if driver_error is None:
         driver_error = _driver_error(list(output.lines))
-    if timed_out:
+    if handle is not None and handle.killed:
+        what = "spark-submit was stopped on request (killed)"
+    elif timed_out:
         what = f"spark-submit did not finish within {runtime.timeout_s:g}s and was killed"
     elif code != 0:
         what = f"spark-submit failed (exit {code})"

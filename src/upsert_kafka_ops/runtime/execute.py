@@ -1,0 +1,169 @@
+"""Run one job of a pipeline on a chosen runtime: in this process, or with spark-submit.
+
+This is what the orchestrator adapters call (the Airflow operators, the Dagster assets), so both
+behave alike::
+
+    result = execute_job(pipeline, "users-to-delta")                      # local Spark
+    result = execute_job(pipeline, "users-to-delta",
+                         runtime=SparkSubmitRuntime(master="spark://h:7077"), workdir=tmp)
+
+- The local runtime uses the active SparkSession, or builds one (``LocalRuntime.master``/``conf``)
+  and stops it after the run; a session it did not create is never stopped.
+- spark-submit gets the one-job pipeline as JSON. Connections built from an orchestrator carry their
+  secrets as in-process values, which never go into a file: they are moved into the driver's
+  environment (``runtime.env``, redacted from its output) and the JSON references them by name.
+- A :class:`RunHandle` lets another thread stop the run: it cancels the local Spark jobs (their
+  job group) or kills spark-submit's process group.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import threading
+import uuid
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from pydantic import Field
+
+from upsert_kafka_ops.errors import JobFailedError
+from upsert_kafka_ops.jobs.spec import Pipeline
+from upsert_kafka_ops.runtime.submit import SparkSubmitRuntime, SubmitHandle, submit_driver
+from upsert_kafka_ops.spec.base import SpecModel
+from upsert_kafka_ops.spec.connection import KafkaConnection, SecretRef
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from upsert_kafka_ops.jobs.run import JobResult
+
+Mode = Literal["incremental", "full"]
+
+
+class LocalRuntime(SpecModel):
+    """Run in this process with local (or given-master) Spark."""
+
+    kind: Literal["local"] = Field(default="local", description="Runtime kind.")
+    master: str = Field(
+        default="local[*]", description="Master of a SparkSession built for the run (when none is active)."
+    )
+    conf: dict[str, str] = Field(
+        default_factory=dict, description="Extra Spark configuration for a session built for the run."
+    )
+
+
+Runtime = LocalRuntime | SparkSubmitRuntime
+
+
+class RunHandle:
+    """Stop a running :func:`execute_job` from another thread (``kill()`` is safe at any time)."""
+
+    def __init__(self) -> None:
+        self.submit = SubmitHandle()
+        self.job_group = f"upsert-kafka-ops-{uuid.uuid4().hex[:12]}"
+        self._spark: SparkSession | None = None
+        self._lock = threading.Lock()
+        self.killed = False
+
+    def _attach(self, spark: SparkSession) -> None:
+        with self._lock:
+            self._spark = spark
+
+    def kill(self) -> None:
+        with self._lock:
+            self.killed = True
+            spark = self._spark
+        self.submit.kill()
+        if spark is not None:
+            with contextlib.suppress(Exception):  # the session may be gone: nothing left to cancel
+                spark.sparkContext.cancelJobGroup(self.job_group)
+
+
+_SECRET_FIELDS = (
+    "password",
+    "sasl_jaas_config",
+    "ssl_truststore_password",
+    "ssl_key_password",
+    "ssl_keystore_password",
+)
+
+
+def externalize_secrets(pipeline: Pipeline) -> tuple[Pipeline, dict[str, str]]:
+    """``pipeline`` with every in-process secret value replaced by an environment reference, and the
+    environment holding those values (``UKO_SECRET_<CONNECTION>_<FIELD>``)."""
+    env: dict[str, str] = {}
+    connections: dict[str, KafkaConnection] = {}
+    for name, conn in pipeline.connections.items():
+        changes: dict[str, Any] = {}
+        for fld in _SECRET_FIELDS:
+            ref: SecretRef | None = getattr(conn, fld)
+            if ref is not None and ref.value is not None:
+                var = "UKO_SECRET_" + re.sub(r"[^A-Z0-9]", "_", f"{name}_{fld}".upper())
+                env[var] = ref.value.get_secret_value()
+                changes[fld] = SecretRef(env=var)
+        connections[name] = conn.model_copy(update=changes) if changes else conn
+    return pipeline.model_copy(update={"connections": connections}), env
+
+
+def execute_job(
+    pipeline: Pipeline,
+    job: str,
+    *,
+    mode: Mode | None = None,
+    runtime: Runtime | None = None,
+    spark: SparkSession | None = None,
+    workdir: str | Path | None = None,
+    handle: RunHandle | None = None,
+    lock_timeout_s: float = 60.0,
+) -> JobResult:
+    """Run ``job`` of ``pipeline`` on ``runtime`` (default: :class:`LocalRuntime`) and return its result.
+
+    :param spark: the session for the local runtime (default: the active one, else one built and
+        stopped after).
+    :param workdir: spark-submit's folder for the job file and output (default: a new temporary one).
+    :raises JobFailedError: from spark-submit, with the driver's error line.
+    """
+    from upsert_kafka_ops.jobs.run import JobResult, run_job
+
+    one = pipeline.only(job)
+    handle = handle or RunHandle()
+    if isinstance(runtime, SparkSubmitRuntime):
+        import tempfile
+
+        portable, env = externalize_secrets(one)
+        rt = runtime.model_copy(update={"env": {**runtime.env, **env}}) if env else runtime
+        payload: dict[str, Any] = {"pipeline": portable.to_json_dict(), "job": job}
+        if mode is not None:
+            payload["mode"] = mode
+        folder = Path(workdir) if workdir is not None else Path(tempfile.mkdtemp(prefix=f"uko-{job}-"))
+        envelope = submit_driver(rt, payload, workdir=folder, handle=handle.submit)
+        result = envelope.get("result")
+        if not isinstance(result, dict):
+            raise JobFailedError("the driver's run result has no job result.", result=envelope)
+        return JobResult.from_dict(result)
+
+    local = runtime or LocalRuntime()
+    own = None
+    if spark is None:
+        from upsert_kafka_ops.runtime.session import existing_session
+
+        spark = existing_session()
+        if spark is None:
+            from upsert_kafka_ops.runtime.session import build_spark_session
+
+            spark = own = build_spark_session(
+                local.master, app_name=f"upsert-kafka-ops:{job}", extra=local.conf
+            )
+    handle._attach(spark)
+    try:
+        spark.sparkContext.setJobGroup(
+            handle.job_group, f"upsert-kafka-ops job {job}", interruptOnCancel=True
+        )
+        try:
+            return run_job(one, job, mode=mode, spark=spark, lock_timeout_s=lock_timeout_s)
+        finally:
+            spark.sparkContext.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]
+    finally:
+        if own is not None:
+            own.stop()
