@@ -9,7 +9,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 PIP_VERSION := 26.3
 EXTRAS := airflow,dagster,dev
-LINT_PATHS := src tests benchmarks
+LINT_PATHS := src tests benchmarks dags
 TIMED := scripts/timed.sh
 
 .PHONY: help toolchain install jars lint unit integration test demo bench constraints clean

@@ -145,3 +145,32 @@ def test_new_data_from_a_report_counts_records_past_the_processed_offsets() -> N
     assert nd.partitions == {"t": {"0": 5, "1": 3}} and nd.end_offsets == {"t": {"0": 15, "1": 3}}
     fresh = new_data_from_report("users", _report([None], [0]))
     assert (fresh.available, fresh.never_ran) == (False, True)
+
+
+def test_upstream_jobs_follow_topics_and_tables_between_jobs() -> None:
+    from pathlib import Path
+
+    from upsert_kafka_ops.jobs.graph import upstream_jobs
+
+    demo = Pipeline.load(Path(__file__).parents[2] / "pipelines" / "demo.yaml", env={})
+    assert upstream_jobs(demo) == {
+        "publish-users": [],
+        "users-to-delta": ["publish-users"],
+        "pageviews-per-region": ["publish-users"],
+        "pageviews-per-page": [],
+    }
+
+
+def test_a_cycle_between_jobs_is_named() -> None:
+    from upsert_kafka_ops.jobs.graph import upstream_jobs
+
+    def t2t(name: str, src: str, dst: str) -> dict[str, Any]:
+        ddl = "CREATE TABLE {} (k BIGINT, v BIGINT, PRIMARY KEY (k) NOT ENFORCED) WITH ('connector' = 'upsert-kafka', 'topic' = '{}', 'key.format' = 'json', 'value.format' = 'json')"
+        return {"name": name, "kind": "topic-to-topic", "query": f"SELECT k, v FROM {src}",
+                "sources": {src: {"connection": "main", "table": {"ddl": ddl.format(src, src)}}},
+                "sink": {"connection": "main", "table": {"ddl": ddl.format(dst, dst)}}}  # fmt: skip
+
+    p = Pipeline.model_validate({"connections": {"main": {"bootstrap_servers": "b:9092"}},
+                                 "jobs": [t2t("a", "x", "y"), t2t("b", "y", "x")]})  # fmt: skip
+    with pytest.raises(SpecError, match=r"cycle: a -> b -> a"):
+        upstream_jobs(p)

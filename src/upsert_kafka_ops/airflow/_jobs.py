@@ -1,0 +1,102 @@
+"""Which job a task runs, and its connections from Airflow: shared by operators, sensors, triggers.
+
+A task names its job either as a job spec (a model or a dict) or as ``pipeline_file`` +
+``job_name``. Kafka connections come from Airflow connections of type ``kafka``:
+``kafka_config_ids`` maps a pipeline connection name to a connection id; ``kafka_config_id`` is
+used for every other connection the job uses. A pipeline file's own connections are used for the
+names neither covers; a job given as a spec has no file, so its connections default to
+``kafka_default``.
+
+:class:`JobRef` is plain JSON (no secret: only references and connection ids), so a trigger can
+carry it to the triggerer and resolve it there.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from pydantic import BaseModel, TypeAdapter, ValidationError
+
+from upsert_kafka_ops.errors import SpecError
+from upsert_kafka_ops.jobs.spec import Job, Pipeline
+from upsert_kafka_ops.spec.connection import KafkaConnection
+
+DEFAULT_KAFKA_CONN = "kafka_default"
+
+
+@dataclass(frozen=True)
+class JobRef:
+    job: dict[str, Any] | None = None
+    pipeline_file: str | None = None
+    job_name: str | None = None
+    kafka_config_id: str | None = None
+    kafka_config_ids: dict[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def of(
+        cls,
+        job: Any = None,
+        pipeline_file: str | None = None,
+        job_name: str | None = None,
+        kafka_config_id: str | None = None,
+        kafka_config_ids: dict[str, str] | None = None,
+    ) -> JobRef:
+        if (job is None) == (pipeline_file is None):
+            raise SpecError(
+                "job",
+                "give exactly one of job (a spec) or pipeline_file.",
+                "e.g. pipeline_file=..., job_name=...",
+            )
+        if isinstance(job, BaseModel):
+            job = job.model_dump(mode="json")
+        return cls(job, pipeline_file, job_name, kafka_config_id, dict(kafka_config_ids or {}))
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def resolve(self, airflow_connections: bool = True) -> tuple[Pipeline, str]:
+        """The pipeline (connections from Airflow where asked) and the job's name."""
+        from upsert_kafka_ops.airflow.hooks import UpsertKafkaHook
+
+        if self.job is not None:
+            try:
+                spec = TypeAdapter(Job).validate_python(self.job)
+            except ValidationError as exc:
+                err = exc.errors()[0]
+                original = (err.get("ctx") or {}).get("error")
+                if isinstance(original, SpecError):
+                    raise original from None
+                where = ".".join(str(p) for p in err["loc"])
+                raise SpecError(f"job.{where}" if where else "job", err["msg"]) from None
+            name = spec.name
+            if self.job_name is not None and self.job_name != name:
+                raise SpecError("job_name", f"{self.job_name!r} is not the given job's name {name!r}.")
+            used = spec.connections_used()
+            ids = {n: self.kafka_config_ids.get(n, self.kafka_config_id or DEFAULT_KAFKA_CONN) for n in used}
+            conns = {n: UpsertKafkaHook(ids[n]).get_kafka_connection() for n in used}
+            return Pipeline(connections=conns, jobs=[spec]), name
+        assert self.pipeline_file is not None
+        pipeline = Pipeline.load(self.pipeline_file)
+        if self.job_name is None:
+            if len(pipeline.jobs) != 1:
+                raise SpecError("job_name", f"{self.pipeline_file} has several jobs.", "name the one to run.")
+            name = pipeline.jobs[0].name
+        else:
+            name = pipeline.job(self.job_name).name
+        if not airflow_connections:
+            return pipeline, name
+        used = pipeline.job(name).connections_used()
+        replace: dict[str, KafkaConnection] = {}
+        for n in used:
+            conn_id = self.kafka_config_ids.get(n, self.kafka_config_id)
+            if conn_id is not None:
+                replace[n] = UpsertKafkaHook(conn_id).get_kafka_connection()
+        unknown = sorted(set(self.kafka_config_ids) - set(pipeline.connections))
+        if unknown:
+            raise SpecError(
+                "kafka_config_ids",
+                f"{', '.join(map(repr, unknown))} is not a connection of {self.pipeline_file}.",
+                f"use one of: {', '.join(sorted(pipeline.connections))}.",
+            )
+        return pipeline.with_connections(replace), name

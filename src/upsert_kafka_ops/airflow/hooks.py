@@ -1,0 +1,151 @@
+"""Hooks: a Kafka cluster from Airflow's ``kafka`` connection, a Spark runtime from this provider's.
+
+``UpsertKafkaHook`` reads the same connection as the official Kafka provider (type ``kafka``, id
+``kafka_default``, the extra holding librdkafka keys such as ``bootstrap.servers``,
+``security.protocol``, ``sasl.mechanism``, ``sasl.username``, ``sasl.password``), so existing
+connections work as they are. Every secret in it is registered with Airflow's masker before
+anything is logged, including those Airflow's key-name rule misses (``sasl.jaas.config``,
+``ssl.key.pem``); it then becomes an in-process secret of the core's ``KafkaConnection``, which is
+never serialized (spark-submit receives it through the driver's environment).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from airflow.sdk import BaseHook
+from airflow.sdk.log import mask_secret
+
+from upsert_kafka_ops.errors import SpecError
+from upsert_kafka_ops.kafka.admin import KafkaAdmin
+from upsert_kafka_ops.runtime.execute import LocalRuntime, Runtime
+from upsert_kafka_ops.runtime.submit import SparkSubmitRuntime
+from upsert_kafka_ops.spec.connection import KafkaConnection
+
+#: Extra keys whose values are secrets (librdkafka and Java client spellings).
+SECRET_KEYS = frozenset(
+    {
+        "sasl.password",
+        "sasl.jaas.config",
+        "sasl.oauthbearer.client.secret",
+        "ssl.key.password",
+        "ssl.key.pem",
+        "ssl.keystore.password",
+        "ssl.keystore.key",
+        "ssl.truststore.password",
+        "ssl.certificate.pem",
+    }
+)
+_JAAS_PASSWORD = re.compile(r"""password\s*=\s*"([^"]*)"|password\s*=\s*'([^']*)'""", re.IGNORECASE)
+
+
+def mask_kafka_secrets(extra: dict[str, Any], password: str | None = None) -> None:
+    """Register every secret of a Kafka connection's extra (and its password field) with the masker."""
+    for key, value in extra.items():
+        if value is None:
+            continue
+        lowered = key.lower()
+        if lowered in SECRET_KEYS or any(w in lowered for w in ("password", "secret", "token")):
+            mask_secret(str(value))
+        if lowered == "sasl.jaas.config":
+            for m in _JAAS_PASSWORD.finditer(str(value)):
+                mask_secret(m.group(1) or m.group(2) or "")
+    if password:
+        mask_secret(password)
+
+
+class UpsertKafkaHook(BaseHook):
+    """A Kafka cluster from an Airflow ``kafka`` connection, as the core's ``KafkaConnection``.
+
+    :param kafka_config_id: the connection id (type ``kafka``; extra = librdkafka settings). The
+        connection's login/password fields are used as ``sasl.username``/``sasl.password`` when
+        the extra has none.
+    """
+
+    conn_name_attr = "kafka_config_id"
+    default_conn_name = "kafka_default"
+    conn_type = "kafka"
+    hook_name = "Upsert Kafka"
+
+    def __init__(self, kafka_config_id: str = default_conn_name, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.kafka_config_id = kafka_config_id
+
+    def get_kafka_connection(self) -> KafkaConnection:
+        conn = self.get_connection(self.kafka_config_id)
+        extra = dict(conn.extra_dejson)
+        mask_kafka_secrets(extra, conn.password)
+        if conn.login and "sasl.username" not in extra:
+            extra["sasl.username"] = conn.login
+        if conn.password and "sasl.password" not in extra:
+            extra["sasl.password"] = conn.password
+        if "bootstrap.servers" not in extra and conn.host:
+            extra["bootstrap.servers"] = f"{conn.host}:{conn.port}" if conn.port else conn.host
+        try:
+            return KafkaConnection.from_librdkafka(extra)
+        except SpecError as exc:
+            raise SpecError(
+                f"Airflow connection {self.kafka_config_id!r}: extra.{exc.field}",
+                exc.message,
+                exc.fix or 'the extra holds librdkafka keys, e.g. {"bootstrap.servers": "broker:9092"}.',
+            ) from None
+
+    def get_admin(self, timeout: float = 10.0) -> KafkaAdmin:
+        """A bounded admin client (offsets, groups, topic configs); close it after use."""
+        return KafkaAdmin(self.get_kafka_connection(), timeout=timeout)
+
+    def test_connection(self) -> tuple[bool, str]:
+        try:
+            with self.get_admin() as admin:
+                topics = admin.client.list_topics(timeout=admin.timeout).topics
+        except Exception as exc:  # the UI shows the message; the core's errors never hold secrets
+            return False, str(exc)
+        return True, f"connected to {len(topics)} topics"
+
+
+class SparkRuntimeHook(BaseHook):
+    """Where jobs run, from a connection of type ``upsert_kafka_spark``: the host is the Spark master
+    (``local[*]`` runs in the task's process); the extra may hold ``runtime`` (``local`` or
+    ``spark-submit``), ``deploy_mode``, ``conf``, ``jars``, ``py_files``, ``python``,
+    ``spark_submit``, ``result_uri``, ``timeout_s`` and ``env`` (masked)."""
+
+    conn_name_attr = "spark_config_id"
+    default_conn_name = "upsert_kafka_spark_default"
+    conn_type = "upsert_kafka_spark"
+    hook_name = "Upsert Kafka: Spark runtime"
+
+    def __init__(self, spark_config_id: str = default_conn_name, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.spark_config_id = spark_config_id
+
+    def get_runtime(self) -> Runtime:
+        conn = self.get_connection(self.spark_config_id)
+        extra = dict(conn.extra_dejson)
+        for value in (extra.get("env") or {}).values():
+            mask_secret(str(value))
+        master = conn.host or extra.pop("master", None) or "local[*]"
+        if conn.port and "://" in master and master.count(":") < 2:
+            master = f"{master}:{conn.port}"
+        kind = extra.pop("runtime", "local" if master.startswith("local") else "spark-submit")
+        where = f"Airflow connection {self.spark_config_id!r}"
+        if kind == "local":
+            return _model(LocalRuntime, {"master": master, "conf": extra.pop("conf", {}), **extra}, where)
+        if kind != "spark-submit":
+            raise SpecError(
+                f"{where}: extra.runtime", f"{kind!r} is not a runtime.", "use 'local' or 'spark-submit'."
+            )
+        return _model(SparkSubmitRuntime, {"master": master, **extra}, where)
+
+
+def _model(cls: type[LocalRuntime] | type[SparkSubmitRuntime], data: dict[str, Any], where: str) -> Runtime:
+    try:
+        return cls.model_validate(data)
+    except SpecError as exc:
+        raise SpecError(f"{where}: extra.{exc.field}", exc.message, exc.fix) from None
+
+
+def connection_json(extra: dict[str, Any], conn_type: str = "kafka") -> str:
+    """An ``AIRFLOW_CONN_<ID>`` value for a connection with this extra (tests, docs, Helm)."""
+    return json.dumps({"conn_type": conn_type, "extra": extra})

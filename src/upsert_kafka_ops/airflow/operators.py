@@ -1,0 +1,243 @@
+"""Operators that run one job of a pipeline (materialize, topic-to-topic, publish, backfill).
+
+Example::
+
+    UpsertKafkaMaterializeOperator(
+        task_id="users_to_delta",
+        pipeline_file="/opt/airflow/pipelines/demo.yaml",
+        job_name="users-to-delta",
+        kafka_config_ids={"local": "kafka_default"},   # pipeline connection -> Airflow connection id
+    )
+
+The job runs in the task's process on local Spark (an active SparkSession is used and never stopped),
+or with spark-submit: ``spark_master="spark://h:7077"`` (with ``spark_conf``, ``deploy_mode``), or
+an ``upsert_kafka_spark`` connection (``spark_config_id``). The return value (XCom) is the core's
+run result as JSON: counts, offsets, mode and why; it holds no secret. A failing job fails the task
+with the core's message (a bad spec is not retried); ``on_kill`` cancels the Spark jobs or kills
+spark-submit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, ClassVar
+
+from airflow.sdk import BaseOperator, Context
+from airflow.sdk.exceptions import AirflowException, AirflowFailException
+
+from upsert_kafka_ops.airflow._jobs import JobRef
+from upsert_kafka_ops.errors import SpecError, UpsertKafkaOpsError
+from upsert_kafka_ops.jobs.spec import Pipeline, as_backfill
+from upsert_kafka_ops.runtime.execute import LocalRuntime, RunHandle, Runtime, execute_job
+from upsert_kafka_ops.runtime.submit import SparkSubmitRuntime
+
+JOB_FIELDS: tuple[str, ...] = ("job", "pipeline_file", "job_name", "kafka_config_id", "kafka_config_ids")
+
+
+def task_error(exc: UpsertKafkaOpsError) -> AirflowException:
+    """The Airflow error for a failed job: the core's message, without the traceback chain. A spec
+    error cannot succeed on retry, so it fails the task at once."""
+    message = f"{type(exc).__name__}: {exc}"
+    return AirflowFailException(message) if isinstance(exc, SpecError) else AirflowException(message)
+
+
+class UpsertKafkaJobOperator(BaseOperator):
+    """Run one job of a pipeline.
+
+    :param job: the job spec (a job model or its dict form); or
+    :param pipeline_file: a pipeline file, with ``job_name`` (optional when it has one job).
+    :param kafka_config_id: Airflow ``kafka`` connection for every Kafka connection the job uses.
+    :param kafka_config_ids: per pipeline connection name: the Airflow connection id.
+    :param mode: ``full`` rebuilds a materialized target from the earliest offset.
+    :param spark_master: ``local[*]`` (default) runs here; another master runs spark-submit.
+    :param spark_conf: Spark configuration for the run.
+    :param spark_config_id: an ``upsert_kafka_spark`` connection giving master and settings.
+    :param deploy_mode: spark-submit's deploy mode (``cluster`` needs YARN/Kubernetes and a result URI).
+    :param spark_submit_timeout: kill spark-submit after this many seconds.
+    :param lock_timeout: how long to wait for another run of the same target.
+    """
+
+    template_fields: Sequence[str] = (*JOB_FIELDS, "mode", "spark_master", "spark_conf", "spark_config_id")
+    template_fields_renderers: ClassVar[dict[str, str]] = {"job": "json", "spark_conf": "json"}
+    ui_color = "#e8f2ff"
+    #: The job kinds this operator runs (None: any).
+    kinds: ClassVar[tuple[str, ...] | None] = None
+
+    def __init__(
+        self,
+        *,
+        job: Any = None,
+        pipeline_file: str | Path | None = None,
+        job_name: str | None = None,
+        kafka_config_id: str | None = None,
+        kafka_config_ids: dict[str, str] | None = None,
+        mode: str | None = None,
+        spark_master: str | None = None,
+        spark_conf: dict[str, str] | None = None,
+        spark_config_id: str | None = None,
+        deploy_mode: str = "client",
+        spark_submit_timeout: float | None = None,
+        lock_timeout: float = 60.0,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        # parse time stays cheap: nothing is read or validated against a broker here
+        self.job = job.model_dump(mode="json") if hasattr(job, "model_dump") else job
+        self.pipeline_file = str(pipeline_file) if pipeline_file is not None else None
+        self.job_name = job_name
+        self.kafka_config_id = kafka_config_id
+        self.kafka_config_ids = dict(kafka_config_ids or {})
+        self.mode = mode
+        self.spark_master = spark_master
+        self.spark_conf = dict(spark_conf or {})
+        self.spark_config_id = spark_config_id
+        self.deploy_mode = deploy_mode
+        self.spark_submit_timeout = spark_submit_timeout
+        self.lock_timeout = lock_timeout
+        self._handle: RunHandle | None = None
+        self._lineage: tuple[list[Any], list[Any]] | None = None
+
+    # -- what runs -----------------------------------------------------------------------------------
+    def job_ref(self) -> JobRef:
+        return JobRef.of(
+            self.job, self.pipeline_file, self.job_name, self.kafka_config_id, self.kafka_config_ids
+        )
+
+    def prepare(self, pipeline: Pipeline, name: str) -> Pipeline:
+        """The pipeline to run (a subclass may change the job, e.g. a backfill's end)."""
+        return pipeline
+
+    def runtime(self) -> Runtime:
+        if self.spark_config_id:
+            from upsert_kafka_ops.airflow.hooks import SparkRuntimeHook
+
+            found = SparkRuntimeHook(self.spark_config_id).get_runtime()
+            return found.model_copy(update={"conf": {**found.conf, **self.spark_conf}})
+        master = self.spark_master or "local[*]"
+        if master.startswith("local"):
+            return LocalRuntime(master=master, conf=self.spark_conf)
+        return SparkSubmitRuntime(
+            master=master, deploy_mode=self.deploy_mode, conf=self.spark_conf,  # type: ignore[arg-type]
+            timeout_s=self.spark_submit_timeout,
+        )  # fmt: skip
+
+    def execute(self, context: Context) -> dict[str, Any]:
+        handle = self._handle = RunHandle()
+        try:
+            pipeline, name = self.job_ref().resolve()
+            kind = pipeline.job(name).kind
+            if self.kinds is not None and kind not in self.kinds:
+                raise SpecError(
+                    "job_name", f"{name!r} is a {kind} job; {type(self).__name__} runs {' or '.join(self.kinds)} jobs.",
+                    "use UpsertKafkaJobOperator, or the operator for that kind.",
+                )  # fmt: skip
+            pipeline = self.prepare(pipeline, name)
+            self._lineage = _datasets(pipeline, name)
+            mode = self.mode or None
+            if mode not in (None, "incremental", "full"):
+                raise SpecError("mode", f"{mode!r} is not a mode.", "use 'incremental' or 'full'.")
+            workdir = None
+            runtime = self.runtime()
+            if isinstance(runtime, SparkSubmitRuntime):
+                import tempfile
+
+                workdir = tempfile.mkdtemp(prefix=f"uko-{self.task_id}-")
+            self.log.info("running job %r (%s) on %s", name, kind, type(runtime).__name__)
+            result = execute_job(
+                pipeline, name, mode=mode, runtime=runtime, workdir=workdir, handle=handle,  # type: ignore[arg-type]
+                lock_timeout_s=self.lock_timeout,
+            )  # fmt: skip
+        except UpsertKafkaOpsError as exc:
+            if handle.killed:
+                raise AirflowException(f"job stopped on request: {exc}") from None
+            self.log.error("%s: %s", type(exc).__name__, exc)
+            raise task_error(exc) from None
+        out = result.to_dict()
+        self.log.info(
+            "job %r %s (%s, %s): %d records read, %d upserted, %d deleted, %d written, %d tombstones in %.1fs",
+            name, result.status, result.mode, result.execution, result.records_read, result.rows_upserted,
+            result.rows_deleted, result.records_written, result.tombstones_written, result.duration_s,
+        )  # fmt: skip
+        return out
+
+    def on_kill(self) -> None:
+        if self._handle is not None:
+            self._handle.kill()
+
+    # -- OpenLineage (used when apache-airflow-providers-openlineage is installed) --------------------
+    def lineage_datasets(self) -> tuple[list[Any], list[Any]]:
+        """(inputs, outputs) as the core's OpenLineage datasets: topics ``kafka://host:port`` / topic,
+        tables in their store's naming."""
+        if self._lineage is None:
+            pipeline, name = self.job_ref().resolve()
+            self._lineage = _datasets(self.prepare(pipeline, name), name)
+        return self._lineage
+
+    def get_openlineage_facets_on_start(self) -> Any:
+        from airflow.providers.common.compat.openlineage.facet import Dataset
+        from airflow.providers.openlineage.extractors import OperatorLineage
+
+        inputs, outputs = self.lineage_datasets()
+        return OperatorLineage(
+            inputs=[Dataset(namespace=d.namespace, name=d.name) for d in inputs],
+            outputs=[Dataset(namespace=d.namespace, name=d.name) for d in outputs],
+        )
+
+    def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
+        return self.get_openlineage_facets_on_start()
+
+
+def _datasets(pipeline: Pipeline, name: str) -> tuple[list[Any], list[Any]]:
+    from upsert_kafka_ops.metrics.lineage import job_datasets
+
+    return job_datasets(pipeline, name)
+
+
+class UpsertKafkaMaterializeOperator(UpsertKafkaJobOperator):
+    """Fold an upsert topic into its warehouse table (incremental, or ``mode="full"``)."""
+
+    kinds = ("materialize",)
+
+
+class UpsertKafkaTopicToTopicOperator(UpsertKafkaJobOperator):
+    """Transform topics with Spark SQL into an upsert topic (streaming where Spark can, else snapshot)."""
+
+    kinds = ("topic-to-topic",)
+
+
+class UpsertKafkaPublishOperator(UpsertKafkaJobOperator):
+    """Publish a table (Delta change feed or a query) to an upsert topic."""
+
+    kinds = ("publish",)
+
+
+class UpsertKafkaBackfillOperator(UpsertKafkaJobOperator):
+    """Rebuild a target from the earliest offset up to a fixed end, idempotently.
+
+    Runs a backfill job, or the backfill of a materialize job.
+
+    :param until: the end: ``latest`` (fixed when the task starts), epoch milliseconds, an ISO-8601
+        time (templated: e.g. ``"{{ params.end }}"``) or offsets JSON; default: the job's own end.
+    :param rewind: allow an end older than the target's stored offsets (the target goes back).
+    """
+
+    template_fields: Sequence[str] = (*UpsertKafkaJobOperator.template_fields, "until", "rewind")
+    kinds = ("materialize", "backfill")
+
+    def __init__(self, *, until: Any = None, rewind: bool | str | None = None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.until = until
+        self.rewind = rewind
+
+    def prepare(self, pipeline: Pipeline, name: str) -> Pipeline:
+        rewind = self.rewind
+        if isinstance(rewind, str) and rewind.strip().lower() in ("none", ""):
+            rewind = None
+        if isinstance(rewind, str):
+            if rewind.strip().lower() not in ("true", "false", "1", "0"):
+                raise SpecError("rewind", f"{rewind!r} is not a boolean.", "use true or false.")
+            rewind = rewind.strip().lower() in ("true", "1")
+        until = self.until if self.until not in ("", None) else None
+        job = as_backfill(pipeline.job(name), until, rewind)
+        return Pipeline(connections=pipeline.connections, jobs=[job])

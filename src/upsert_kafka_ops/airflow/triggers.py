@@ -1,0 +1,136 @@
+"""Triggers: wait in the triggerer (no worker slot) for new data or for a lag condition.
+
+Their kwargs are plain JSON: a :class:`~upsert_kafka_ops.airflow._jobs.JobRef` (a pipeline file or a
+job spec, and Airflow connection ids: never a secret), the condition and the Burrow window. The
+checks are the core's bounded admin queries (:mod:`upsert_kafka_ops.jobs.gates`), run in a thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from typing import Any
+
+from airflow.triggers.base import BaseEventTrigger, BaseTrigger, TriggerEvent
+
+from upsert_kafka_ops.airflow._jobs import DEFAULT_KAFKA_CONN, JobRef
+from upsert_kafka_ops.errors import UpsertKafkaOpsError
+from upsert_kafka_ops.jobs.gates import LagCondition, LagGate, NewData, lag_gate, new_data
+
+
+def check_new_data(ref: dict[str, Any], timeout: float = 10.0) -> NewData:
+    pipeline, name = JobRef(**ref).resolve()
+    return new_data(pipeline, name, timeout=timeout)
+
+
+def check_lag(
+    condition: dict[str, Any],
+    ref: dict[str, Any] | None,
+    group: str | None,
+    topics: list[str] | None,
+    kafka_config_id: str | None,
+    window: dict[str, Any] | None,
+    timeout: float = 10.0,
+) -> LagGate:
+    cond = LagCondition.model_validate(condition)
+    if ref is not None:
+        pipeline, name = JobRef(**ref).resolve()
+        return lag_gate(cond, pipeline=pipeline, job=name, window=window, timeout=timeout)
+    from upsert_kafka_ops.airflow.hooks import UpsertKafkaHook
+
+    conn = UpsertKafkaHook(kafka_config_id or DEFAULT_KAFKA_CONN).get_kafka_connection()
+    return lag_gate(cond, connection=conn, group=group, topics=topics, window=window, timeout=timeout)
+
+
+class NewDataTrigger(BaseTrigger):
+    """Fires once the job's source topics hold at least ``min_records`` records past its processed
+    offsets. Event payload: ``{"status": "success", "new_data": {...}}`` or ``{"status": "error",
+    "message": ...}``."""
+
+    def __init__(self, ref: dict[str, Any], min_records: int = 1, poll_interval: float = 30.0) -> None:
+        super().__init__()
+        self.ref = ref
+        self.min_records = min_records
+        self.poll_interval = poll_interval
+
+    def serialize(self) -> tuple[str, dict[str, Any]]:
+        return (
+            f"{type(self).__module__}.{type(self).__qualname__}",
+            {"ref": self.ref, "min_records": self.min_records, "poll_interval": self.poll_interval},
+        )
+
+    async def run(self) -> AsyncIterator[TriggerEvent]:
+        while True:
+            try:
+                found = await asyncio.to_thread(check_new_data, self.ref)
+            except UpsertKafkaOpsError as exc:
+                yield TriggerEvent({"status": "error", "message": f"{type(exc).__name__}: {exc}"})
+                return
+            if found.new_records >= self.min_records:
+                yield TriggerEvent({"status": "success", "new_data": found.to_dict()})
+                return
+            self.log.info(
+                "%d new records for %s (waiting for %d)", found.new_records, found.job, self.min_records
+            )
+            await asyncio.sleep(self.poll_interval)
+
+
+class NewDataEventTrigger(NewDataTrigger, BaseEventTrigger):
+    """:class:`NewDataTrigger` for event-driven scheduling (``AssetWatcher``): a DAG scheduled on the
+    asset runs when new data arrives for the job. It fires again while the job has not processed it
+    (runs of a job are serialized and idempotent, so a repeated run only finds nothing new)."""
+
+
+class LagTrigger(BaseTrigger):
+    """Fires once a lag condition passes for a job (``ref``) or a consumer group (``group``, ``topics``,
+    ``kafka_config_id``), observing every ``poll_interval`` seconds into a Burrow window."""
+
+    def __init__(
+        self,
+        condition: dict[str, Any],
+        ref: dict[str, Any] | None = None,
+        group: str | None = None,
+        topics: list[str] | None = None,
+        kafka_config_id: str | None = None,
+        poll_interval: float = 30.0,
+        window: dict[str, Any] | None = None,
+    ) -> None:
+        super().__init__()
+        self.condition = condition
+        self.ref = ref
+        self.group = group
+        self.topics = topics
+        self.kafka_config_id = kafka_config_id
+        self.poll_interval = poll_interval
+        self.window = window
+
+    def serialize(self) -> tuple[str, dict[str, Any]]:
+        return (
+            f"{type(self).__module__}.{type(self).__qualname__}",
+            {
+                "condition": self.condition,
+                "ref": self.ref,
+                "group": self.group,
+                "topics": self.topics,
+                "kafka_config_id": self.kafka_config_id,
+                "poll_interval": self.poll_interval,
+                "window": self.window,
+            },
+        )
+
+    async def run(self) -> AsyncIterator[TriggerEvent]:
+        window = self.window
+        while True:
+            try:
+                gate = await asyncio.to_thread(
+                    check_lag, self.condition, self.ref, self.group, self.topics, self.kafka_config_id, window
+                )
+            except UpsertKafkaOpsError as exc:
+                yield TriggerEvent({"status": "error", "message": f"{type(exc).__name__}: {exc}"})
+                return
+            window = gate.window
+            if gate.passed:
+                yield TriggerEvent({"status": "success", "lag": gate.to_dict()})
+                return
+            self.log.info("lag condition not met: %s", gate.reason)
+            await asyncio.sleep(self.poll_interval)
