@@ -16,10 +16,10 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from pydantic import BaseModel, TypeAdapter, ValidationError
+from pydantic import BaseModel
 
 from upsert_kafka_ops.errors import SpecError
-from upsert_kafka_ops.jobs.spec import Job, Pipeline
+from upsert_kafka_ops.jobs.spec import BackfillJob, MaterializeJob, Pipeline, PublishJob, TopicToTopicJob
 from upsert_kafka_ops.spec.connection import KafkaConnection
 
 DEFAULT_KAFKA_CONN = "kafka_default"
@@ -60,15 +60,7 @@ class JobRef:
         from upsert_kafka_ops.airflow.hooks import UpsertKafkaHook
 
         if self.job is not None:
-            try:
-                spec = TypeAdapter(Job).validate_python(self.job)
-            except ValidationError as exc:
-                err = exc.errors()[0]
-                original = (err.get("ctx") or {}).get("error")
-                if isinstance(original, SpecError):
-                    raise original from None
-                where = ".".join(str(p) for p in err["loc"])
-                raise SpecError(f"job.{where}" if where else "job", err["msg"]) from None
+            spec = _validate_job(self.job)
             name = spec.name
             if self.job_name is not None and self.job_name != name:
                 raise SpecError("job_name", f"{self.job_name!r} is not the given job's name {name!r}.")
@@ -100,3 +92,24 @@ class JobRef:
                 f"use one of: {', '.join(sorted(pipeline.connections))}.",
             )
         return pipeline.with_connections(replace), name
+
+
+def _connection_names(data: Any) -> set[str]:
+    if isinstance(data, dict):
+        found = {data["connection"]} if isinstance(data.get("connection"), str) else set()
+        return found.union(*(_connection_names(v) for v in data.values()))
+    if isinstance(data, list):
+        return set().union(*(_connection_names(v) for v in data))
+    return set()
+
+
+def _validate_job(data: dict[str, Any]) -> MaterializeJob | BackfillJob | TopicToTopicJob | PublishJob:
+    """A job given as a dict, validated as the only job of a pipeline: errors name ``job.<path>``."""
+    placeholders = {n: {"bootstrap_servers": "unresolved:9092"} for n in _connection_names(data)}
+    try:
+        return Pipeline.model_validate({"connections": placeholders, "jobs": [data]}).jobs[0]
+    except SpecError as exc:
+        if exc.field.startswith("jobs.0"):
+            exc.field = "job" + exc.field[len("jobs.0") :]
+            exc.args = (str(exc.args[0]).replace("jobs.0", "job", 1),)
+        raise

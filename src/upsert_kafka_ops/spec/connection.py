@@ -390,6 +390,7 @@ class KafkaConnection(SpecModel):
             "sasl_mechanism": str(mechanism).upper() if mechanism else None,
             "username": take("sasl.username"),
             "password": secret("sasl.password", "sasl.oauthbearer.client.secret"),
+            "sasl_jaas_config": secret("sasl.jaas.config"),  # a Java client key some connections carry
             "ssl_truststore_location": ssl_ca,
             "ssl_certificate_location": take("ssl.certificate.location"),
             "ssl_key_location": take("ssl.key.location"),

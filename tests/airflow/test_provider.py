@@ -1,0 +1,184 @@
+"""The provider as Airflow sees it: registration, DAG imports, templates, secrets masking, errors of a
+failing job, and the pyspark the airflow extra leaves installed."""
+
+from __future__ import annotations
+
+import json
+import os
+from importlib.metadata import PackageNotFoundError, distribution
+from pathlib import Path
+from typing import Any
+
+import pytest
+from airflow.sdk.exceptions import AirflowException, AirflowFailException
+
+from upsert_kafka_ops.airflow.hooks import SparkRuntimeHook, UpsertKafkaHook
+from upsert_kafka_ops.airflow.operators import (
+    UpsertKafkaBackfillOperator,
+    UpsertKafkaJobOperator,
+    UpsertKafkaMaterializeOperator,
+)
+from upsert_kafka_ops.local import LocalKafka
+from upsert_kafka_ops.runtime.execute import LocalRuntime
+from upsert_kafka_ops.runtime.submit import SparkSubmitRuntime
+
+from .conftest import PASSWORD, ROOT
+
+DEMO = ROOT / "pipelines" / "demo.yaml"
+
+
+def test_provider_is_discovered_under_its_distribution_name() -> None:
+    from airflow.providers_manager import ProvidersManager
+
+    pm = ProvidersManager()
+    pm.initialize_providers_hooks()
+    assert "upsert-kafka-ops" in pm.providers
+    info = pm.providers["upsert-kafka-ops"]
+    assert info.version == distribution("upsert-kafka-ops").version
+    hook = pm.hooks["upsert_kafka_spark"]
+    assert hook is not None and hook.hook_class_name == "upsert_kafka_ops.airflow.hooks.SparkRuntimeHook"
+    types = {ct["connection-type"] for ct in info.data["connection-types"]}
+    assert types == {"upsert_kafka_spark"}  # Airflow's own `kafka` type is reused, not registered again
+
+
+def test_every_example_dag_imports_cleanly() -> None:
+    from airflow.dag_processing.dagbag import DagBag
+
+    bag = DagBag(dag_folder=ROOT / "dags")
+    assert bag.import_errors == {}
+    assert set(bag.dag_ids) == {"users_to_delta", "pageviews_per_region", "upsert_kafka_backfill", "upsert_kafka_demo"}
+    for dag_id in ("users_to_delta", "pageviews_per_region", "upsert_kafka_demo"):
+        assert bag.dags[dag_id].max_active_runs == 1, dag_id
+    gated = bag.dags["users_to_delta"]
+    assert gated.get_task("users_to_delta").upstream_task_ids == {"new_users"}
+    factory = bag.dags["upsert_kafka_demo"]  # one task per job, ordered by topics and tables
+    assert {t.task_id: t.upstream_task_ids for t in factory.tasks} == {
+        "publish-users": set(),
+        "users-to-delta": {"publish-users"},
+        "pageviews-per-region": {"publish-users"},
+        "pageviews-per-page": set(),
+    }
+
+
+def test_backfill_fields_render_from_params() -> None:
+    op = UpsertKafkaBackfillOperator(
+        task_id="b", pipeline_file=str(DEMO), job_name="{{ params.job }}", until="{{ params.end }}",
+        rewind="{{ params.rewind }}", kafka_config_ids={"local": "{{ params.conn }}"},
+    )  # fmt: skip
+    params = {"job": "users-to-delta", "end": "2026-11-22T10:00:00Z", "rewind": True, "conn": "kafka_default"}
+    op.render_template_fields(context={"params": params})  # type: ignore[arg-type]
+    assert (op.job_name, op.until, op.rewind, op.kafka_config_ids) == (
+        "users-to-delta", "2026-11-22T10:00:00Z", "True", {"local": "kafka_default"},
+    )  # fmt: skip
+    from upsert_kafka_ops.jobs import Pipeline
+
+    job = op.prepare(Pipeline.load(DEMO), "users-to-delta").job("users-to-delta")
+    assert job.kind == "backfill" and job.until == {"timestamp_ms": 1_795_341_600_000} and job.rewind is True  # type: ignore[union-attr]
+
+
+def test_hook_builds_the_connection_and_masks_every_secret(monkeypatch: pytest.MonkeyPatch) -> None:
+    from airflow.sdk._shared.secrets_masker import redact
+
+    jaas = 'org.apache.kafka.common.security.scram.ScramLoginModule required username="u" password="jaas-pass-42";'
+    extra = {"bootstrap.servers": "b1:9092,b2:9092", "security.protocol": "SASL_SSL", "sasl.mechanism": "SCRAM-SHA-512",
+             "sasl.username": "u", "sasl.password": "extra-pass-42", "sasl.jaas.config": jaas}  # fmt: skip
+    monkeypatch.setenv("AIRFLOW_CONN_SECURED", json.dumps({"conn_type": "kafka", "extra": extra}))
+    conn = UpsertKafkaHook("secured").get_kafka_connection()
+    assert (conn.bootstrap_servers, conn.security_protocol, conn.sasl_mechanism, conn.username) == (
+        "b1:9092,b2:9092", "SASL_SSL", "SCRAM-SHA-512", "u",
+    )  # fmt: skip
+    assert conn.password is not None and conn.password.resolve() == "extra-pass-42"
+    assert conn.sasl_jaas_config is not None and conn.sasl_jaas_config.resolve() == jaas
+    assert "extra-pass-42" not in repr(conn) and "extra-pass-42" not in str(conn.model_dump())
+    line = f"sasl.password=extra-pass-42 jaas={jaas} key=-----BEGIN KEY-----abc pw=jaas-pass-42"
+    masked = str(redact(line))
+    for secret in ("extra-pass-42", "jaas-pass-42"):
+        assert secret not in masked, masked
+    # an inline key is refused (the core wants a file), and it was masked before the error was raised
+    pem = {**extra, "ssl.key.pem": "-----BEGIN KEY-----abc"}
+    monkeypatch.setenv("AIRFLOW_CONN_PEM", json.dumps({"conn_type": "kafka", "extra": pem}))
+    from upsert_kafka_ops.errors import SpecError
+
+    with pytest.raises(SpecError, match="ssl_key_location"):
+        UpsertKafkaHook("pem").get_kafka_connection()
+    assert "-----BEGIN KEY-----abc" not in str(redact("key -----BEGIN KEY-----abc"))
+
+
+def test_a_connection_without_servers_fails_naming_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    from upsert_kafka_ops.errors import SpecError
+
+    monkeypatch.setenv("AIRFLOW_CONN_EMPTY", json.dumps({"conn_type": "kafka", "extra": {"group.id": "g"}}))
+    with pytest.raises(SpecError) as exc:
+        UpsertKafkaHook("empty").get_kafka_connection()
+    assert "Airflow connection 'empty'" in exc.value.field and "bootstrap.servers" in exc.value.field
+
+
+def test_runtime_connection_selects_local_or_spark_submit(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AIRFLOW_CONN_SPARK_LOCAL", json.dumps({"conn_type": "upsert_kafka_spark", "host": "local[2]"}))
+    monkeypatch.setenv("AIRFLOW_CONN_SPARK_CLUSTER", json.dumps(
+        {"conn_type": "upsert_kafka_spark", "host": "spark://m", "port": 7077,
+         "extra": {"conf": {"spark.executor.memory": "2g"}, "timeout_s": 600}}))  # fmt: skip
+    local = SparkRuntimeHook("spark_local").get_runtime()
+    assert isinstance(local, LocalRuntime) and local.master == "local[2]"
+    cluster = SparkRuntimeHook("spark_cluster").get_runtime()
+    assert isinstance(cluster, SparkSubmitRuntime)
+    assert (cluster.master, cluster.conf, cluster.timeout_s) == ("spark://m:7077", {"spark.executor.memory": "2g"}, 600)
+    op = UpsertKafkaJobOperator(task_id="t", pipeline_file=str(DEMO), spark_config_id="spark_cluster",
+                                spark_conf={"spark.executor.cores": "2"})  # fmt: skip
+    merged = op.runtime()
+    assert merged.conf == {"spark.executor.memory": "2g", "spark.executor.cores": "2"}
+    monkeypatch.setenv("AIRFLOW_CONN_SPARK_BAD", json.dumps({"conn_type": "upsert_kafka_spark", "host": "yarn",
+                                                            "extra": {"deploy_mode": "cluster"}}))  # fmt: skip
+    from upsert_kafka_ops.errors import SpecError
+
+    with pytest.raises(SpecError) as exc:
+        SparkRuntimeHook("spark_bad").get_runtime()
+    assert exc.value.field == "Airflow connection 'spark_bad': extra.result_uri"
+
+
+def test_a_bad_spec_fails_the_task_with_the_field_and_no_retry(kafka_default: dict[str, str]) -> None:
+    job = {"name": "bad", "kind": "materialize", "source": {"connection": "main", "table": {"ddl": "CREATE TABLE x"}},
+           "target": {"kind": "delta", "path": "/tmp/x"}}  # fmt: skip
+    with pytest.raises(AirflowFailException) as exc:
+        UpsertKafkaJobOperator(task_id="t", job=job).execute(context={})  # type: ignore[arg-type]
+    assert "DdlError: ddl: a CREATE TABLE without a WITH clause is not supported (line 1" in str(exc.value)
+    assert exc.value.__cause__ is None and exc.value.__suppress_context__  # the core's message, no chain
+    with pytest.raises(AirflowFailException, match="is a materialize job; UpsertKafkaTopicToTopicOperator"):
+        from upsert_kafka_ops.airflow.operators import UpsertKafkaTopicToTopicOperator
+
+        UpsertKafkaTopicToTopicOperator(task_id="t", pipeline_file=str(DEMO), job_name="users-to-delta",
+                                        kafka_config_id="kafka_default").execute(context={})  # type: ignore[arg-type]
+
+
+def test_a_broker_that_is_down_fails_the_task_naming_the_servers(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from upsert_kafka_ops.local.kafka import free_port
+
+    down = f"127.0.0.1:{free_port()}"
+    monkeypatch.setenv("AIRFLOW_CONN_DOWN", json.dumps({"conn_type": "kafka", "extra": {"bootstrap.servers": down}}))
+    monkeypatch.setenv("UKO_DEMO_DIR", str(tmp_path))
+    op = UpsertKafkaMaterializeOperator(task_id="t", pipeline_file=str(DEMO), job_name="users-to-delta",
+                                        kafka_config_id="down", lock_timeout=5)  # fmt: skip
+    from upsert_kafka_ops.airflow.sensors import NewDataSensor
+
+    sensor = NewDataSensor(task_id="s", pipeline_file=str(DEMO), job_name="users-to-delta", kafka_config_id="down")
+    with pytest.raises(AirflowException) as exc:
+        sensor.poke(context={})  # type: ignore[arg-type]
+    assert down in str(exc.value) and "Traceback" not in str(exc.value)
+    assert not isinstance(exc.value, AirflowFailException)  # a broker can come back: retries apply
+    del op
+
+
+def test_the_airflow_extra_keeps_the_full_pyspark_with_its_jars() -> None:
+    import pyspark
+
+    with pytest.raises(PackageNotFoundError):
+        distribution("pyspark-client")  # apache-airflow-providers-apache-spark would bring it
+    jars = Path(pyspark.__file__).parent / "jars"
+    assert any(p.name.startswith("spark-core_2.13-") for p in jars.iterdir())
+    assert distribution("pyspark").version == pyspark.__version__
+
+
+def _unused(*_: Any) -> None:  # keep imports used by type checkers only
+    del os, LocalKafka, PASSWORD
