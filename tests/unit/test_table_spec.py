@@ -967,3 +967,18 @@ def test_kafka_table_bad_value_fields_include_names_the_option() -> None:
         KafkaTable.from_options(
             {"topic": "t", "format": "json", "value.fields-include": "NONE"}, KAFKA_COLUMNS
         )
+
+
+def test_primary_key_columns_are_not_null_as_in_flink() -> None:
+    """Flink's CREATE TABLE makes PRIMARY KEY columns NOT NULL; it shows in the Avro schema of a value
+    that includes the key (a bare long, not a union with null)."""
+    from upsert_kafka_ops.formats.avro_codec import avro_schema
+
+    t = UpsertKafkaTable.from_flink_ddl(
+        "CREATE TABLE users (user_id BIGINT, user_name STRING, PRIMARY KEY (user_id) NOT ENFORCED) WITH ("
+        "'connector' = 'upsert-kafka', 'topic' = 'users', 'key.format' = 'csv', 'value.format' = 'avro')"
+    )
+    assert [(c.name, c.type) for c in t.columns] == [("user_id", "BIGINT NOT NULL"), ("user_name", "STRING")]
+    schema = avro_schema([(c.name, c.sql_type) for c in t.value_columns])
+    assert [f["type"] for f in schema["fields"]] == ["long", ["null", "string"]]
+    assert UpsertKafkaTable.from_flink_ddl(t.to_flink_ddl()) == t  # stable through a round trip

@@ -290,6 +290,31 @@ class UpsertKafkaTable(_KafkaTableBase):
             )
         return value
 
+    @model_validator(mode="before")
+    @classmethod
+    def _key_columns_not_null(cls, data: Any) -> Any:
+        """PRIMARY KEY columns are NOT NULL, as Flink's CREATE TABLE makes them (this shows in the
+        Avro schema of the key and of a value that includes the key: a bare type, not a union)."""
+        if not isinstance(data, dict) or not isinstance(data.get("primary_key"), list):
+            return data
+        keys = set(data["primary_key"])
+        columns = []
+        for c in data.get("columns") or []:
+            fields = c.model_dump() if isinstance(c, Column) else c if isinstance(c, dict) else {}
+            ctype = fields.get("type")
+            if fields.get("name") in keys and fields.get("metadata") is None and isinstance(ctype, str):
+                try:
+                    strict = parse_type(ctype).with_nullable(False).to_flink()
+                except SpecError:
+                    strict = ctype  # the column's own validation names the problem
+                c = (
+                    c.model_copy(update={"type": strict})
+                    if isinstance(c, Column)
+                    else {**fields, "type": strict}
+                )
+            columns.append(c)
+        return {**data, "columns": columns} if "columns" in data else data
+
     @model_validator(mode="after")
     def _check_upsert(self) -> UpsertKafkaTable:
         if not self.primary_key:
