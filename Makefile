@@ -43,8 +43,10 @@ lint: install
 unit: install
 	@$(TIMED) "unit tests" $(BIN)/pytest tests/unit
 
+# One pytest process per orchestrator: each configures its framework (Airflow home, DB) on import.
 integration: jars
 	@$(TIMED) "integration tests" $(BIN)/pytest tests/integration --durations=10
+	@$(TIMED) "airflow tests" $(BIN)/pytest tests/airflow --durations=5
 
 test: jars lint unit integration
 

@@ -53,10 +53,10 @@ def airflow_db(airflow_home: Path) -> Path:
     return airflow_home / "airflow.db"
 
 
-def sasl_extra(kafka: LocalKafka) -> dict[str, str]:
+def sasl_extra(broker: LocalKafka) -> dict[str, str]:
     """A kafka connection's extra (librdkafka keys) for the broker's SCRAM listener."""
     return {
-        "bootstrap.servers": kafka.sasl_bootstrap_servers,
+        "bootstrap.servers": broker.sasl_bootstrap_servers,
         "security.protocol": "SASL_PLAINTEXT",
         "sasl.mechanism": "SCRAM-SHA-256",
         "sasl.username": "alice",
@@ -65,7 +65,7 @@ def sasl_extra(kafka: LocalKafka) -> dict[str, str]:
 
 
 @pytest.fixture(scope="session")
-def kafka_default(kafka: LocalKafka) -> Iterator[dict[str, str]]:
+def kafka_default(kafka: LocalKafka) -> Iterator[dict[str, str]]:  # noqa: F811
     """``kafka_default`` as an Airflow connection from the environment: SASL with a password."""
     extra = sasl_extra(kafka)
     os.environ["AIRFLOW_CONN_KAFKA_DEFAULT"] = json.dumps({"conn_type": "kafka", "extra": extra})

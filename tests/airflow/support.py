@@ -42,7 +42,9 @@ def avro_decode(schema: Any, buf: bytes, i: int = 0) -> tuple[Any, int]:
     raise AssertionError(f"the test decoder does not read {schema!r}")
 
 
-def users_oracle(servers: str, value_schema: dict[str, Any], topic: str = "users") -> dict[int, tuple[str, str]]:
+def users_oracle(
+    servers: str, value_schema: dict[str, Any], topic: str = "users"
+) -> dict[int, tuple[str, str]]:
     """user_id -> (user_name, region): the latest live value per key, folded in plain Python."""
 
     def value(b: bytes) -> Any:

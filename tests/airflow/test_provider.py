@@ -4,10 +4,8 @@ failing job, and the pyspark the airflow extra leaves installed."""
 from __future__ import annotations
 
 import json
-import os
 from importlib.metadata import PackageNotFoundError, distribution
 from pathlib import Path
-from typing import Any
 
 import pytest
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
@@ -18,11 +16,10 @@ from upsert_kafka_ops.airflow.operators import (
     UpsertKafkaJobOperator,
     UpsertKafkaMaterializeOperator,
 )
-from upsert_kafka_ops.local import LocalKafka
 from upsert_kafka_ops.runtime.execute import LocalRuntime
 from upsert_kafka_ops.runtime.submit import SparkSubmitRuntime
 
-from .conftest import PASSWORD, ROOT
+from .conftest import ROOT
 
 DEMO = ROOT / "pipelines" / "demo.yaml"
 
@@ -46,7 +43,12 @@ def test_every_example_dag_imports_cleanly() -> None:
 
     bag = DagBag(dag_folder=ROOT / "dags")
     assert bag.import_errors == {}
-    assert set(bag.dag_ids) == {"users_to_delta", "pageviews_per_region", "upsert_kafka_backfill", "upsert_kafka_demo"}
+    assert set(bag.dag_ids) == {
+        "users_to_delta",
+        "pageviews_per_region",
+        "upsert_kafka_backfill",
+        "upsert_kafka_demo",
+    }
     for dag_id in ("users_to_delta", "pageviews_per_region", "upsert_kafka_demo"):
         assert bag.dags[dag_id].max_active_runs == 1, dag_id
     gated = bag.dags["users_to_delta"]
@@ -114,7 +116,9 @@ def test_a_connection_without_servers_fails_naming_it(monkeypatch: pytest.Monkey
 
 
 def test_runtime_connection_selects_local_or_spark_submit(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("AIRFLOW_CONN_SPARK_LOCAL", json.dumps({"conn_type": "upsert_kafka_spark", "host": "local[2]"}))
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_SPARK_LOCAL", json.dumps({"conn_type": "upsert_kafka_spark", "host": "local[2]"})
+    )
     monkeypatch.setenv("AIRFLOW_CONN_SPARK_CLUSTER", json.dumps(
         {"conn_type": "upsert_kafka_spark", "host": "spark://m", "port": 7077,
          "extra": {"conf": {"spark.executor.memory": "2g"}, "timeout_s": 600}}))  # fmt: skip
@@ -122,7 +126,11 @@ def test_runtime_connection_selects_local_or_spark_submit(monkeypatch: pytest.Mo
     assert isinstance(local, LocalRuntime) and local.master == "local[2]"
     cluster = SparkRuntimeHook("spark_cluster").get_runtime()
     assert isinstance(cluster, SparkSubmitRuntime)
-    assert (cluster.master, cluster.conf, cluster.timeout_s) == ("spark://m:7077", {"spark.executor.memory": "2g"}, 600)
+    assert (cluster.master, cluster.conf, cluster.timeout_s) == (
+        "spark://m:7077",
+        {"spark.executor.memory": "2g"},
+        600,
+    )
     op = UpsertKafkaJobOperator(task_id="t", pipeline_file=str(DEMO), spark_config_id="spark_cluster",
                                 spark_conf={"spark.executor.cores": "2"})  # fmt: skip
     merged = op.runtime()
@@ -146,8 +154,9 @@ def test_a_bad_spec_fails_the_task_with_the_field_and_no_retry(kafka_default: di
     with pytest.raises(AirflowFailException, match="is a materialize job; UpsertKafkaTopicToTopicOperator"):
         from upsert_kafka_ops.airflow.operators import UpsertKafkaTopicToTopicOperator
 
-        UpsertKafkaTopicToTopicOperator(task_id="t", pipeline_file=str(DEMO), job_name="users-to-delta",
-                                        kafka_config_id="kafka_default").execute(context={})  # type: ignore[arg-type]
+        UpsertKafkaTopicToTopicOperator(
+            task_id="t", pipeline_file=str(DEMO), job_name="users-to-delta", kafka_config_id="kafka_default"
+        ).execute(context={})  # type: ignore[arg-type]
 
 
 def test_a_broker_that_is_down_fails_the_task_naming_the_servers(
@@ -156,13 +165,17 @@ def test_a_broker_that_is_down_fails_the_task_naming_the_servers(
     from upsert_kafka_ops.local.kafka import free_port
 
     down = f"127.0.0.1:{free_port()}"
-    monkeypatch.setenv("AIRFLOW_CONN_DOWN", json.dumps({"conn_type": "kafka", "extra": {"bootstrap.servers": down}}))
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_DOWN", json.dumps({"conn_type": "kafka", "extra": {"bootstrap.servers": down}})
+    )
     monkeypatch.setenv("UKO_DEMO_DIR", str(tmp_path))
     op = UpsertKafkaMaterializeOperator(task_id="t", pipeline_file=str(DEMO), job_name="users-to-delta",
                                         kafka_config_id="down", lock_timeout=5)  # fmt: skip
     from upsert_kafka_ops.airflow.sensors import NewDataSensor
 
-    sensor = NewDataSensor(task_id="s", pipeline_file=str(DEMO), job_name="users-to-delta", kafka_config_id="down")
+    sensor = NewDataSensor(
+        task_id="s", pipeline_file=str(DEMO), job_name="users-to-delta", kafka_config_id="down"
+    )
     with pytest.raises(AirflowException) as exc:
         sensor.poke(context={})  # type: ignore[arg-type]
     assert down in str(exc.value) and "Traceback" not in str(exc.value)
@@ -178,7 +191,3 @@ def test_the_airflow_extra_keeps_the_full_pyspark_with_its_jars() -> None:
     jars = Path(pyspark.__file__).parent / "jars"
     assert any(p.name.startswith("spark-core_2.13-") for p in jars.iterdir())
     assert distribution("pyspark").version == pyspark.__version__
-
-
-def _unused(*_: Any) -> None:  # keep imports used by type checkers only
-    del os, LocalKafka, PASSWORD

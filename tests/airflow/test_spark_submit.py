@@ -1,0 +1,80 @@
+"""The operator on the spark-submit runtime (chosen by an ``upsert_kafka_spark`` connection): the
+Airflow connection's SASL password reaches the driver through its environment only, ``on_kill``
+stops a running job, and the rerun completes with the table equal to the oracle."""
+
+from __future__ import annotations
+
+import json
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from airflow.sdk.exceptions import AirflowException
+from tests.integration.jobs_support import oracle_table, produce, random_changes, rows_as_table, source
+
+from upsert_kafka_ops.airflow.operators import UpsertKafkaMaterializeOperator
+from upsert_kafka_ops.local import LocalKafka
+
+from .conftest import PASSWORD
+
+
+def test_on_kill_stops_spark_submit_and_the_rerun_completes(
+    kafka: LocalKafka, kafka_default: dict[str, str], new_topic: Callable[..., str], spark: Any,
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    import random
+
+    topic = new_topic(partitions=2, config={"cleanup.policy": "compact"})
+    produce(kafka.bootstrap_servers, topic, random_changes(random.Random(7), 300, 40))
+    monkeypatch.setenv("AIRFLOW_CONN_SUBMIT_LOCAL", json.dumps(
+        {"conn_type": "upsert_kafka_spark", "host": "local[1]",
+         "extra": {"runtime": "spark-submit", "timeout_s": 600}}))  # fmt: skip
+    job = {"name": "killable", "kind": "materialize", "source": source(topic, ""),
+           "target": {"kind": "delta", "path": str(tmp_path / "users")}}  # fmt: skip
+    flag = tmp_path / "go"
+    monkeypatch.setenv("UKO_FAULT_POINT", f"pause:after-read:{flag}")
+
+    def operator(task_id: str) -> UpsertKafkaMaterializeOperator:
+        return UpsertKafkaMaterializeOperator(task_id=task_id, job=job, kafka_config_ids={"main": "kafka_default"},
+                                              spark_config_id="submit_local")  # fmt: skip
+
+    op = operator("kill_me")
+    outcome: dict[str, BaseException | dict[str, Any]] = {}
+
+    def run() -> None:
+        try:
+            outcome["result"] = op.execute(context={})  # type: ignore[arg-type]
+        except BaseException as exc:
+            outcome["error"] = exc
+
+    worker = threading.Thread(target=run)
+    worker.start()
+    deadline = time.monotonic() + 300
+    while not Path(f"{flag}.reached").exists():
+        assert worker.is_alive(), f"the job ended before the pause point: {outcome}"
+        assert time.monotonic() < deadline, "the driver never reached the pause point"
+        time.sleep(0.5)
+    # the job file the driver read references the password; its value went through the environment
+    job_files = sorted(
+        Path(tempfile.gettempdir()).glob("uko-kill_me-*/job.json"), key=lambda p: p.stat().st_mtime
+    )
+    text = job_files[-1].read_text()
+    assert PASSWORD not in text and "UKO_SECRET_MAIN_PASSWORD" in text
+    op.on_kill()
+    worker.join(timeout=60)
+    assert not worker.is_alive(), "on_kill did not stop the run"
+    error = outcome.get("error")
+    assert isinstance(error, AirflowException) and "stopped on request" in str(error), outcome
+    assert PASSWORD not in str(error)
+    assert not (tmp_path / "users" / "_delta_log").exists()  # killed before the commit: nothing written
+
+    monkeypatch.delenv("UKO_FAULT_POINT")
+    result = operator("rerun").execute(context={})  # type: ignore[arg-type]
+    assert result["status"] == "succeeded" and result["records_read"] == 300
+    assert PASSWORD not in json.dumps(result)
+    table = spark.read.format("delta").load(str(tmp_path / "users")).select("id", "name", "region", "score")
+    assert rows_as_table(table.collect()) == oracle_table(kafka.bootstrap_servers, topic)
