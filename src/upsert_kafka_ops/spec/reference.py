@@ -67,12 +67,14 @@ def render() -> str:
     ]
     # the job specs live a layer above; the reference covers them too (imported here, for docs only)
     from upsert_kafka_ops.jobs import spec as jobs
+    from upsert_kafka_ops.jobs.gates import LagCondition
+    from upsert_kafka_ops.runtime.execute import LocalRuntime
     from upsert_kafka_ops.runtime.submit import SparkSubmitRuntime
 
     job_models: list[type[BaseModel]] = [
         jobs.Pipeline, jobs.MaterializeJob, jobs.BackfillJob, jobs.TopicToTopicJob, jobs.PublishJob,
         jobs.UpsertSource, jobs.AppendSource, jobs.TopicSink, jobs.DeltaTarget, jobs.PostgresTarget,
-        jobs.ParquetTarget, jobs.DeltaFeedSource, jobs.QuerySource, SparkSubmitRuntime,
+        jobs.ParquetTarget, jobs.DeltaFeedSource, jobs.QuerySource, LocalRuntime, SparkSubmitRuntime, LagCondition,
     ]  # fmt: skip
     for model in MODELS + job_models:
         out += ["", f"## {model.__name__}", "", (model.__doc__ or "").strip().splitlines()[0], ""]
