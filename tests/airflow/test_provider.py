@@ -191,3 +191,21 @@ def test_the_airflow_extra_keeps_the_full_pyspark_with_its_jars() -> None:
     jars = Path(pyspark.__file__).parent / "jars"
     assert any(p.name.startswith("spark-core_2.13-") for p in jars.iterdir())
     assert distribution("pyspark").version == pyspark.__version__
+
+
+def test_openlineage_datasets_name_the_topic_and_the_table(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_LINEAGE",
+        json.dumps({"conn_type": "kafka", "extra": {"bootstrap.servers": "b1:9092,b2:9092"}}),
+    )
+    monkeypatch.setenv("UKO_DEMO_DIR", str(tmp_path))
+    op = UpsertKafkaMaterializeOperator(task_id="t", pipeline_file=str(DEMO), job_name="users-to-delta",
+                                        kafka_config_ids={"local": "lineage"})  # fmt: skip
+    inputs, outputs = op.lineage_datasets()
+    assert [(d.namespace, d.name) for d in inputs] == [("kafka://b1:9092", "users")]
+    assert [d.name for d in outputs] == [str(tmp_path / "warehouse" / "users")]
+    back = UpsertKafkaBackfillOperator(task_id="b", pipeline_file=str(DEMO), job_name="users-to-delta",
+                                       kafka_config_ids={"local": "lineage"})  # fmt: skip
+    assert back.lineage_datasets() == (inputs, outputs)  # a backfill reads and writes the same datasets
