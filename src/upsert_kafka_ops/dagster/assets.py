@@ -1,0 +1,301 @@
+"""The asset factory: one multi-asset per pipeline job, its outputs as assets, its inputs as deps.
+
+A materialization calls :func:`upsert_kafka_ops.runtime.execute_job` (the same core as the CLI and
+the Airflow operators) and reports the run's numbers as ``MaterializeResult`` metadata. This module
+does not use ``from __future__ import annotations``: Dagster reads the asset function's ``config``
+annotation at definition time.
+"""
+
+import contextlib
+import json
+import re
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from pydantic import Field
+
+import dagster as dg
+from upsert_kafka_ops.dagster._plan import (
+    JobPlan,
+    check_kafka_resources,
+    load_pipeline,
+    plan,
+    resolve_connections,
+)
+from upsert_kafka_ops.dagster.resources import SparkRuntimeResource
+from upsert_kafka_ops.dagster.translator import DagsterUpsertKafkaTranslator
+from upsert_kafka_ops.errors import SpecError, UpsertKafkaOpsError
+from upsert_kafka_ops.jobs.spec import (
+    BackfillJob,
+    DeltaTarget,
+    MaterializeJob,
+    Pipeline,
+    PublishJob,
+    as_backfill,
+)
+
+KEYS_CHECK = "keys_in_single_partition"
+ROW_COUNT_CHECK = "row_count_matches_live_keys"
+PREVIEW_ROWS = 5
+
+
+class UpsertKafkaRunConfig(dg.Config):
+    """Run configuration of an upsert-kafka asset (``ops: {<op>: {config: {...}}}``)."""
+
+    mode: str | None = Field(
+        default=None,
+        description="incremental, or full: rebuild the target from the earliest offset (materialize jobs).",
+    )
+    until: str | None = Field(
+        default=None,
+        description="Backfill: read earliest -> this end and rebuild the target. latest, epoch ms, an "
+        "ISO-8601 time or offsets JSON.",
+    )
+    rewind: bool = Field(default=False, description="Backfill: allow an end older than the target's offsets.")
+
+
+def op_name(job: str) -> str:
+    return "upsert_kafka_" + re.sub(r"\W", "_", job)
+
+
+def pool_name(job: str) -> str:
+    """The Dagster concurrency pool of a job's runs (set its limit to 1: ``dagster instance
+    concurrency set upsert_kafka/<job> 1``); the core also locks the target."""
+    return f"upsert_kafka/{job}"
+
+
+def upsert_kafka_assets(
+    *,
+    pipeline_file: str | Path | None = None,
+    pipeline: Pipeline | None = None,
+    jobs: Sequence[str] | None = None,
+    translator: DagsterUpsertKafkaTranslator | None = None,
+    kafka_resources: Mapping[str, str] | None = None,
+    spark_runtime: str | None = None,
+    row_count_check: bool = True,
+) -> list[dg.AssetsDefinition | dg.AssetSpec]:
+    """Assets for the jobs of a pipeline (all, or ``jobs``).
+
+    :param kafka_resources: pipeline connection name -> resource key of an
+        :class:`~upsert_kafka_ops.dagster.UpsertKafkaResource`; connections not named keep the file's
+        own definition.
+    :param spark_runtime: resource key of a :class:`~upsert_kafka_ops.dagster.SparkRuntimeResource`
+        (default: the local runtime, i.e. the run's process).
+    :param row_count_check: add the blocking ``row_count_matches_live_keys`` check to Delta
+        targets (it re-folds the topic up to the run's end offsets: one more full read).
+    :returns: one multi-asset per job (its outputs: a warehouse table or a sink topic) and an
+        external ``AssetSpec`` for each input nobody in the pipeline writes.
+    """
+    pipe = load_pipeline(pipeline_file, pipeline)
+    tr = translator or DagsterUpsertKafkaTranslator()
+    kres = dict(kafka_resources or {})
+    check_kafka_resources(pipe, kres)
+    out: list[dg.AssetsDefinition | dg.AssetSpec] = []
+    external: dict[dg.AssetKey, dg.AssetSpec] = {}
+    for p in plan(pipe, jobs, tr):
+        for ds in p.external:
+            spec = tr.get_asset_spec(ds)
+            external.setdefault(spec.key, spec)
+        out.append(_job_asset(pipe, p, tr, kres, spark_runtime, row_count_check))
+    return [*external.values(), *out]
+
+
+def _checks_for(spec: Any, row_count_check: bool) -> list[str]:
+    names = []
+    if isinstance(spec, MaterializeJob | BackfillJob):
+        names.append(KEYS_CHECK)
+        if row_count_check and isinstance(spec.target, DeltaTarget):
+            names.append(ROW_COUNT_CHECK)
+    return names
+
+
+def _job_asset(
+    pipe: Pipeline,
+    p: JobPlan,
+    tr: DagsterUpsertKafkaTranslator,
+    kres: Mapping[str, str],
+    spark_runtime: str | None,
+    row_count_check: bool,
+) -> dg.AssetsDefinition:
+    spec = pipe.job(p.job)
+    specs = [tr.get_asset_spec(o, deps=p.deps) for o in p.outputs]
+    check_names = _checks_for(spec, row_count_check)
+    descriptions = {
+        KEYS_CHECK: "Every key read by the run was in a single partition (upsert-kafka's ordering "
+        "guarantee holds only within a partition).",
+        ROW_COUNT_CHECK: "The Delta target's row count equals the live keys of the topic up to the run's "
+        "end offsets.",
+    }
+    check_specs = [
+        dg.AssetCheckSpec(name, asset=k, blocking=True, description=descriptions[name])
+        for k in p.output_keys
+        for name in check_names
+    ]
+    required = set(kres.values()) | ({spark_runtime} if spark_runtime else set())
+    job = p.job
+
+    @dg.multi_asset(
+        name=op_name(job),
+        specs=specs,
+        check_specs=check_specs,
+        pool=pool_name(job),
+        backfill_policy=dg.BackfillPolicy.single_run(),
+        required_resource_keys=required,
+        op_tags={"upsert_kafka/job": job},
+    )
+    def _asset(
+        context: dg.AssetExecutionContext, config: UpsertKafkaRunConfig
+    ) -> Iterator[dg.MaterializeResult[Any]]:
+        live = resolve_connections(pipe, kres, context.resources)
+        runtime = None
+        if spark_runtime:
+            res = getattr(context.resources, spark_runtime)
+            if not isinstance(res, SparkRuntimeResource):
+                raise SpecError("spark_runtime", f"resource {spark_runtime!r} is not a SparkRuntimeResource.")
+            runtime = res.runtime_spec()
+        result = run(context, live, job, config, runtime)
+        yield from results_for(context, live, job, p.output_keys, result, check_names)
+
+    return _asset
+
+
+def _mode(value: str | None) -> Any:
+    if value not in (None, "incremental", "full"):
+        raise SpecError("mode", f"{value!r} is not a mode.", "use incremental or full.")
+    return value
+
+
+def run(
+    context: dg.AssetExecutionContext, pipe: Pipeline, job: str, config: UpsertKafkaRunConfig, runtime: Any
+) -> dict[str, Any]:
+    """Run the job (a bounded backfill when ``config.until`` is set); the run result as a dict."""
+    from upsert_kafka_ops.runtime import RunHandle, execute_job
+
+    mode = _mode(config.mode)
+    target = pipe
+    if config.until is not None:
+        if mode is not None:
+            raise SpecError(
+                "until", "a backfill always rebuilds: mode does not apply.", "give until or mode."
+            )
+        backfill = as_backfill(pipe.job(job), config.until, config.rewind)
+        jobs = [backfill if j.name == job else j for j in pipe.jobs]
+        target = Pipeline(connections=pipe.connections, jobs=jobs)
+    context.log.info(
+        f"upsert-kafka job {job!r}: running ({mode or 'backfill' if config.until else 'default mode'})"
+    )
+    result = execute_job(target, job, mode=mode, runtime=runtime, handle=RunHandle()).to_dict()
+    context.log.info(
+        f"upsert-kafka job {job!r}: {result['records_read']} records read, {result['rows_upserted']} rows "
+        f"upserted, {result['rows_deleted']} deleted, {result['records_written']} records written "
+        f"({result['mode']}, {result['execution']}, {result['duration_s']:.1f}s)"
+    )
+    return result
+
+
+@contextlib.contextmanager
+def local_spark() -> Iterator[Any]:
+    """The active SparkSession, else a local one built now and stopped after."""
+    from upsert_kafka_ops.runtime.session import build_spark_session, existing_session
+
+    spark = existing_session()
+    if spark is not None:
+        yield spark
+        return
+    own = build_spark_session("local[1]", app_name="upsert-kafka-ops:dagster-metadata")
+    try:
+        yield own
+    finally:
+        own.stop()
+
+
+def _cell(v: Any) -> Any:
+    return v if v is None or isinstance(v, bool | int | float | str) else str(v)
+
+
+def _delta_facts(path: str) -> tuple[int, dg.MetadataValue]:
+    with local_spark() as spark:
+        df = spark.read.format("delta").load(path)
+        count = df.count()
+        rows = df.limit(PREVIEW_ROWS).collect()
+        schema = dg.TableSchema(
+            columns=[dg.TableColumn(f.name, f.dataType.simpleString()) for f in df.schema]
+        )
+    records = [dg.TableRecord({k: _cell(v) for k, v in r.asDict().items()}) for r in rows]
+    return count, dg.MetadataValue.table(records=records, schema=schema)
+
+
+def _live_keys(pipe: Pipeline, spec: MaterializeJob | BackfillJob, end: dict[str, dict[str, int]]) -> int:
+    from upsert_kafka_ops.engine.source import materialize
+
+    with local_spark() as spark:
+        conn = pipe.connections[spec.source.connection]
+        return int(materialize(spark, spec.source.table, conn, until=end or None).df.count())
+
+
+def results_for(
+    context: dg.AssetExecutionContext,
+    pipe: Pipeline,
+    job: str,
+    keys: list[dg.AssetKey],
+    result: dict[str, Any],
+    check_names: list[str],
+) -> Iterator[dg.MaterializeResult[Any]]:
+    from upsert_kafka_ops.jobs.gates import new_data
+
+    spec = pipe.job(job)
+    read = result.get("read") or {}
+    meta: dict[str, Any] = {
+        "upsert_kafka/records_read": result["records_read"],
+        "upsert_kafka/rows_upserted": result["rows_upserted"],
+        "upsert_kafka/rows_deleted": result["rows_deleted"],
+        "upsert_kafka/records_written": result["records_written"],
+        "upsert_kafka/tombstones_written": result["tombstones_written"],
+        "upsert_kafka/tombstones_in": int(read.get("tombstones_in", 0)),
+        "upsert_kafka/distinct_keys": int(read.get("distinct_keys", 0)),
+        "upsert_kafka/keys_in_several_partitions": int(read.get("keys_in_several_partitions", 0)),
+        "upsert_kafka/start_offsets": dg.MetadataValue.json(result["start_offsets"]),
+        "upsert_kafka/end_offsets": dg.MetadataValue.json(result["end_offsets"]),
+        "upsert_kafka/duration_s": float(result["duration_s"]),
+        "upsert_kafka/mode": result["mode"],
+        "upsert_kafka/execution": result["execution"],
+        "upsert_kafka/reason": result["reason"],
+        "upsert_kafka/job": job,
+    }
+    if not isinstance(spec, PublishJob):
+        try:
+            lag = new_data(pipe, job)
+            meta["upsert_kafka/lag_after_run"] = lag.new_records
+            meta["upsert_kafka/lag_after_run_partitions"] = dg.MetadataValue.json(lag.partitions)
+        except UpsertKafkaOpsError as exc:  # the run succeeded: say why the lag is missing, do not fail it
+            context.log.warning(f"upsert-kafka job {job!r}: lag after the run unknown: {exc}")
+    row_count: int | None = None
+    target = getattr(spec, "target", None)
+    if isinstance(target, DeltaTarget):
+        row_count, preview = _delta_facts(target.path)
+        meta["dagster/row_count"] = row_count
+        meta["upsert_kafka/preview"] = preview
+    for key in keys:
+        checks = []
+        if KEYS_CHECK in check_names:
+            n = int(read.get("keys_in_several_partitions", 0))
+            checks.append(dg.AssetCheckResult(
+                check_name=KEYS_CHECK, asset_key=key, passed=n == 0,
+                metadata={"keys_in_several_partitions": n, "distinct_keys": int(read.get("distinct_keys", 0))},
+                description="every key in one partition" if n == 0 else
+                f"{n} key(s) were found in more than one partition: their order is not defined.",
+            ))  # fmt: skip
+        if ROW_COUNT_CHECK in check_names and isinstance(spec, MaterializeJob | BackfillJob):
+            live = _live_keys(pipe, spec, result["end_offsets"])
+            checks.append(dg.AssetCheckResult(
+                check_name=ROW_COUNT_CHECK, asset_key=key, passed=row_count == live,
+                metadata={"target_rows": row_count if row_count is not None else -1, "live_keys": live,
+                          "end_offsets": dg.MetadataValue.json(result["end_offsets"])},
+                description=f"target rows {row_count}, live keys of the topic {live}",
+            ))  # fmt: skip
+        yield dg.MaterializeResult(asset_key=key, metadata=dict(meta), check_results=checks)
+
+
+def result_json(result: dict[str, Any]) -> str:
+    return json.dumps(result, sort_keys=True, default=str)

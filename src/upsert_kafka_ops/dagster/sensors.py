@@ -1,0 +1,230 @@
+"""Sensors and lag checks. Each evaluation is one bounded admin query (offsets, no consumer poll
+loop), so it fits the code server's sensor time limit; the sensors keep their state in a JSON
+cursor (the end offsets seen, the Burrow window of earlier observations)."""
+
+import hashlib
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import dagster as dg
+from upsert_kafka_ops.dagster._plan import check_kafka_resources, load_pipeline, plan, resolve_connections
+from upsert_kafka_ops.dagster.translator import DagsterUpsertKafkaTranslator
+from upsert_kafka_ops.errors import SpecError
+from upsert_kafka_ops.jobs.gates import LagCondition, lag_gate, new_data
+from upsert_kafka_ops.jobs.spec import Pipeline
+
+LAG_CHECK = "lag_within_threshold"
+
+
+def _keys(pipe: Pipeline, job: str, translator: DagsterUpsertKafkaTranslator | None) -> list[dg.AssetKey]:
+    return plan(pipe, [job], translator or DagsterUpsertKafkaTranslator())[0].output_keys
+
+
+def _fingerprint(offsets: Any) -> str:
+    return hashlib.sha256(json.dumps(offsets, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def _cursor(text: str | None, field: str) -> dict[str, Any]:
+    if not text:
+        return {}
+    try:
+        data = json.loads(text)
+    except ValueError:
+        data = None
+    if not isinstance(data, dict):
+        raise SpecError("cursor", f"the {field} cursor is not a JSON object.", "reset the sensor's cursor.")
+    return data
+
+
+def _name(prefix: str, job: str) -> str:
+    return prefix + "_" + "".join(c if c.isalnum() else "_" for c in job)
+
+
+def new_data_sensor(
+    *,
+    job: str,
+    pipeline_file: str | Path | None = None,
+    pipeline: Pipeline | None = None,
+    asset_keys: Sequence[dg.AssetKey] | None = None,
+    translator: DagsterUpsertKafkaTranslator | None = None,
+    kafka_resources: Mapping[str, str] | None = None,
+    min_records: int = 1,
+    name: str | None = None,
+    minimum_interval_seconds: int = 30,
+    default_status: dg.DefaultSensorStatus = dg.DefaultSensorStatus.STOPPED,
+) -> dg.SensorDefinition:
+    """Request a run of ``job``'s assets when at least ``min_records`` arrived in its source topics past
+    the offsets it processed. The cursor keeps the end offsets of the last request, so the same data
+    is requested once."""
+    pipe = load_pipeline(pipeline_file, pipeline)
+    kres = dict(kafka_resources or {})
+    check_kafka_resources(pipe, kres)
+    keys = list(asset_keys) if asset_keys is not None else _keys(pipe, job, translator)
+    if min_records < 1:
+        raise SpecError("min_records", f"{min_records} is below 1.", "use 1 or more.")
+
+    @dg.sensor(
+        name=name or _name("upsert_kafka_new_data", job),
+        target=keys,
+        minimum_interval_seconds=minimum_interval_seconds,
+        default_status=default_status,
+        required_resource_keys=set(kres.values()),
+        description=f"New records in the source topics of upsert-kafka job {job!r}.",
+    )
+    def _sensor(context: dg.SensorEvaluationContext) -> dg.SensorResult:
+        live = resolve_connections(pipe, kres, context.resources)
+        state = _cursor(context.cursor, "new_data")
+        found = new_data(live, job)
+        requested = state.get("requested")
+        context.log.info(
+            f"upsert-kafka job {job!r}: {found.new_records} new record(s) "
+            f"{json.dumps(found.partitions, sort_keys=True)}; never ran: {found.never_ran}"
+        )
+        cursor = {"end_offsets": found.end_offsets, "requested": requested}
+        if found.new_records < min_records:
+            why = f"{found.new_records} new record(s), {min_records} wanted"
+            return dg.SensorResult(skip_reason=dg.SkipReason(why), cursor=json.dumps(cursor, sort_keys=True))
+        if requested == found.end_offsets:
+            why = "a run was already requested for these end offsets"
+            return dg.SensorResult(skip_reason=dg.SkipReason(why), cursor=json.dumps(cursor, sort_keys=True))
+        cursor["requested"] = found.end_offsets
+        request = dg.RunRequest(
+            run_key=f"{job}:{_fingerprint(found.end_offsets)}",
+            asset_selection=keys,
+            tags={"upsert_kafka/job": job, "upsert_kafka/new_records": str(found.new_records)},
+        )
+        return dg.SensorResult(run_requests=[request], cursor=json.dumps(cursor, sort_keys=True))
+
+    return _sensor
+
+
+def _window_ends(window: Mapping[str, Any]) -> dict[str, dict[str, int]]:
+    ends: dict[str, dict[str, int]] = {}
+    for topic, parts in (window.get("partitions") or {}).items():
+        for p, w in parts.items():
+            offsets = w.get("broker_offsets") or []
+            if offsets:
+                ends.setdefault(topic, {})[p] = int(offsets[-1][0])
+    return ends
+
+
+def consumer_lag_sensor(
+    *,
+    job: str,
+    condition: LagCondition,
+    pipeline_file: str | Path | None = None,
+    pipeline: Pipeline | None = None,
+    group: str | None = None,
+    connection: str | None = None,
+    topics: Sequence[str] | None = None,
+    asset_keys: Sequence[dg.AssetKey] | None = None,
+    translator: DagsterUpsertKafkaTranslator | None = None,
+    kafka_resources: Mapping[str, str] | None = None,
+    name: str | None = None,
+    minimum_interval_seconds: int = 30,
+    default_status: dg.DefaultSensorStatus = dg.DefaultSensorStatus.STOPPED,
+) -> dg.SensorDefinition:
+    """Request a run of ``job``'s assets when a lag condition holds: the job's own lag (default), or
+    a consumer ``group``'s on the pipeline ``connection`` (e.g. run when a downstream application
+    caught up: ``LagCondition(max_offset_lag=0)``; or when enough waits: ``min_offset_lag=1000``).
+    The cursor keeps the Burrow window (so ``max_status`` is judged over earlier ticks) and the end
+    offsets of the last request; the status summary goes to the evaluation's log."""
+    pipe = load_pipeline(pipeline_file, pipeline)
+    kres = dict(kafka_resources or {})
+    check_kafka_resources(pipe, kres)
+    keys = list(asset_keys) if asset_keys is not None else _keys(pipe, job, translator)
+    if group is not None and connection not in pipe.connections:
+        raise SpecError("connection", f"{connection!r} is not a connection of the pipeline.",
+                        f"name the group's cluster: one of {', '.join(sorted(pipe.connections))}.")  # fmt: skip
+
+    @dg.sensor(
+        name=name or _name("upsert_kafka_lag", job),
+        target=keys,
+        minimum_interval_seconds=minimum_interval_seconds,
+        default_status=default_status,
+        required_resource_keys=set(kres.values()),
+        description=f"Lag condition for upsert-kafka job {job!r}.",
+    )
+    def _sensor(context: dg.SensorEvaluationContext) -> dg.SensorResult:
+        live = resolve_connections(pipe, kres, context.resources)
+        state = _cursor(context.cursor, "consumer_lag")
+        if group is not None and connection is not None:
+            gate = lag_gate(condition, connection=live.connections[connection], group=group,
+                            topics=list(topics) if topics else None, window=state.get("window"))  # fmt: skip
+        else:
+            gate = lag_gate(condition, pipeline=live, job=job, window=state.get("window"))
+        context.log.info(f"upsert-kafka lag of {group or job!r}: {gate.status.status}: {gate.reason}")
+        ends = _window_ends(gate.window)
+        cursor: dict[str, Any] = {"window": gate.window, "requested": state.get("requested")}
+        if not gate.passed:
+            return dg.SensorResult(skip_reason=dg.SkipReason(gate.reason), cursor=json.dumps(cursor))
+        if state.get("requested") == ends:
+            why = f"a run was already requested for these end offsets ({gate.reason})"
+            return dg.SensorResult(skip_reason=dg.SkipReason(why), cursor=json.dumps(cursor))
+        cursor["requested"] = ends
+        request = dg.RunRequest(
+            run_key=f"{job}:lag:{_fingerprint(ends)}",
+            asset_selection=keys,
+            tags={"upsert_kafka/job": job, "upsert_kafka/lag_status": gate.status.status},
+        )
+        return dg.SensorResult(run_requests=[request], cursor=json.dumps(cursor))
+
+    return _sensor
+
+
+def upsert_kafka_lag_checks(
+    *,
+    condition: LagCondition,
+    pipeline_file: str | Path | None = None,
+    pipeline: Pipeline | None = None,
+    jobs: Sequence[str] | None = None,
+    translator: DagsterUpsertKafkaTranslator | None = None,
+    kafka_resources: Mapping[str, str] | None = None,
+    blocking: bool = False,
+) -> list[dg.AssetChecksDefinition]:
+    """A ``lag_within_threshold`` check on each job output: the job's offset lag and time lag (how
+    old the oldest unprocessed record is: freshness) against ``condition``. Severity WARN unless
+    ``blocking``."""
+    pipe = load_pipeline(pipeline_file, pipeline)
+    kres = dict(kafka_resources or {})
+    check_kafka_resources(pipe, kres)
+    out: list[dg.AssetChecksDefinition] = []
+    for p in plan(pipe, jobs, translator or DagsterUpsertKafkaTranslator()):
+        for key in p.output_keys:
+            out.append(_lag_check(pipe, p.job, key, condition, kres, blocking))
+    return out
+
+
+def _lag_check(
+    pipe: Pipeline,
+    job: str,
+    key: dg.AssetKey,
+    condition: LagCondition,
+    kres: Mapping[str, str],
+    blocking: bool,
+) -> dg.AssetChecksDefinition:
+    @dg.asset_check(
+        asset=key,
+        name=LAG_CHECK,
+        blocking=blocking,
+        required_resource_keys=set(kres.values()),
+        description=f"Lag of upsert-kafka job {job!r} within {condition.model_dump(exclude_none=True)}.",
+    )
+    def _check(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResult:
+        live = resolve_connections(pipe, kres, context.resources)
+        gate = lag_gate(condition, pipeline=live, job=job)
+        context.log.info(f"upsert-kafka lag of {job!r}: {gate.reason}")
+        return dg.AssetCheckResult(
+            passed=gate.passed,
+            severity=dg.AssetCheckSeverity.ERROR if blocking else dg.AssetCheckSeverity.WARN,
+            description=gate.reason,
+            metadata={
+                "total_lag": gate.status.total_lag,
+                "max_time_lag_s": float(gate.status.max_time_lag_s or 0.0),
+                "status": gate.status.status,
+            },
+        )
+
+    return _check
