@@ -1,0 +1,82 @@
+"""Dagster definitions over the pipeline files in ``pipelines/`` (``UKO_PIPELINES_DIR`` to use another
+folder): the same files as the Airflow DAGs in ``dags/``.
+
+- Assets: every job's outputs (``upsert_kafka_assets``), external source topics, blocking checks.
+- Checks: ``lag_within_threshold`` on every output (``UKO_MAX_OFFSET_LAG``, ``UKO_MAX_TIME_LAG_S``).
+- Sensors (stopped by default): ``upsert_kafka_new_data_<job>`` for each job that reads topics.
+- Resources: ``kafka`` (every connection of the files) from ``UKO_BOOTSTRAP_SERVERS``,
+  ``UKO_SECURITY_PROTOCOL``, ``UKO_SASL_MECHANISM``, ``UKO_KAFKA_USERNAME`` and the password
+  ``UKO_KAFKA_PASSWORD`` (read by Dagster at run time through ``dg.EnvVar``); ``spark_runtime`` from
+  ``UKO_SPARK_RUNTIME`` (local or spark-submit) and ``UKO_SPARK_MASTER``.
+
+Check it with ``dagster definitions validate -f dagster_defs/definitions.py``.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import dagster as dg
+from upsert_kafka_ops.dagster import (
+    SparkRuntimeResource,
+    UpsertKafkaResource,
+    new_data_sensor,
+    upsert_kafka_assets,
+    upsert_kafka_lag_checks,
+)
+from upsert_kafka_ops.jobs import Pipeline
+from upsert_kafka_ops.jobs.gates import LagCondition
+from upsert_kafka_ops.jobs.spec import PublishJob
+
+PIPELINES = Path(os.environ.get("UKO_PIPELINES_DIR") or Path(__file__).resolve().parents[1] / "pipelines")
+LAG = LagCondition(
+    max_offset_lag=int(os.environ.get("UKO_MAX_OFFSET_LAG", "10000")),
+    max_time_lag_s=float(os.environ.get("UKO_MAX_TIME_LAG_S", "3600")),
+)
+
+
+def _kafka_resource() -> UpsertKafkaResource:
+    env = os.environ
+    return UpsertKafkaResource(
+        bootstrap_servers=dg.EnvVar("UKO_BOOTSTRAP_SERVERS"),
+        security_protocol=env.get("UKO_SECURITY_PROTOCOL", "PLAINTEXT"),
+        sasl_mechanism=env.get("UKO_SASL_MECHANISM"),
+        username=env.get("UKO_KAFKA_USERNAME"),
+        password=dg.EnvVar("UKO_KAFKA_PASSWORD") if "UKO_KAFKA_PASSWORD" in env else None,
+    )
+
+
+def build_definitions(folder: Path = PIPELINES) -> dg.Definitions:
+    assets: list[dg.AssetsDefinition] = []
+    external: dict[dg.AssetKey, dg.AssetSpec] = {}  # a source topic read by several files: once
+    checks: list[dg.AssetChecksDefinition] = []
+    sensors: list[dg.SensorDefinition] = []
+    for file in sorted(folder.glob("*.yaml")):
+        pipeline = Pipeline.load(file)
+        kafka = {name: "kafka" for name in pipeline.connections}
+        for a in upsert_kafka_assets(pipeline=pipeline, kafka_resources=kafka, spark_runtime="spark_runtime"):
+            if not (
+                isinstance(a, dg.AssetSpec)
+                and any(isinstance(b, dg.AssetSpec) and b.key == a.key for b in assets)
+            ):
+                assets.append(a)
+        checks += upsert_kafka_lag_checks(condition=LAG, pipeline=pipeline, kafka_resources=kafka)
+        for job in pipeline.jobs:
+            if not isinstance(job, PublishJob):
+                sensors.append(new_data_sensor(job=job.name, pipeline=pipeline, kafka_resources=kafka))
+    return dg.Definitions(
+        assets=[*external.values(), *assets],
+        asset_checks=checks,
+        sensors=sensors,
+        resources={
+            "kafka": _kafka_resource(),
+            "spark_runtime": SparkRuntimeResource(
+                runtime=os.environ.get("UKO_SPARK_RUNTIME", "local"),
+                master=os.environ.get("UKO_SPARK_MASTER", "local[*]"),
+            ),
+        },
+    )
+
+
+defs = build_definitions()

@@ -1,0 +1,101 @@
+"""Sensors against the real broker (bounded offset queries, no Spark): a skip when nothing changed,
+a run request for the job's assets when data arrives, the JSON cursor advancing, one request per
+set of end offsets; the lag sensor keeps its Burrow window in the cursor."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+from confluent_kafka import Consumer, TopicPartition
+from tests.dagster.support import RESOURCES, one_job
+from tests.integration.jobs_support import produce
+
+import dagster as dg
+from upsert_kafka_ops.dagster import UpsertKafkaResource, consumer_lag_sensor, new_data_sensor
+from upsert_kafka_ops.jobs.gates import LagCondition
+from upsert_kafka_ops.local import LocalKafka
+
+ROW = {"name": "n", "region": "Berlin", "score": "1.00"}
+
+
+def _tick(
+    sensor: dg.SensorDefinition, cursor: str | None, res: UpsertKafkaResource, inst: dg.DagsterInstance
+) -> dg.SensorResult:
+    ctx = dg.build_sensor_context(cursor=cursor, instance=inst, resources={"kafka": res})
+    result = sensor(ctx)
+    assert isinstance(result, dg.SensorResult)
+    return result
+
+
+def test_new_data_sensor_requests_the_jobs_assets_once_per_new_data(
+    kafka: LocalKafka,
+    kafka_resource: UpsertKafkaResource,
+    new_topic: Callable[..., str],
+    instance: dg.DagsterInstance,
+    tmp_path: Path,
+) -> None:
+    topic = new_topic(partitions=2)
+    pipe = one_job(kafka.bootstrap_servers, topic, tmp_path / "users")
+    job = pipe.jobs[0].name
+    sensor = new_data_sensor(job=job, pipeline=pipe, kafka_resources=RESOURCES, min_records=2)
+    table = dg.AssetKey(["warehouse", tmp_path.name, "users"])
+
+    empty = _tick(sensor, None, kafka_resource, instance)
+    assert not empty.run_requests and empty.skip_reason is not None
+    assert "0 new record(s)" in str(empty.skip_reason.skip_message)
+
+    produce(kafka.bootstrap_servers, topic, [(1, ROW)])
+    one = _tick(sensor, empty.cursor, kafka_resource, instance)  # below min_records: still a skip
+    assert not one.run_requests and "1 new record(s), 2 wanted" in str(one.skip_reason.skip_message)
+
+    produce(kafka.bootstrap_servers, topic, [(2, ROW), (3, None)])
+    fired = _tick(sensor, one.cursor, kafka_resource, instance)
+    (request,) = fired.run_requests
+    assert request.asset_selection == [table] and request.tags["upsert_kafka/new_records"] == "3"
+    cursor = json.loads(fired.cursor or "")
+    assert sum(cursor["requested"][topic].values()) == 3 and cursor["end_offsets"] == cursor["requested"]
+
+    again = _tick(sensor, fired.cursor, kafka_resource, instance)  # same offsets: no second request
+    assert not again.run_requests and "already requested" in str(again.skip_reason.skip_message)
+
+    produce(kafka.bootstrap_servers, topic, [(4, ROW)])
+    more = _tick(sensor, again.cursor, kafka_resource, instance)
+    (second,) = more.run_requests
+    assert second.run_key != request.run_key and second.tags["upsert_kafka/new_records"] == "4"
+    assert sum(json.loads(more.cursor or "")["requested"][topic].values()) == 4
+
+
+def test_consumer_lag_sensor_on_a_group_keeps_the_window_in_its_cursor(
+    kafka: LocalKafka,
+    kafka_resource: UpsertKafkaResource,
+    new_topic: Callable[..., str],
+    instance: dg.DagsterInstance,
+    tmp_path: Path,
+) -> None:
+    """Run the job's assets once a consumer group (e.g. a downstream application) has 3 records waiting."""
+    topic = new_topic(partitions=1)
+    pipe = one_job(kafka.bootstrap_servers, topic, tmp_path / "users")
+    consumer = Consumer(
+        {"bootstrap.servers": kafka.bootstrap_servers, "group.id": "app", "enable.auto.commit": False}
+    )
+    try:
+        consumer.commit(offsets=[TopicPartition(topic, 0, 0)], asynchronous=False)
+    finally:
+        consumer.close()
+    sensor = consumer_lag_sensor(job=pipe.jobs[0].name, condition=LagCondition(min_offset_lag=3), pipeline=pipe,
+                                 group="app", connection="main", topics=[topic], kafka_resources=RESOURCES)  # fmt: skip
+    produce(kafka.bootstrap_servers, topic, [(1, ROW), (2, ROW)])
+    low = _tick(sensor, None, kafka_resource, instance)
+    assert not low.run_requests and "offset lag 2 < 3 wanted" in str(low.skip_reason.skip_message)
+    window = json.loads(low.cursor or "")["window"]
+    assert window["group"] == "app" and topic in window["partitions"]
+
+    produce(kafka.bootstrap_servers, topic, [(3, ROW)])
+    fired = _tick(sensor, low.cursor, kafka_resource, instance)
+    (request,) = fired.run_requests
+    assert request.asset_selection == [dg.AssetKey(["warehouse", tmp_path.name, "users"])]
+    assert json.loads(fired.cursor or "")["requested"] == {topic: {"0": 3}}
+    again = _tick(sensor, fired.cursor, kafka_resource, instance)
+    assert not again.run_requests and "already requested" in str(again.skip_reason.skip_message)
