@@ -22,6 +22,7 @@ from upsert_kafka_ops.dagster.assets import (
     pool_name,
     upsert_kafka_assets,
 )
+from upsert_kafka_ops.dagster.component import UpsertKafkaPipelineComponent
 from upsert_kafka_ops.dagster.resources import SparkRuntimeResource, UpsertKafkaResource
 from upsert_kafka_ops.dagster.sensors import (
     LAG_CHECK,
@@ -38,6 +39,7 @@ __all__ = [
     "DagsterUpsertKafkaTranslator",
     "SparkRuntimeResource",
     "UpsertKafkaDataset",
+    "UpsertKafkaPipelineComponent",
     "UpsertKafkaResource",
     "UpsertKafkaRunConfig",
     "consumer_lag_sensor",

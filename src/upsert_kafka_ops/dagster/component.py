@@ -1,0 +1,93 @@
+"""A YAML-configurable Component: a pipeline file's assets, lag checks and new-data sensors.
+
+::
+
+    # defs/upsert_kafka/defs.yaml
+    type: upsert_kafka_ops.dagster.UpsertKafkaPipelineComponent
+    attributes:
+      pipeline_file: "{{ project_root }}/pipelines/demo.yaml"
+      bootstrap_servers: "{{ env.UKO_BOOTSTRAP_SERVERS }}"
+      security_protocol: SASL_SSL
+      sasl_mechanism: SCRAM-SHA-512
+      username: etl
+      password_env: KAFKA_PASSWORD      # read at run time (dg.EnvVar)
+      max_offset_lag: 10000
+      sensors: true
+
+With ``bootstrap_servers`` the component binds an ``UpsertKafkaResource`` under ``kafka`` for every
+connection of the file; without it, map connections to resources bound elsewhere with
+``kafka_resources``.
+"""
+
+from collections.abc import Sequence
+
+from pydantic import Field
+
+import dagster as dg
+from upsert_kafka_ops.dagster.assets import upsert_kafka_assets
+from upsert_kafka_ops.dagster.resources import UpsertKafkaResource
+from upsert_kafka_ops.dagster.sensors import new_data_sensor, upsert_kafka_lag_checks
+from upsert_kafka_ops.jobs import Pipeline
+from upsert_kafka_ops.jobs.gates import LagCondition
+from upsert_kafka_ops.jobs.spec import PublishJob
+
+
+class UpsertKafkaPipelineComponent(dg.Component, dg.Model, dg.Resolvable):
+    """Assets, checks and sensors of an upsert-kafka-ops pipeline file."""
+
+    pipeline_file: str = Field(description="Path of the pipeline YAML file.")
+    jobs: Sequence[str] | None = Field(default=None, description="Only these jobs (default: all).")
+    kafka_resources: dict[str, str] = Field(
+        default_factory=dict,
+        description="Pipeline connection name -> resource key of an UpsertKafkaResource.",
+    )
+    spark_runtime: str | None = Field(default=None, description="Resource key of a SparkRuntimeResource.")
+    row_count_check: bool = Field(default=True, description="Blocking row count check on Delta targets.")
+    max_offset_lag: int | None = Field(default=None, description="lag_within_threshold: highest offset lag.")
+    max_time_lag_s: float | None = Field(default=None, description="lag_within_threshold: highest time lag.")
+    sensors: bool = Field(default=False, description="A new-data sensor per job that reads topics.")
+    bootstrap_servers: str | None = Field(
+        default=None, description="Bind a 'kafka' resource for this cluster."
+    )
+    security_protocol: str = Field(default="PLAINTEXT", description="With bootstrap_servers.")
+    sasl_mechanism: str | None = Field(default=None, description="With bootstrap_servers.")
+    username: str | None = Field(default=None, description="With bootstrap_servers.")
+    password_env: str | None = Field(default=None, description="Environment variable of the SASL password.")
+    ssl_ca_location: str | None = Field(default=None, description="With bootstrap_servers.")
+
+    def build_defs(self, context: dg.ComponentLoadContext) -> dg.Definitions:
+        pipeline = Pipeline.load(self.pipeline_file)
+        kres = dict(self.kafka_resources)
+        resources: dict[str, UpsertKafkaResource] = {}
+        if self.bootstrap_servers is not None:
+            kres = {name: kres.get(name, "kafka") for name in pipeline.connections}
+            resources["kafka"] = UpsertKafkaResource(
+                bootstrap_servers=self.bootstrap_servers,
+                security_protocol=self.security_protocol,
+                sasl_mechanism=self.sasl_mechanism,
+                username=self.username,
+                password=dg.EnvVar(self.password_env) if self.password_env else None,
+                ssl_ca_location=self.ssl_ca_location,
+            )
+        assets = upsert_kafka_assets(
+            pipeline=pipeline,
+            jobs=self.jobs,
+            kafka_resources=kres,
+            spark_runtime=self.spark_runtime,
+            row_count_check=self.row_count_check,
+        )
+        checks: list[dg.AssetChecksDefinition] = []
+        if self.max_offset_lag is not None or self.max_time_lag_s is not None:
+            condition = LagCondition(max_offset_lag=self.max_offset_lag, max_time_lag_s=self.max_time_lag_s)
+            checks = upsert_kafka_lag_checks(
+                condition=condition, pipeline=pipeline, jobs=self.jobs, kafka_resources=kres
+            )
+        sensors = []
+        if self.sensors:
+            selected = set(self.jobs) if self.jobs is not None else None
+            sensors = [
+                new_data_sensor(job=j.name, pipeline=pipeline, kafka_resources=kres)
+                for j in pipeline.jobs
+                if not isinstance(j, PublishJob) and (selected is None or j.name in selected)
+            ]
+        return dg.Definitions(assets=assets, asset_checks=checks, sensors=sensors, resources=resources)

@@ -1,0 +1,45 @@
+"""The YAML Component loads from a ``defs.yaml`` (with ``{{ env.* }}`` templating) into the same
+assets, checks, sensors and a Kafka resource whose password stays an environment reference."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from dagster.components.testing import create_defs_folder_sandbox
+
+import dagster as dg
+from upsert_kafka_ops.dagster import UpsertKafkaPipelineComponent, UpsertKafkaResource
+
+DEMO = Path(__file__).resolve().parents[2] / "pipelines" / "demo.yaml"
+
+
+def test_component_from_yaml_builds_assets_checks_sensors_and_the_resource(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("UKO_TEST_SERVERS", "broker-9:9093")
+    attributes = {
+        "pipeline_file": str(DEMO), "jobs": ["users-to-delta"], "bootstrap_servers": "{{ env.UKO_TEST_SERVERS }}",
+        "security_protocol": "SASL_SSL", "sasl_mechanism": "SCRAM-SHA-512", "username": "etl",
+        "password_env": "UKO_TEST_PASSWORD", "max_offset_lag": 5, "sensors": True,
+    }  # fmt: skip
+    with create_defs_folder_sandbox() as sandbox:
+        path = sandbox.scaffold_component(
+            UpsertKafkaPipelineComponent,
+            defs_yaml_contents={"type": "upsert_kafka_ops.dagster.UpsertKafkaPipelineComponent", "attributes": attributes},
+        )  # fmt: skip
+        with sandbox.load_component_and_build_defs(defs_path=path) as (component, defs):
+            assert isinstance(component, UpsertKafkaPipelineComponent)
+            graph = defs.resolve_asset_graph()
+            keys = {k.to_user_string() for k in graph.get_all_asset_keys()}
+            assert keys == {"kafka/users", "warehouse/warehouse/users"}
+            checks = {(k.asset_key.to_user_string(), k.name) for k in graph.asset_check_keys}
+            assert checks == {
+                ("warehouse/warehouse/users", "keys_in_single_partition"),
+                ("warehouse/warehouse/users", "row_count_matches_live_keys"),
+                ("warehouse/warehouse/users", "lag_within_threshold"),
+            }
+            assert [s.name for s in defs.sensors or []] == ["upsert_kafka_new_data_users_to_delta"]
+            kafka = (defs.resources or {})["kafka"]
+            assert isinstance(kafka, UpsertKafkaResource) and kafka.bootstrap_servers == "broker-9:9093"
+            assert kafka.username == "etl" and kafka.password == dg.EnvVar("UKO_TEST_PASSWORD")
