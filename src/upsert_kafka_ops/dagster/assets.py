@@ -185,7 +185,12 @@ def run(
     context.log.info(
         f"upsert-kafka job {job!r}: running ({mode or 'backfill' if config.until else 'default mode'})"
     )
-    result = execute_job(target, job, mode=mode, runtime=runtime, handle=RunHandle()).to_dict()
+    handle = RunHandle()
+    try:
+        result = execute_job(target, job, mode=mode, runtime=runtime, handle=handle).to_dict()
+    except BaseException:  # a terminated run (Dagster raises in the step): stop its Spark work too
+        handle.kill()
+        raise
     context.log.info(
         f"upsert-kafka job {job!r}: {result['records_read']} records read, {result['rows_upserted']} rows "
         f"upserted, {result['rows_deleted']} deleted, {result['records_written']} records written "
