@@ -9,7 +9,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 PIP_VERSION := 26.3
 EXTRAS := airflow,dagster,dev
-LINT_PATHS := src tests benchmarks dags
+LINT_PATHS := src tests benchmarks dags dagster_defs
 TIMED := scripts/timed.sh
 
 .PHONY: help toolchain install jars lint unit integration test demo bench constraints clean
@@ -47,6 +47,7 @@ unit: install
 integration: jars
 	@$(TIMED) "integration tests" $(BIN)/pytest tests/integration --durations=10
 	@$(TIMED) "airflow tests" $(BIN)/pytest tests/airflow --durations=5
+	@$(TIMED) "dagster tests" $(BIN)/pytest tests/dagster --durations=5
 
 test: jars lint unit integration
 

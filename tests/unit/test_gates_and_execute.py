@@ -135,6 +135,11 @@ def test_judge_compares_offset_and_time_lag_with_the_limits() -> None:
     # enough new data: wait until at least N records are behind
     assert not judge(low, LagCondition(min_offset_lag=3)).passed
     assert judge(_report([10, 20], [15, 20]), LagCondition(min_offset_lag=3)).passed
+    # a partition without a commit counts everything from its earliest offset: never ran != caught up
+    never = _report([None, 20], [7, 20])
+    gate = judge(never, LagCondition(max_offset_lag=0))
+    assert not gate.passed and "offset lag 7 > 0" in gate.reason
+    assert judge(never, LagCondition(min_offset_lag=7)).passed
     # the window comes back as JSON for the next observation
     assert judge(low, LagCondition(max_offset_lag=5)).window["version"] == 1
 

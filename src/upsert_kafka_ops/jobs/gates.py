@@ -143,13 +143,16 @@ def judge(
     """Pure: observe ``report`` in ``window``, evaluate (Burrow) and compare with ``condition``."""
     status, updated = check(window, report, config)
     failures: list[str] = []
-    if condition.min_offset_lag is not None and report.total_lag < condition.min_offset_lag:
-        failures.append(f"offset lag {report.total_lag} < {condition.min_offset_lag} wanted")
-    if condition.max_offset_lag is not None and report.total_lag > condition.max_offset_lag:
-        failures.append(f"offset lag {report.total_lag} > {condition.max_offset_lag}")
+    # a partition with no committed offset has everything from its earliest offset still to process
+    # (a job that never ran is not caught up); Burrow's status leaves such partitions unjudged
+    lag = report.total_lag + sum(p.end - p.earliest for p in report.partitions if p.committed is None)
+    if condition.min_offset_lag is not None and lag < condition.min_offset_lag:
+        failures.append(f"offset lag {lag} < {condition.min_offset_lag} wanted")
+    if condition.max_offset_lag is not None and lag > condition.max_offset_lag:
+        failures.append(f"offset lag {lag} > {condition.max_offset_lag}")
     if condition.max_time_lag_s is not None:
         known = report.max_time_lag_s
-        if known is None and report.total_lag > 0:
+        if known is None and lag > 0:
             failures.append("time lag unknown while records are behind")
         elif known is not None and known > condition.max_time_lag_s:
             failures.append(f"time lag {known:.1f}s > {condition.max_time_lag_s:g}s")
