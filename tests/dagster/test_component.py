@@ -43,3 +43,16 @@ def test_component_from_yaml_builds_assets_checks_sensors_and_the_resource(
             kafka = (defs.resources or {})["kafka"]
             assert isinstance(kafka, UpsertKafkaResource) and kafka.bootstrap_servers == "broker-9:9093"
             assert kafka.username == "etl" and kafka.password == dg.EnvVar("UKO_TEST_PASSWORD")
+
+
+def test_dg_lists_the_component_from_its_registry_entry_point(tmp_path: Path) -> None:
+    import json as _json
+    import subprocess
+    import sys
+
+    dg = Path(sys.executable).parent / "dg"
+    proc = subprocess.run([str(dg), "list", "components", "--json"], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=300, check=False)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    keys = {c["key"] for c in _json.loads(proc.stdout)["items"]}
+    assert "upsert_kafka_ops.dagster.UpsertKafkaPipelineComponent" in keys
