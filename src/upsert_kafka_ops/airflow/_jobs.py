@@ -94,6 +94,36 @@ class JobRef:
         return pipeline.with_connections(replace), name
 
 
+class JobFields:
+    """The job a task names: the arguments the operators and the sensors share (a mixin)."""
+
+    job: dict[str, Any] | None
+    pipeline_file: str | None
+    job_name: str | None
+    kafka_config_id: str | None
+    kafka_config_ids: dict[str, str]
+
+    def _set_job(
+        self,
+        job: Any,
+        pipeline_file: Any,
+        job_name: str | None,
+        kafka_config_id: str | None,
+        kafka_config_ids: dict[str, str] | None,
+    ) -> None:
+        # parse time stays cheap: nothing is read or validated against a broker here
+        self.job = job.model_dump(mode="json") if isinstance(job, BaseModel) else job
+        self.pipeline_file = str(pipeline_file) if pipeline_file is not None else None
+        self.job_name = job_name
+        self.kafka_config_id = kafka_config_id
+        self.kafka_config_ids = dict(kafka_config_ids or {})
+
+    def job_ref(self) -> JobRef:
+        return JobRef.of(
+            self.job, self.pipeline_file, self.job_name, self.kafka_config_id, self.kafka_config_ids
+        )
+
+
 def _connection_names(data: Any) -> set[str]:
     if isinstance(data, dict):
         found = {data["connection"]} if isinstance(data.get("connection"), str) else set()

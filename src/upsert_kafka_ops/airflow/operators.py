@@ -26,7 +26,7 @@ from typing import Any, ClassVar
 from airflow.sdk import BaseOperator, Context
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
-from upsert_kafka_ops.airflow._jobs import JobRef
+from upsert_kafka_ops.airflow._jobs import JobFields
 from upsert_kafka_ops.errors import SpecError, UpsertKafkaOpsError
 from upsert_kafka_ops.jobs.spec import Pipeline, as_backfill
 from upsert_kafka_ops.runtime.execute import LocalRuntime, RunHandle, Runtime, execute_job
@@ -42,7 +42,7 @@ def task_error(exc: UpsertKafkaOpsError) -> AirflowException:
     return AirflowFailException(message) if isinstance(exc, SpecError) else AirflowException(message)
 
 
-class UpsertKafkaJobOperator(BaseOperator):
+class UpsertKafkaJobOperator(JobFields, BaseOperator):
     """Run one job of a pipeline.
 
     :param job: the job spec (a job model or its dict form); or
@@ -82,12 +82,7 @@ class UpsertKafkaJobOperator(BaseOperator):
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
-        # parse time stays cheap: nothing is read or validated against a broker here
-        self.job = job.model_dump(mode="json") if hasattr(job, "model_dump") else job
-        self.pipeline_file = str(pipeline_file) if pipeline_file is not None else None
-        self.job_name = job_name
-        self.kafka_config_id = kafka_config_id
-        self.kafka_config_ids = dict(kafka_config_ids or {})
+        self._set_job(job, pipeline_file, job_name, kafka_config_id, kafka_config_ids)
         self.mode = mode
         self.spark_master = spark_master
         self.spark_conf = dict(spark_conf or {})
@@ -99,11 +94,6 @@ class UpsertKafkaJobOperator(BaseOperator):
         self._lineage: tuple[list[Any], list[Any]] | None = None
 
     # -- what runs -----------------------------------------------------------------------------------
-    def job_ref(self) -> JobRef:
-        return JobRef.of(
-            self.job, self.pipeline_file, self.job_name, self.kafka_config_id, self.kafka_config_ids
-        )
-
     def prepare(self, pipeline: Pipeline, name: str) -> Pipeline:
         """The pipeline to run (a subclass may change the job, e.g. a backfill's end)."""
         return pipeline

@@ -19,7 +19,7 @@ from typing import Any
 from airflow.sdk import BaseSensorOperator, Context, PokeReturnValue, conf
 from airflow.sdk.exceptions import AirflowException
 
-from upsert_kafka_ops.airflow._jobs import JobRef
+from upsert_kafka_ops.airflow._jobs import JobFields
 from upsert_kafka_ops.airflow.operators import JOB_FIELDS, task_error
 from upsert_kafka_ops.airflow.triggers import LagTrigger, NewDataTrigger, check_lag, check_new_data
 from upsert_kafka_ops.errors import SpecError, UpsertKafkaOpsError
@@ -30,7 +30,7 @@ def _default_deferrable() -> bool:
     return conf.getboolean("operators", "default_deferrable", fallback=False)
 
 
-class _Deferring(BaseSensorOperator):
+class _Deferring(JobFields, BaseSensorOperator):
     def __init__(self, *, deferrable: bool | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.deferrable = _default_deferrable() if deferrable is None else deferrable
@@ -65,22 +65,12 @@ class NewDataSensor(_Deferring):
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
-        self.job = job.model_dump(mode="json") if hasattr(job, "model_dump") else job
-        self.pipeline_file = str(pipeline_file) if pipeline_file is not None else None
-        self.job_name = job_name
-        self.kafka_config_id = kafka_config_id
-        self.kafka_config_ids = dict(kafka_config_ids or {})
+        self._set_job(job, pipeline_file, job_name, kafka_config_id, kafka_config_ids)
         self.min_records = min_records
-
-    def _ref(self) -> dict[str, Any]:
-        ref = JobRef.of(
-            self.job, self.pipeline_file, self.job_name, self.kafka_config_id, self.kafka_config_ids
-        )
-        return ref.to_json()
 
     def poke(self, context: Context) -> PokeReturnValue:
         try:
-            found = check_new_data(self._ref())
+            found = check_new_data(self.job_ref().to_json())
         except UpsertKafkaOpsError as exc:
             raise task_error(exc) from None
         ready = found.new_records >= int(self.min_records)
@@ -94,7 +84,9 @@ class NewDataSensor(_Deferring):
         if first.is_done:
             return first.xcom_value
         self.defer(
-            trigger=NewDataTrigger(self._ref(), int(self.min_records), float(self.poke_interval)),
+            trigger=NewDataTrigger(
+                self.job_ref().to_json(), int(self.min_records), float(self.poke_interval)
+            ),
             method_name="execute_complete",
             timeout=self._defer_timeout(),
         )
@@ -130,11 +122,7 @@ class ConsumerLagSensor(_Deferring):
         super().__init__(**kwargs)
         self.group = group
         self.topics = list(topics) if topics is not None else None
-        self.job = job.model_dump(mode="json") if hasattr(job, "model_dump") else job
-        self.pipeline_file = str(pipeline_file) if pipeline_file is not None else None
-        self.job_name = job_name
-        self.kafka_config_id = kafka_config_id
-        self.kafka_config_ids = dict(kafka_config_ids or {})
+        self._set_job(job, pipeline_file, job_name, kafka_config_id, kafka_config_ids)
         self.condition = {
             "max_offset_lag": max_offset_lag,
             "max_time_lag_s": max_time_lag_s,
@@ -149,10 +137,7 @@ class ConsumerLagSensor(_Deferring):
             if self.job is not None or self.pipeline_file is not None:
                 raise SpecError("group", "give a consumer group or a job, not both.")
             return None, condition
-        ref = JobRef.of(
-            self.job, self.pipeline_file, self.job_name, self.kafka_config_id, self.kafka_config_ids
-        )
-        return ref.to_json(), condition
+        return self.job_ref().to_json(), condition
 
     def poke(self, context: Context) -> PokeReturnValue:
         try:

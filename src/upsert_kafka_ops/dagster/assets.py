@@ -6,7 +6,6 @@ does not use ``from __future__ import annotations``: Dagster reads the asset fun
 annotation at definition time.
 """
 
-import contextlib
 import json
 import re
 from collections.abc import Iterator, Mapping, Sequence
@@ -199,20 +198,11 @@ def run(
     return result
 
 
-@contextlib.contextmanager
-def local_spark() -> Iterator[Any]:
-    """The active SparkSession, else a local one built now and stopped after."""
-    from upsert_kafka_ops.runtime.session import build_spark_session, existing_session
+def local_spark() -> Any:
+    """The session the metadata reads use: the core's (the active one, else a local one stopped after)."""
+    from upsert_kafka_ops.runtime.session import session_for
 
-    spark = existing_session()
-    if spark is not None:
-        yield spark
-        return
-    own = build_spark_session("local[1]", app_name="upsert-kafka-ops:dagster-metadata")
-    try:
-        yield own
-    finally:
-        own.stop()
+    return session_for("dagster-metadata", "local[1]")
 
 
 def _cell(v: Any) -> Any:

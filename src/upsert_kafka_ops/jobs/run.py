@@ -109,20 +109,12 @@ def run_job(
             raise SpecError("job", "the pipeline has several jobs.", "name the one to run.")
         job = pipeline.jobs[0].name
     spec = pipeline.job(job)
-    own = None
-    if spark is None:
-        from upsert_kafka_ops.runtime.session import existing_session
-
-        spark = existing_session()
-        if spark is None:
-            from upsert_kafka_ops.runtime import build_spark_session
-
-            spark = own = build_spark_session(app_name=f"upsert-kafka-ops:{job}")
-    try:
+    if spark is not None:
         return _Runner(pipeline, spec, spark, mode, lock_timeout_s).run()
-    finally:
-        if own is not None:
-            own.stop()
+    from upsert_kafka_ops.runtime.session import session_for
+
+    with session_for(job) as session:
+        return _Runner(pipeline, spec, session, mode, lock_timeout_s).run()
 
 
 def run_spec(spec: Mapping[str, Any], spark: SparkSession) -> dict[str, Any]:

@@ -144,26 +144,17 @@ def execute_job(
         return JobResult.from_dict(result)
 
     local = runtime or LocalRuntime()
-    own = None
-    if spark is None:
-        from upsert_kafka_ops.runtime.session import existing_session
+    from upsert_kafka_ops.runtime.session import session_for
 
-        spark = existing_session()
-        if spark is None:
-            from upsert_kafka_ops.runtime.session import build_spark_session
-
-            spark = own = build_spark_session(
-                local.master, app_name=f"upsert-kafka-ops:{job}", extra=local.conf
-            )
-    handle._attach(spark)
-    try:
-        spark.sparkContext.setJobGroup(
-            handle.job_group, f"upsert-kafka-ops job {job}", interruptOnCancel=True
-        )
+    with (
+        contextlib.nullcontext(spark)
+        if spark is not None
+        else session_for(job, local.master, local.conf) as session
+    ):
+        handle._attach(session)
+        context = session.sparkContext
+        context.setJobGroup(handle.job_group, f"upsert-kafka-ops job {job}", interruptOnCancel=True)
         try:
-            return run_job(one, job, mode=mode, spark=spark, lock_timeout_s=lock_timeout_s)
+            return run_job(one, job, mode=mode, spark=session, lock_timeout_s=lock_timeout_s)
         finally:
-            spark.sparkContext.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]
-    finally:
-        if own is not None:
-            own.stop()
+            context.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]

@@ -6,6 +6,8 @@ pyspark is imported inside the functions, so importing this module needs no JVM.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -88,6 +90,23 @@ def existing_session() -> SparkSession | None:
     if SparkContext._active_spark_context is not None:
         return SparkSession.builder.getOrCreate()
     return None
+
+
+@contextmanager
+def session_for(
+    job: str, master: str = "local[*]", conf: dict[str, str] | None = None
+) -> Iterator[SparkSession]:
+    """The session a run of ``job`` uses: :func:`existing_session`, else one built for the run
+    (``master``, ``conf``) and stopped when the run ends. A session it did not build is never stopped."""
+    spark = existing_session()
+    own = None
+    if spark is None:
+        spark = own = build_spark_session(master, app_name=f"upsert-kafka-ops:{job}", extra=conf)
+    try:
+        yield spark
+    finally:
+        if own is not None:
+            own.stop()
 
 
 def build_spark_session(master: str = "local[*]", **kwargs: Any) -> SparkSession:
