@@ -33,6 +33,8 @@ from upsert_kafka_ops.jobs.spec import (
     PublishJob,
     as_backfill,
 )
+from upsert_kafka_ops.runtime.pipes import result_metadata
+from upsert_kafka_ops.runtime.submit import SparkSubmitRuntime
 
 KEYS_CHECK = "keys_in_single_partition"
 ROW_COUNT_CHECK = "row_count_matches_live_keys"
@@ -153,8 +155,8 @@ def _job_asset(
             if not isinstance(res, SparkRuntimeResource):
                 raise SpecError("spark_runtime", f"resource {spark_runtime!r} is not a SparkRuntimeResource.")
             runtime = res.runtime_spec()
-        result = run(context, live, job, config, runtime)
-        yield from results_for(context, live, job, p.output_keys, result, check_names)
+        result, reported = run(context, live, job, config, runtime)
+        yield from results_for(context, live, job, p.output_keys, result, check_names, reported)
 
     return _asset
 
@@ -167,8 +169,9 @@ def _mode(value: str | None) -> Any:
 
 def run(
     context: dg.AssetExecutionContext, pipe: Pipeline, job: str, config: UpsertKafkaRunConfig, runtime: Any
-) -> dict[str, Any]:
-    """Run the job (a bounded backfill when ``config.until`` is set); the run result as a dict."""
+) -> tuple[dict[str, Any], dict[dg.AssetKey, Mapping[str, Any]]]:
+    """Run the job (a bounded backfill when ``config.until`` is set): the run result as a dict, and
+    the metadata the Spark driver reported through Dagster Pipes per asset (spark-submit runs)."""
     from upsert_kafka_ops.runtime import RunHandle, execute_job
 
     mode = _mode(config.mode)
@@ -185,8 +188,12 @@ def run(
         f"upsert-kafka job {job!r}: running ({mode or 'backfill' if config.until else 'default mode'})"
     )
     handle = RunHandle()
+    reported: dict[dg.AssetKey, Mapping[str, Any]] = {}
     try:
-        result = execute_job(target, job, mode=mode, runtime=runtime, handle=handle).to_dict()
+        if isinstance(runtime, SparkSubmitRuntime):
+            result, reported = _submit_with_pipes(context, target, job, mode, runtime, handle, config)
+        else:
+            result = execute_job(target, job, mode=mode, runtime=runtime, handle=handle).to_dict()
     except BaseException:  # a terminated run (Dagster raises in the step): stop its Spark work too
         handle.kill()
         raise
@@ -195,7 +202,41 @@ def run(
         f"upserted, {result['rows_deleted']} deleted, {result['records_written']} records written "
         f"({result['mode']}, {result['execution']}, {result['duration_s']:.1f}s)"
     )
-    return result
+    return result, reported
+
+
+def _submit_with_pipes(
+    context: dg.AssetExecutionContext,
+    pipe: Pipeline,
+    job: str,
+    mode: Any,
+    runtime: SparkSubmitRuntime,
+    handle: Any,
+    config: UpsertKafkaRunConfig,
+) -> tuple[dict[str, Any], dict[dg.AssetKey, Mapping[str, Any]]]:
+    """spark-submit with a Dagster Pipes session: its bootstrap variables go into the driver's
+    environment (client mode: the driver runs here and writes the messages file; cluster mode
+    needs the file on storage both sides see), the driver reports metadata and log lines."""
+    from upsert_kafka_ops.runtime import execute_job
+
+    extras = {"job": job, "mode": mode, "until": config.until, "rewind": config.rewind}
+    with dg.open_pipes_session(
+        context=context,
+        context_injector=dg.PipesEnvContextInjector(),
+        message_reader=dg.PipesTempFileMessageReader(),
+        extras=extras,
+    ) as session:
+        env = {**runtime.env, **session.get_bootstrap_env_vars()}
+        rt = runtime.model_copy(update={"env": env})
+        result = execute_job(pipe, job, mode=mode, runtime=rt, handle=handle).to_dict()
+    reported: dict[dg.AssetKey, Mapping[str, Any]] = {}
+    for r in session.get_results(implicit_materializations=False):
+        if isinstance(r, dg.MaterializeResult) and r.asset_key is not None:
+            reported[r.asset_key] = dict(r.metadata or {})
+    if not reported:
+        context.log.warning(f"upsert-kafka job {job!r}: the driver reported nothing through Pipes; "
+                            "the metadata comes from its run result.")  # fmt: skip
+    return result, reported
 
 
 def local_spark() -> Any:
@@ -236,27 +277,18 @@ def results_for(
     keys: list[dg.AssetKey],
     result: dict[str, Any],
     check_names: list[str],
+    reported: Mapping[dg.AssetKey, Mapping[str, Any]] | None = None,
 ) -> Iterator[dg.MaterializeResult[Any]]:
+    """One ``MaterializeResult`` per output: the run's metadata (as the Spark driver reported it
+    through Pipes, else from the run result), lag after the run, Delta row count and preview, and
+    the check results."""
     from upsert_kafka_ops.jobs.gates import new_data
 
     spec = pipe.job(job)
     read = result.get("read") or {}
     meta: dict[str, Any] = {
-        "upsert_kafka/records_read": result["records_read"],
-        "upsert_kafka/rows_upserted": result["rows_upserted"],
-        "upsert_kafka/rows_deleted": result["rows_deleted"],
-        "upsert_kafka/records_written": result["records_written"],
-        "upsert_kafka/tombstones_written": result["tombstones_written"],
-        "upsert_kafka/tombstones_in": int(read.get("tombstones_in", 0)),
-        "upsert_kafka/distinct_keys": int(read.get("distinct_keys", 0)),
-        "upsert_kafka/keys_in_several_partitions": int(read.get("keys_in_several_partitions", 0)),
-        "upsert_kafka/start_offsets": dg.MetadataValue.json(result["start_offsets"]),
-        "upsert_kafka/end_offsets": dg.MetadataValue.json(result["end_offsets"]),
-        "upsert_kafka/duration_s": float(result["duration_s"]),
-        "upsert_kafka/mode": result["mode"],
-        "upsert_kafka/execution": result["execution"],
-        "upsert_kafka/reason": result["reason"],
-        "upsert_kafka/job": job,
+        k: dg.MetadataValue.json(v) if isinstance(v, dict) else v
+        for k, v in result_metadata(result, job).items()
     }
     if not isinstance(spec, PublishJob):
         try:
@@ -289,7 +321,8 @@ def results_for(
                           "end_offsets": dg.MetadataValue.json(result["end_offsets"])},
                 description=f"target rows {row_count}, live keys of the topic {live}",
             ))  # fmt: skip
-        yield dg.MaterializeResult(asset_key=key, metadata=dict(meta), check_results=checks)
+        own = {**meta, **(reported or {}).get(key, {})}
+        yield dg.MaterializeResult(asset_key=key, metadata=own, check_results=checks)
 
 
 def result_json(result: dict[str, Any]) -> str:

@@ -19,6 +19,10 @@ exits 1.
 ``--callable module:function`` runs ``function(spec: dict, spark) -> dict`` instead of the
 project's job runner (``upsert_kafka_ops.jobs:run_spec``), for custom jobs.
 
+Launched by Dagster Pipes (``DAGSTER_PIPES_CONTEXT`` in the environment), the driver also reports
+the job's materialization metadata and a log line through Pipes
+(:mod:`upsert_kafka_ops.runtime.pipes`); nothing changes anywhere else.
+
 This module imports only the standard library at module level: run as a script, its own folder is
 first on ``sys.path``, and nothing from there may shadow a top-level module.
 """
@@ -26,6 +30,7 @@ first on ``sys.path``, and nothing from there may shadow a top-level module.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import json
 import os
@@ -137,40 +142,54 @@ def main(argv: Sequence[str] | None = None) -> int:
     spark: Any = None
     lineage: Any = None
     code = 1
-    try:
-        function = load_callable(args.function)
-        from pyspark.sql import SparkSession
+    pipes: Any = None
+    with contextlib.ExitStack() as stack:  # Pipes (when Dagster launched us) closes after the run
+        try:
+            from upsert_kafka_ops.runtime.pipes import driver_pipes
 
-        # spark-submit (or the caller's environment) provides the master and the configuration
-        spark = SparkSession.builder.getOrCreate()
-        payload["spark"] = _spark_info(spark)
-        spec = json.loads(_job_file(args.job).read_text())
-        if not isinstance(spec, dict):
-            raise ValueError(f"{args.job}: the job JSON must be an object.")
-        if args.function == DEFAULT_CALLABLE:
-            from upsert_kafka_ops.metrics.lineage import driver_lineage
+            pipes = stack.enter_context(driver_pipes())  # None unless Dagster Pipes launched us
+            function = load_callable(args.function)
+            from pyspark.sql import SparkSession
 
-            lineage = driver_lineage(spec)  # OpenLineage START/COMPLETE/FAIL, when configured
+            # spark-submit (or the caller's environment) provides the master and the configuration
+            spark = SparkSession.builder.getOrCreate()
+            payload["spark"] = _spark_info(spark)
+            spec = json.loads(_job_file(args.job).read_text())
+            if not isinstance(spec, dict):
+                raise ValueError(f"{args.job}: the job JSON must be an object.")
+            if args.function == DEFAULT_CALLABLE:
+                from upsert_kafka_ops.metrics.lineage import driver_lineage
+
+                lineage = driver_lineage(spec)  # OpenLineage START/COMPLETE/FAIL, when configured
+                if lineage is not None:
+                    lineage.start()
+            result = function(spec, spark)
+            if not isinstance(result, dict):
+                raise TypeError(f"{args.function} returned {type(result).__name__}, expected a dict.")
+            payload.update(status="succeeded", result=result)
+            code = 0
+            if pipes is not None and args.function == DEFAULT_CALLABLE:
+                from upsert_kafka_ops.runtime.pipes import report_result
+
+                try:
+                    report_result(pipes, result)
+                except Exception as exc:  # committed already: Dagster falls back to the result
+                    print(f"warning: Dagster Pipes report failed: {_error_line(exc)}", file=sys.stderr)
             if lineage is not None:
-                lineage.start()
-        result = function(spec, spark)
-        if not isinstance(result, dict):
-            raise TypeError(f"{args.function} returned {type(result).__name__}, expected a dict.")
-        payload.update(status="succeeded", result=result)
-        code = 0
-        if lineage is not None:
-            lineage.complete(result)
-    except Exception as exc:
-        traceback.print_exc(file=sys.stderr)
-        payload["error"] = _error_line(exc)
-        if lineage is not None:
-            lineage.fail(payload["error"])
-    finally:
-        if spark is not None:
-            try:
-                spark.stop()
-            except Exception as exc:  # the result is known; a failing stop must not hide it
-                print(f"warning: SparkSession.stop() failed: {_error_line(exc)}", file=sys.stderr)
+                lineage.complete(result)
+        except Exception as exc:
+            traceback.print_exc(file=sys.stderr)
+            payload["error"] = _error_line(exc)
+            if pipes is not None:
+                pipes.log.error(f"upsert-kafka driver: {payload['error']}")
+            if lineage is not None:
+                lineage.fail(payload["error"])
+        finally:
+            if spark is not None:
+                try:
+                    spark.stop()
+                except Exception as exc:  # the result is known; a failing stop must not hide it
+                    print(f"warning: SparkSession.stop() failed: {_error_line(exc)}", file=sys.stderr)
     payload["duration_s"] = round(time.monotonic() - started, 3)
     try:
         text = json.dumps(payload, sort_keys=True)
