@@ -41,13 +41,20 @@ def pipeline(servers: str, jobs: list[dict[str, Any]]) -> Pipeline:
     return Pipeline.model_validate({"connections": {"main": {"bootstrap_servers": servers}}, "jobs": jobs})
 
 
-def produce(servers: str, topic: str, changes: Iterable[tuple[int, dict[str, Any] | None]]) -> int:
-    """Write (id, row or None) records, key {"id": id}; returns how many were written."""
+def produce(
+    servers: str,
+    topic: str,
+    changes: Iterable[tuple[int, dict[str, Any] | None]],
+    timestamp_ms: int | None = None,
+) -> int:
+    """Write (id, row or None) records, key {"id": id} (with this record timestamp, if given);
+    returns how many were written."""
     producer = Producer({"bootstrap.servers": servers, "enable.idempotence": True, "linger.ms": 5})
     n = 0
+    stamp = {"timestamp": timestamp_ms} if timestamp_ms is not None else {}
     for key, row in changes:
         value = None if row is None else json.dumps({"id": key, **row}).encode()
-        producer.produce(topic, key=json.dumps({"id": key}).encode(), value=value)
+        producer.produce(topic, key=json.dumps({"id": key}).encode(), value=value, **stamp)
         n += 1
     assert producer.flush(30) == 0
     return n
@@ -73,9 +80,13 @@ def random_changes(rnd: random.Random, n: int, keys: int) -> list[tuple[int, dic
     return out
 
 
-def oracle_table(servers: str, topic: str) -> dict[int, tuple[str, str, str]]:
-    """id -> (name, region, score as text with 2 decimals), from a plain-Python fold."""
-    state = fold(read_all(servers, [topic]), lambda k: json.loads(k)["id"], json.loads)
+def oracle_table(servers: str, topic: str, before_ms: int | None = None) -> dict[int, tuple[str, str, str]]:
+    """id -> (name, region, score as text with 2 decimals), from a plain-Python fold (of the
+    records with a timestamp before ``before_ms``, if given)."""
+    records = read_all(servers, [topic])
+    if before_ms is not None:
+        records = [r for r in records if r.timestamp < before_ms]
+    state = fold(records, lambda k: json.loads(k)["id"], json.loads)
     return {k: (v["name"], v["region"], f"{float(v['score']):.2f}") for k, v in state.items()}
 
 

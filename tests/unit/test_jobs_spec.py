@@ -116,3 +116,16 @@ def test_only_keeps_one_job_and_the_connections_it_uses() -> None:
     assert list(single.connections) == ["main"] and [j.name for j in single.jobs] == ["users"]
     with pytest.raises(SpecError, match=r"no job named 'x'.*use one of: users"):
         single.job("x")
+
+
+def test_snapshot_targets_belong_to_backfills_and_need_their_own_column_name() -> None:
+    snap = {"kind": "delta", "path": "/tmp/daily", "as_of_column": "as_of"}
+    with pytest.raises(SpecError, match=r"target\.as_of_column.*kind: backfill"):
+        Pipeline.model_validate(_pipeline(target=snap))
+    ok = Pipeline.model_validate(_pipeline(kind="backfill", target=snap)).job("users")
+    assert isinstance(ok, BackfillJob) and ok.snapshot
+    clash = {**snap, "as_of_column": "name"}
+    with pytest.raises(SpecError, match=r"target\.as_of_column.*'name' is also a column"):
+        Pipeline.model_validate(_pipeline(kind="backfill", target=clash))
+    latest = Pipeline.model_validate(_pipeline(kind="backfill")).job("users")
+    assert isinstance(latest, BackfillJob) and not latest.snapshot

@@ -80,15 +80,25 @@ def _delta_commit_confs(spark: SparkSession, app_id: str, version: int, metadata
             spark.conf.unset(k)
 
 
-def ensure_delta_table(spark: SparkSession, path: str, table: UpsertKafkaTable) -> list[str]:
+def ensure_delta_table(
+    spark: SparkSession, path: str, table: UpsertKafkaTable, *, as_of_column: str | None = None
+) -> list[str]:
     """Create the Delta table from the spec when missing; add columns the spec gained. Returns the
-    names of added columns. A column whose type changed is an error (before any write)."""
+    names of added columns. A column whose type changed is an error (before any write).
+
+    :param as_of_column: a snapshot table: this TIMESTAMP column leads the key and partitions it.
+    """
     from delta.tables import DeltaTable
-    from pyspark.sql.types import StructType, _parse_datatype_string
+    from pyspark.sql.types import StructType, TimestampType, _parse_datatype_string
 
     wanted = target_columns(table)
     if not DeltaTable.isDeltaTable(spark, path):
         builder = DeltaTable.createIfNotExists(spark).location(path)
+        if as_of_column:
+            builder = builder.addColumn(as_of_column, TimestampType(), nullable=False)
+            builder = builder.partitionedBy(as_of_column).property(
+                "upsert_kafka_ops.as_of_column", as_of_column
+            )
         for name, t in wanted:
             builder = builder.addColumn(
                 name, _parse_datatype_string(t.to_spark()), nullable=name not in table.primary_key
@@ -98,6 +108,11 @@ def ensure_delta_table(spark: SparkSession, path: str, table: UpsertKafkaTable) 
         return []
     have: StructType = spark.read.format("delta").load(path).schema
     existing = {f.name: f.dataType for f in have.fields}
+    if as_of_column and existing.get(as_of_column) != TimestampType():
+        raise TargetSchemaError(
+            f"Delta table {path}: the snapshot column {as_of_column!r} is missing or not a TIMESTAMP (the "
+            "table was not created as a snapshot table). Write the snapshots under a new path."
+        )
     added = []
     for name, t in wanted:
         want = _parse_datatype_string(t.to_spark())
@@ -177,6 +192,33 @@ def delta_overwrite(
     with _delta_commit_confs(spark, app_id, version, json.dumps(metadata, sort_keys=True)):
         rows.select(*names).write.format("delta").mode("overwrite").save(path)
     return {"upserted": int(_last_commit_metrics(spark, path).get("numOutputRows", 0)), "deleted": 0}
+
+
+def delta_replace_snapshot(
+    spark: SparkSession,
+    rows: DataFrame,
+    path: str,
+    table: UpsertKafkaTable,
+    *,
+    as_of_column: str,
+    as_of_ms: int,
+    app_id: str,
+    version: int,
+    metadata: dict[str, Any],
+) -> dict[str, int]:
+    """Replace the snapshot ``as_of_column = as_of_ms`` with ``rows`` in one commit (Delta
+    ``replaceWhere``); the other snapshots are untouched."""
+    from pyspark.sql import functions as F
+
+    names = [c for c, _ in target_columns(table)]
+    stamp = f"timestamp_millis({int(as_of_ms)})"
+    out = rows.select(F.expr(stamp).alias(as_of_column), *names)
+    with _delta_commit_confs(spark, app_id, version, json.dumps(metadata, sort_keys=True)):
+        out.write.format("delta").mode("overwrite").option(
+            "replaceWhere", f"{quote_name(as_of_column)} = {stamp}"
+        ).save(path)
+    m = _last_commit_metrics(spark, path)
+    return {"upserted": int(m.get("numOutputRows", 0)), "deleted": 0}
 
 
 # -- Parquet --------------------------------------------------------------------------------------

@@ -321,8 +321,12 @@ class _Runner:
                 validation=validation,
             )
         else:
+            snapshot = isinstance(job, BackfillJob) and job.snapshot
+            if snapshot:  # the snapshot's time: the end's, else when the end offsets are fixed
+                as_of = until.get("timestamp_ms") if isinstance(until, dict) else None
+                result.write["as_of_ms"] = int(as_of if as_of is not None else time.time() * 1000)
             bounds = resolve_bounds(table, conn.to_librdkafka(), "earliest", until)
-            if stored is not None and not rewind:
+            if stored is not None and not rewind and not snapshot:
                 behind = {
                     tp: (off, bounds.end.get(tp, 0))
                     for tp, off in stored.offsets.items()
@@ -375,9 +379,15 @@ class _Runner:
         table = job.source.table
         if isinstance(target, DeltaTarget):
             path = target.path
-            result.columns_added = wh.ensure_delta_table(self.spark, path, table)
+            as_of = target.as_of_column
+            result.columns_added = wh.ensure_delta_table(self.spark, path, table, as_of_column=as_of)
             meta = {st.MARKER: payload}
-            if mode == "incremental":
+            if as_of:  # a snapshot table: only this end's rows are replaced
+                counts = wh.delta_replace_snapshot(
+                    self.spark, df, path, table, as_of_column=as_of, as_of_ms=result.write["as_of_ms"],
+                    app_id=job.name, version=run, metadata=meta,
+                )  # fmt: skip
+            elif mode == "incremental":
                 counts = wh.delta_merge(
                     self.spark, df, path, table, app_id=job.name, version=run, metadata=meta
                 )

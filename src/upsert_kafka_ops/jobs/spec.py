@@ -151,6 +151,13 @@ class DeltaTarget(SpecModel):
 
     kind: Literal["delta"] = Field(description="Target kind.")
     path: str = Field(description="Table folder (local path or a URI Spark can write, e.g. s3a://...).")
+    as_of_column: str | None = Field(
+        default=None,
+        description="Snapshot table: each backfill writes the state as of its end (until) into the rows "
+        "where this TIMESTAMP column equals that time, replacing only those rows; the table is "
+        "partitioned by it. Written by backfill jobs only, so runs for different ends (e.g. Dagster "
+        "daily partitions, in any order or in parallel) never take the latest state back.",
+    )
 
     @property
     def uri(self) -> str:
@@ -268,6 +275,16 @@ class MaterializeJob(_Job):
         description="Decode only winning values, or every value (fail on the first bad one).",
     )
 
+    @model_validator(mode="after")
+    def _latest_state_target(self) -> MaterializeJob:
+        if isinstance(self.target, DeltaTarget) and self.target.as_of_column:
+            raise SpecError(
+                "target.as_of_column",
+                "a materialize job keeps the latest state; a snapshot table is written by backfills.",
+                "use kind: backfill for a snapshot table, or drop as_of_column.",
+            )
+        return self
+
     def connections_used(self) -> list[str]:
         return [self.source.connection]
 
@@ -300,7 +317,19 @@ class BackfillJob(_Job):
                 f"cannot use {u!r}.",
                 "use 'latest', {timestamp_ms: N} or {offsets: {topic: {p: n}}}.",
             )
+        as_of = self.target.as_of_column if isinstance(self.target, DeltaTarget) else None
+        if as_of and as_of in {c.name for c in self.source.table.columns}:
+            raise SpecError(
+                "target.as_of_column",
+                f"{as_of!r} is also a column of the table {self.source.table.name!r}.",
+                "choose a name the table does not use, e.g. as_of.",
+            )
         return self
+
+    @property
+    def snapshot(self) -> bool:
+        """Whether the target is a snapshot table (one snapshot per end, see DeltaTarget.as_of_column)."""
+        return isinstance(self.target, DeltaTarget) and bool(self.target.as_of_column)
 
     def until_bound(self) -> Any:
         if isinstance(self.until, dict) and "offsets" in self.until:
