@@ -75,6 +75,7 @@ def upsert_kafka_assets(
     kafka_resources: Mapping[str, str] | None = None,
     spark_runtime: str | None = None,
     row_count_check: bool = True,
+    partitions_def: dg.TimeWindowPartitionsDefinition | None = None,
 ) -> list[dg.AssetsDefinition | dg.AssetSpec]:
     """Assets for the jobs of a pipeline (all, or ``jobs``).
 
@@ -85,6 +86,10 @@ def upsert_kafka_assets(
         (default: the local runtime, i.e. the run's process).
     :param row_count_check: add the blocking ``row_count_matches_live_keys`` check to Delta
         targets (it re-folds the topic up to the run's end offsets: one more full read).
+    :param partitions_def: time-window partitions, for snapshot jobs only (a backfill job whose
+        Delta target has ``as_of_column``): each partition writes the snapshot as of its window's
+        end, so partitions run late, out of order or as a range never rewind anything. A
+        latest-state job is refused: a late partition would take its table back in time.
     :returns: one multi-asset per job (its outputs: a warehouse table or a sink topic) and an
         external ``AssetSpec`` for each input nobody in the pipeline writes.
     """
@@ -94,19 +99,34 @@ def upsert_kafka_assets(
     check_kafka_resources(pipe, kres)
     out: list[dg.AssetsDefinition | dg.AssetSpec] = []
     external: dict[dg.AssetKey, dg.AssetSpec] = {}
-    for p in plan(pipe, jobs, tr):
+    plans = plan(pipe, jobs, tr)
+    if partitions_def is not None:
+        latest = [p.job for p in plans if not _is_snapshot(pipe.job(p.job))]
+        if latest:
+            raise SpecError(
+                "partitions_def",
+                f"{', '.join(map(repr, latest))} keeps a latest-state target: a partition run late or out of "
+                "order would take it back in time.",
+                "select only snapshot jobs (kind: backfill, a Delta target with as_of_column) with jobs=[...], "
+                "or drop partitions_def and rebuild with run config until.",
+            )
+    for p in plans:
         for ds in p.external:
             spec = tr.get_asset_spec(ds)
             external.setdefault(spec.key, spec)
-        out.append(_job_asset(pipe, p, tr, kres, spark_runtime, row_count_check))
+        out.append(_job_asset(pipe, p, tr, kres, spark_runtime, row_count_check, partitions_def))
     return [*external.values(), *out]
+
+
+def _is_snapshot(spec: Any) -> bool:
+    return isinstance(spec, BackfillJob) and spec.snapshot
 
 
 def _checks_for(spec: Any, row_count_check: bool) -> list[str]:
     names = []
     if isinstance(spec, MaterializeJob | BackfillJob):
         names.append(KEYS_CHECK)
-        if row_count_check and isinstance(spec.target, DeltaTarget):
+        if row_count_check and isinstance(spec.target, DeltaTarget) and not _is_snapshot(spec):
             names.append(ROW_COUNT_CHECK)
     return names
 
@@ -118,9 +138,14 @@ def _job_asset(
     kres: Mapping[str, str],
     spark_runtime: str | None,
     row_count_check: bool,
+    partitions_def: dg.TimeWindowPartitionsDefinition | None,
 ) -> dg.AssetsDefinition:
     spec = pipe.job(p.job)
-    specs = [tr.get_asset_spec(o, deps=p.deps) for o in p.outputs]
+    if partitions_def is not None:
+        specs_kw: dict[str, Any] = {"partitions_def": partitions_def}
+    else:
+        specs_kw = {}
+    specs = [tr.get_asset_spec(o, deps=p.deps).replace_attributes(**specs_kw) for o in p.outputs]
     check_names = _checks_for(spec, row_count_check)
     descriptions = {
         KEYS_CHECK: "Every key read by the run was in a single partition (upsert-kafka's ordering "
@@ -155,8 +180,22 @@ def _job_asset(
             if not isinstance(res, SparkRuntimeResource):
                 raise SpecError("spark_runtime", f"resource {spark_runtime!r} is not a SparkRuntimeResource.")
             runtime = res.runtime_spec()
-        result, reported = run(context, live, job, config, runtime)
-        yield from results_for(context, live, job, p.output_keys, result, check_names, reported)
+        if partitions_def is None:
+            result, reported = run(context, live, job, config, runtime)
+            yield from results_for(context, live, job, p.output_keys, result, check_names, reported)
+            return
+        if config.until is not None or config.mode is not None:
+            raise SpecError("until", "a partitioned snapshot asset takes its end from the partition.",
+                            "launch the partitions (or a range) instead of setting until or mode.")  # fmt: skip
+        snapshots: dict[str, dict[str, Any]] = {}
+        for key in context.partition_keys:  # one bounded snapshot per partition, in order
+            window = partitions_def.time_window_for_partition_key(key)
+            end_ms = int(window.end.timestamp() * 1000)
+            one = config.model_copy(update={"until": str(end_ms)})
+            result, reported = run(context, live, job, one, runtime)
+            snapshots[key] = {"as_of": window.end.isoformat(), "records_read": result["records_read"],
+                              "rows": result["rows_upserted"]}  # fmt: skip
+        yield from results_for(context, live, job, p.output_keys, result, check_names, reported, snapshots)
 
     return _asset
 
@@ -278,6 +317,7 @@ def results_for(
     result: dict[str, Any],
     check_names: list[str],
     reported: Mapping[dg.AssetKey, Mapping[str, Any]] | None = None,
+    snapshots: Mapping[str, Any] | None = None,
 ) -> Iterator[dg.MaterializeResult[Any]]:
     """One ``MaterializeResult`` per output: the run's metadata (as the Spark driver reported it
     through Pipes, else from the run result), lag after the run, Delta row count and preview, and
@@ -299,7 +339,9 @@ def results_for(
             context.log.warning(f"upsert-kafka job {job!r}: lag after the run unknown: {exc}")
     row_count: int | None = None
     target = getattr(spec, "target", None)
-    if isinstance(target, DeltaTarget):
+    if snapshots is not None:  # snapshot runs: rows per partition; the table holds every snapshot
+        meta["upsert_kafka/snapshots"] = dg.MetadataValue.json(dict(snapshots))
+    elif isinstance(target, DeltaTarget):
         row_count, preview = _delta_facts(target.path)
         meta["dagster/row_count"] = row_count
         meta["upsert_kafka/preview"] = preview
