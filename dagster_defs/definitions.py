@@ -25,6 +25,7 @@ from upsert_kafka_ops.dagster import (
     upsert_kafka_assets,
     upsert_kafka_lag_checks,
 )
+from upsert_kafka_ops.errors import SpecError
 from upsert_kafka_ops.jobs import Pipeline
 from upsert_kafka_ops.jobs.gates import LagCondition
 from upsert_kafka_ops.jobs.spec import PublishJob
@@ -52,21 +53,31 @@ def build_definitions(folder: Path = PIPELINES) -> dg.Definitions:
     external: dict[dg.AssetKey, dg.AssetSpec] = {}  # a source topic read by several files: once
     checks: list[dg.AssetChecksDefinition] = []
     sensors: list[dg.SensorDefinition] = []
+    files: dict[str, str] = {}  # job name -> its file: job names are op names, unique in a location
     for file in sorted(folder.glob("*.yaml")):
         pipeline = Pipeline.load(file)
+        for job in pipeline.jobs:
+            if job.name in files:
+                raise SpecError(
+                    f"{file.name}: jobs.{job.name}",
+                    f"is also a job of {files[job.name]}; job names become Dagster op names, unique per code "
+                    "location.",
+                    "rename one of the jobs, or load the files in separate code locations.",
+                )
+            files[job.name] = file.name
         kafka = {name: "kafka" for name in pipeline.connections}
         for a in upsert_kafka_assets(pipeline=pipeline, kafka_resources=kafka, spark_runtime="spark_runtime"):
-            if not (
-                isinstance(a, dg.AssetSpec)
-                and any(isinstance(b, dg.AssetSpec) and b.key == a.key for b in assets)
-            ):
+            if isinstance(a, dg.AssetSpec):
+                external.setdefault(a.key, a)
+            else:
                 assets.append(a)
         checks += upsert_kafka_lag_checks(condition=LAG, pipeline=pipeline, kafka_resources=kafka)
         for job in pipeline.jobs:
             if not isinstance(job, PublishJob):
                 sensors.append(new_data_sensor(job=job.name, pipeline=pipeline, kafka_resources=kafka))
+    written = {key for a in assets for key in a.keys}  # written by a job of another file: not external
     return dg.Definitions(
-        assets=[*external.values(), *assets],
+        assets=[*(spec for key, spec in external.items() if key not in written), *assets],
         asset_checks=checks,
         sensors=sensors,
         resources={

@@ -8,33 +8,28 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections import Counter, defaultdict
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.demo_support import (
+    DEMO_TOPICS,
+    PAGEVIEWS,
+    USERS_1,
+    USERS_VALUE,
+    expected_per_region,
+    json_topic_oracle,
+    produce_pageviews,
+    users_oracle,
+)
 from tests.integration.oracle import read_all
 
 from upsert_kafka_ops.local import LocalKafka
 
 from .conftest import PASSWORD, ROOT
-from .support import json_topic_oracle, task_states, users_oracle, xcoms
-
-# Flink's Avro schema of the users value (user_id is NOT NULL as part of the primary key); written
-# out here so the oracle does not take it from the code under test
-USERS_VALUE = {"type": "record", "name": "record", "fields": [
-    {"name": "user_id", "type": "long"},
-    {"name": "user_name", "type": ["null", "string"]},
-    {"name": "region", "type": ["null", "string"]},
-]}  # fmt: skip
-USERS_1 = [
-    (100, "Bob", "Beijing"),
-    (101, "Alice", "Shanghai"),
-    (102, "Greg", "Berlin"),
-    (103, "Richard", "Berlin"),
-]
-PAGEVIEWS = [(100, 10001), (101, 10002), (102, 10002), (101, 10003), (100, 10004)]
+from .support import task_states, xcoms
 
 
 @pytest.fixture(scope="module")
@@ -42,9 +37,7 @@ def demo(kafka: LocalKafka, kafka_default: dict[str, str], airflow_db: Path, spa
          tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:  # fmt: skip
     folder = tmp_path_factory.mktemp("demo")
     os.environ["UKO_DEMO_DIR"] = str(folder)
-    for topic, config in (("users", {"cleanup.policy": "compact"}), ("pageviews", {}),
-                          ("pageviews_per_region", {"cleanup.policy": "compact"}),
-                          ("pageviews_per_page", {"cleanup.policy": "compact"})):  # fmt: skip
+    for topic, config in DEMO_TOPICS:
         kafka.create_topic(topic, partitions=2, config=config)
     source = folder / "source" / "users"
     users = spark.createDataFrame(USERS_1, "user_id BIGINT, user_name STRING, region STRING")
@@ -59,13 +52,7 @@ def demo(kafka: LocalKafka, kafka_default: dict[str, str], airflow_db: Path, spa
 
 
 def _pageviews(kafka: LocalKafka, events: list[tuple[int, int]], minute: int) -> None:
-    from confluent_kafka import Producer
-
-    producer = Producer({"bootstrap.servers": kafka.bootstrap_servers})
-    for i, (user, page) in enumerate(events):
-        view = {"user_id": user, "page_id": page, "viewtime": f"2026-11-22 10:{minute:02d}:{i:02d}"}
-        producer.produce("pageviews", value=json.dumps(view).encode())
-    assert producer.flush(30) == 0
+    produce_pageviews(kafka.bootstrap_servers, events, minute)
 
 
 def _run(demo: dict[str, Any], dag_id: str, capfd: pytest.CaptureFixture[str], **kw: Any) -> tuple[Any, str]:
@@ -85,19 +72,6 @@ def _warehouse_users(spark: Any, demo: dict[str, Any]) -> dict[int, tuple[str, s
     return {r.user_id: (r.user_name, r.region) for r in rows}
 
 
-def _expected_per_region(
-    users: dict[int, tuple[str, str]], views: list[tuple[int, int]]
-) -> dict[str, dict[str, Any]]:
-    pv: Counter[str] = Counter()
-    uv: dict[str, set[int]] = defaultdict(set)
-    for user, _page in views:
-        if user in users:
-            region = users[user][1]
-            pv[region] += 1
-            uv[region].add(user)
-    return {r: {"user_region": r, "pv": pv[r], "uv": len(uv[r])} for r in pv}
-
-
 def test_pipeline_dag_runs_every_job_in_order(
     demo: dict[str, Any], kafka: LocalKafka, spark: Any, capfd: pytest.CaptureFixture[str]
 ) -> None:
@@ -108,7 +82,7 @@ def test_pipeline_dag_runs_every_job_in_order(
     users = users_oracle(kafka.bootstrap_servers, USERS_VALUE)
     assert users == {u: (n, r) for u, n, r in USERS_1}
     assert _warehouse_users(spark, demo) == users
-    assert json_topic_oracle(kafka.bootstrap_servers, "pageviews_per_region") == _expected_per_region(
+    assert json_topic_oracle(kafka.bootstrap_servers, "pageviews_per_region") == expected_per_region(
         users, PAGEVIEWS
     )
     pages = Counter(p for _, p in PAGEVIEWS)
@@ -150,7 +124,7 @@ def test_pageviews_per_region_dag_follows_new_views(
     dagrun, _ = _run(demo, "pageviews_per_region", capfd)
     assert task_states(dagrun) == {"pageviews_per_region": "success"}
     users = users_oracle(kafka.bootstrap_servers, USERS_VALUE)
-    assert json_topic_oracle(kafka.bootstrap_servers, "pageviews_per_region") == _expected_per_region(
+    assert json_topic_oracle(kafka.bootstrap_servers, "pageviews_per_region") == expected_per_region(
         users, PAGEVIEWS + more
     )
 
@@ -171,9 +145,8 @@ def test_backfill_dag_refuses_an_older_end_unless_rewind_then_rebuilds(
     assert task_states(dagrun) == {"backfill": "success"}
     # the oracle: the users topic folded up to the end time
     before = [r for r in read_all(kafka.bootstrap_servers, ["users"]) if r.timestamp < demo["before_move_ms"]]
+    from tests.demo_support import avro_decode
     from tests.integration.oracle import fold
-
-    from .support import avro_decode
 
     state = fold(before, lambda k: int(k.decode()), lambda v: avro_decode(USERS_VALUE, v)[0])
     assert _warehouse_users(spark, demo) == {k: (v["user_name"], v["region"]) for k, v in state.items()}

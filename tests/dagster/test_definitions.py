@@ -59,3 +59,33 @@ def test_definitions_hold_the_demo_assets_checks_and_sensors() -> None:
     sensors = {s.name for s in defs.sensors or []}
     assert sensors == {"upsert_kafka_new_data_users_to_delta", "upsert_kafka_new_data_pageviews_per_region",
                        "upsert_kafka_new_data_pageviews_per_page"}  # fmt: skip
+
+
+def _load_module() -> object:
+    spec = importlib.util.spec_from_file_location("uko_dagster_definitions_2", DEFS)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_pipeline_files_that_share_topics_and_job_names(tmp_path: Path) -> None:
+    import pytest
+
+    from upsert_kafka_ops.errors import SpecError
+    from upsert_kafka_ops.jobs import Pipeline
+
+    demo = Pipeline.load(ROOT / "pipelines" / "demo.yaml")
+    build = _load_module().build_definitions  # type: ignore[attr-defined]
+    # one file publishes the users topic, another reads it: one asset, not an external one too
+    (tmp_path / "a.yaml").write_text(demo.model_copy(update={"jobs": [demo.job("publish-users")]}).to_yaml())
+    (tmp_path / "b.yaml").write_text(demo.model_copy(update={"jobs": [demo.job("users-to-delta")]}).to_yaml())
+    defs: dg.Definitions = build(tmp_path)
+    graph = defs.resolve_asset_graph()
+    users = graph.get(dg.AssetKey(["kafka", "users"]))
+    assert users.is_materializable
+    assert graph.get(dg.AssetKey(["warehouse", "warehouse", "users"])).parent_keys == {users.key}
+    # the same job name in two files would be the same op name: refused, naming both files
+    (tmp_path / "c.yaml").write_text(demo.model_copy(update={"jobs": [demo.job("users-to-delta")]}).to_yaml())
+    with pytest.raises(SpecError, match=r"c\.yaml: jobs\.users-to-delta.*also a job of b\.yaml"):
+        build(tmp_path)
