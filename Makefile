@@ -11,8 +11,11 @@ PIP_VERSION := 26.3
 EXTRAS := airflow,dagster,dev
 LINT_PATHS := src tests benchmarks dags dagster_defs
 TIMED := scripts/timed.sh
+# Helm is built from the Go module proxy with the machine's Go (tests/helm fail without it).
+HELM_VERSION := v3.22.0
+HELM := .tools/bin/helm
 
-.PHONY: help toolchain install jars lint unit integration test demo bench constraints clean
+.PHONY: help toolchain install jars lint unit helm chart integration test demo bench constraints clean
 
 help:
 	@echo "make demo   - install, fetch jars, run the main job on a local Kafka broker and local Spark"
@@ -43,13 +46,23 @@ lint: install
 unit: install
 	@$(TIMED) "unit tests" $(BIN)/pytest tests/unit
 
+$(HELM):
+	@command -v go >/dev/null || { echo "ERROR: Go is needed to build helm $(HELM_VERSION) (go install)." >&2; exit 1; }
+	@$(TIMED) "helm build" env GOBIN=$(CURDIR)/.tools/bin go install helm.sh/helm/v3/cmd/helm@$(HELM_VERSION)
+
+helm: $(HELM)
+
+# The chart: helm lint/template over a values matrix, kubernetes-validate, overlays, hadolint.
+chart: install $(HELM)
+	@$(TIMED) "chart tests" env UKO_HELM=$(CURDIR)/$(HELM) $(BIN)/pytest tests/helm
+
 # One pytest process per orchestrator: each configures its framework (Airflow home, DB) on import.
 integration: jars
 	@$(TIMED) "integration tests" $(BIN)/pytest tests/integration --durations=10
 	@$(TIMED) "airflow tests" $(BIN)/pytest tests/airflow --durations=5
 	@$(TIMED) "dagster tests" $(BIN)/pytest tests/dagster --durations=5
 
-test: jars lint unit integration
+test: jars lint unit chart integration
 
 demo: jars
 	$(BIN)/upsert-kafka-ops demo
@@ -67,4 +80,4 @@ constraints: install
 	@mv constraints.txt.new constraints.txt
 
 clean:
-	rm -rf $(VENV) build dist src/*.egg-info .pytest_cache .mypy_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) .tools build dist src/*.egg-info .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -11,7 +11,8 @@ Commands:
 - ``describe-topic TOPIC (--bootstrap-servers S | --pipeline FILE [--connection NAME]) [--json]``.
 - ``lag ...``: consumer lag and Burrow status (see ``upsert-kafka-ops lag --help``).
 - ``local kafka|postgres start|stop|status [--dir D]``: the embedded broker and warehouse.
-- ``docs config``: print the configuration reference (docs/configuration.md).
+- ``docs config``: print the configuration reference (docs/configuration.md); ``docs helm-schema``:
+  the Helm chart's values.schema.json.
 - ``demo``: the main job on the embedded default (local broker, local Spark).
 
 Exit codes: 0 success; 1 a job failed; 2 bad input or a service error; 3 ``status`` of a stopped
@@ -83,7 +84,11 @@ def _parser() -> argparse.ArgumentParser:
     cli_lag.register(sub)
 
     pdoc = sub.add_parser("docs", help="generated documentation")
-    pdoc.add_argument("what", choices=["config"], help="config: the configuration reference (Markdown)")
+    pdoc.add_argument(
+        "what",
+        choices=["config", "helm-schema"],
+        help="config: the configuration reference (Markdown); helm-schema: the chart's values.schema.json",
+    )
 
     pd = sub.add_parser("demo", help="run the main job on the embedded default")
     pd.add_argument("--jars-dir", type=Path, default=None, help="jar cache folder")
@@ -106,6 +111,11 @@ def main(argv: list[str] | None = None) -> int:
 
             return cli_lag.run(args)
         if args.command == "docs":
+            if args.what == "helm-schema":
+                from upsert_kafka_ops.deploy.helm_values import values_schema_json
+
+                sys.stdout.write(values_schema_json())
+                return 0
             from upsert_kafka_ops.spec.reference import render
 
             sys.stdout.write(render())

@@ -1,0 +1,55 @@
+{{/* Names and labels shared by every template. */}}
+{{- define "uko.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{- define "uko.fullname" -}}
+{{- if .Values.fullnameOverride -}}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- $name := default .Chart.Name .Values.nameOverride -}}
+{{- if contains $name .Release.Name -}}
+{{- .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "uko.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "uko.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end -}}
+
+{{- define "uko.labels" -}}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
+{{ include "uko.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- with .Values.commonLabels }}
+{{ toYaml . }}
+{{- end }}
+{{- end -}}
+
+{{- define "uko.serviceAccountName" -}}
+{{- default (printf "%s-spark" (include "uko.fullname" .)) .Values.serviceAccount.name -}}
+{{- end -}}
+
+{{- define "uko.kafkaSecretName" -}}
+{{- default (printf "%s-kafka" (include "uko.fullname" .)) .Values.kafka.existingSecret -}}
+{{- end -}}
+
+{{- define "uko.image" -}}
+{{- printf "%s:%s" .Values.image.repository .Values.image.tag -}}
+{{- end -}}
+
+{{/* Environment of the orchestrator's pods and of the exporter: non-secret values from the env
+ConfigMap, the SASL credentials from the Kafka Secret. */}}
+{{- define "uko.kafkaEnv" -}}
+- name: UKO_KAFKA_USERNAME
+  valueFrom:
+    secretKeyRef: {name: {{ include "uko.kafkaSecretName" . }}, key: {{ .Values.kafka.secretKeys.username }}, optional: true}
+- name: UKO_KAFKA_PASSWORD
+  valueFrom:
+    secretKeyRef: {name: {{ include "uko.kafkaSecretName" . }}, key: {{ .Values.kafka.secretKeys.password }}, optional: true}
+{{- end -}}

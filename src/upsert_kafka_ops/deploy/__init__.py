@@ -1,0 +1,1 @@
+"""Deployment artifacts generated from the package: the Helm chart's values schema."""

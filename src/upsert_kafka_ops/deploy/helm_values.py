@@ -1,0 +1,204 @@
+"""The values of the ``charts/upsert-kafka-ops`` Helm chart, as pydantic models.
+
+``values.schema.json`` is generated from :class:`HelmValues` (``upsert-kafka-ops docs helm-schema``;
+a test fails when the file is stale) and ``values.yaml`` holds exactly the models' defaults. Keys are
+camelCase, as in Kubernetes; unknown keys are errors (``additionalProperties: false``). Rules that
+span several values live in ``templates/validate.yaml`` as ``fail`` messages that name the value
+and the fix.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic.alias_generators import to_camel
+
+
+class _Values(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, alias_generator=to_camel)
+
+
+class Image(_Values):
+    repository: str = Field(
+        default="upsert-kafka-ops",
+        description="Image with this package, Spark and the jars (docker/Dockerfile); the lag exporter "
+        "and the Spark executors run it.",
+    )
+    tag: str = Field(default="0.1.0", description="Image tag (the package version by default).")
+    pull_policy: Literal["Always", "IfNotPresent", "Never"] = Field(
+        default="IfNotPresent", description="Kubernetes imagePullPolicy."
+    )
+    pull_secrets: list[str] = Field(default_factory=list, description="Names of image pull Secrets.")
+
+
+class ServiceAccount(_Values):
+    create: bool = Field(default=True, description="Create the Spark driver ServiceAccount.")
+    name: str = Field(default="", description="Its name (default: <release fullname>-spark).")
+    annotations: dict[str, str] = Field(
+        default_factory=dict, description="Annotations, e.g. a cloud IAM role for object storage."
+    )
+
+
+class Subject(_Values):
+    name: str = Field(default="", description="ServiceAccount name, e.g. airflow-worker or dagster.")
+    namespace: str = Field(default="", description="Its namespace (default: the release namespace).")
+
+
+class Rbac(_Values):
+    create: bool = Field(
+        default=True,
+        description="Create the Role (pods, services, configmaps, persistentvolumeclaims) and its RoleBinding.",
+    )
+    orchestrator_service_accounts: list[Subject] = Field(
+        default_factory=list,
+        description="The orchestrator's ServiceAccounts bound to the Role too: the pods that run a "
+        "client-mode driver (Airflow workers, Dagster run pods) create executors with their own account.",
+    )
+
+
+class SecretKeys(_Values):
+    username: str = Field(default="username", description="Key of the SASL username in the Secret.")
+    password: str = Field(default="password", description="Key of the SASL password in the Secret.")
+    airflow_connection: str = Field(
+        default="airflow-connection",
+        description="Key of the Airflow connection JSON (AIRFLOW_CONN_KAFKA_DEFAULT) in the Secret.",
+    )
+
+
+class Kafka(_Values):
+    bootstrap_servers: str = Field(default="", description="host:port[,host:port] of the brokers (required).")
+    security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = Field(
+        default="PLAINTEXT", description="librdkafka security.protocol."
+    )
+    sasl_mechanism: Literal["", "PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"] = Field(
+        default="", description="SASL mechanism (with a SASL_* protocol)."
+    )
+    existing_secret: str = Field(
+        default="",
+        description="Use this Secret (keys in secretKeys) instead of creating one; then username and "
+        "password stay empty.",
+    )
+    username: str = Field(default="", description="SASL username, for the Secret the chart creates.")
+    password: str = Field(
+        default="",
+        description="SASL password, for the Secret the chart creates (prefer existingSecret, or "
+        "--set-file / an encrypted values file; never a ConfigMap).",
+    )
+    secret_keys: SecretKeys = Field(default_factory=SecretKeys, description="Key names inside the Secret.")
+
+
+class DriverService(_Values):
+    enabled: bool = Field(
+        default=True,
+        description="A headless Service for client-mode drivers (the orchestrator's pods), so executors "
+        "reach the driver.",
+    )
+    port: int = Field(default=7078, ge=1, le=65535, description="spark.driver.port.")
+    block_manager_port: int = Field(
+        default=7079, ge=1, le=65535, description="spark.driver.blockManager.port."
+    )
+    selector: dict[str, str] = Field(
+        default_factory=lambda: {"upsert-kafka-ops/spark-driver": "true"},
+        description="Labels of the pods that run drivers (add them to the Airflow worker / Dagster run pods).",
+    )
+
+
+class Spark(_Values):
+    conf: dict[str, str] = Field(
+        default_factory=dict,
+        description="Extra spark-defaults.conf settings (no secrets: a key naming a password, secret or "
+        "token is refused; pass those with spark.kubernetes.*.secretKeyRef).",
+    )
+    driver_service: DriverService = Field(
+        default_factory=DriverService, description="The client-mode driver Service."
+    )
+
+
+class ServiceMonitor(_Values):
+    enabled: bool = Field(
+        default=False, description="Create a Prometheus Operator ServiceMonitor for the lag exporter."
+    )
+    interval: str = Field(default="30s", description="Scrape interval.")
+    labels: dict[str, str] = Field(
+        default_factory=dict, description="Extra labels, e.g. the release label your Prometheus selects."
+    )
+
+
+class LagExporter(_Values):
+    enabled: bool = Field(
+        default=False,
+        description="Run upsert-kafka-ops lag --serve over every job of each pipeline file (one container "
+        "per file, on consecutive ports).",
+    )
+    port: int = Field(default=9308, ge=1, le=65000, description="Port of the first pipeline file's endpoint.")
+    min_interval: float = Field(
+        default=15.0,
+        gt=0,
+        description="Seconds between evaluations (--min-interval), whatever the scrape rate.",
+    )
+    resources: dict[str, Any] = Field(
+        default_factory=dict, description="Container resources (requests/limits) of each exporter container."
+    )
+    service_monitor: ServiceMonitor = Field(default_factory=ServiceMonitor, description="The ServiceMonitor.")
+
+
+class HelmValues(_Values):
+    """Values of the upsert-kafka-ops chart."""
+
+    name_override: str = Field(default="", description="Replaces the chart name in object names.")
+    fullname_override: str = Field(default="", description="Replaces <release>-<chart> in object names.")
+    common_labels: dict[str, str] = Field(default_factory=dict, description="Labels added to every object.")
+    image: Image = Field(default_factory=Image, description="The image of this package.")
+    service_account: ServiceAccount = Field(
+        default_factory=ServiceAccount, description="The Spark driver ServiceAccount."
+    )
+    rbac: Rbac = Field(default_factory=Rbac, description="The Spark Role and who is bound to it.")
+    kafka: Kafka = Field(default_factory=Kafka, description="The Kafka connection and its Secret.")
+    pipelines: dict[str, str] = Field(
+        default_factory=dict,
+        description="Pipeline files by file name (e.g. --set-file pipelines.demo\\.yaml=pipelines/demo.yaml), "
+        "mounted at /etc/upsert-kafka-ops/pipelines (UKO_PIPELINES_DIR). Required.",
+    )
+    spark: Spark = Field(default_factory=Spark, description="spark-defaults.conf and the driver Service.")
+    lag_exporter: LagExporter = Field(default_factory=LagExporter, description="The lag exporter.")
+
+
+def _inline(node: Any, defs: dict[str, Any]) -> Any:
+    if isinstance(node, dict):
+        if "$ref" in node:
+            target = defs[node["$ref"].rsplit("/", 1)[-1]]
+            merged = {**_inline(target, defs), **{k: v for k, v in node.items() if k != "$ref"}}
+            return merged
+        return {k: _inline(v, defs) for k, v in node.items() if k not in ("title", "$defs")}
+    if isinstance(node, list):
+        return [_inline(v, defs) for v in node]
+    return node
+
+
+def _with_defaults(node: dict[str, Any], defaults: Any) -> None:
+    """Every property's ``default`` from the models' defaults (pydantic leaves out factory ones)."""
+    for name, sub in node.get("properties", {}).items():
+        value = defaults.get(name) if isinstance(defaults, dict) else None
+        sub["default"] = value
+        if sub.get("type") == "object":  # list items keep pydantic's own (plain) defaults
+            _with_defaults(sub, value)
+
+
+def values_schema() -> dict[str, Any]:
+    """The chart's ``values.schema.json`` (draft 2020-12, references inlined, a default on every value)."""
+    raw = HelmValues.model_json_schema(by_alias=True)
+    schema = _inline(raw, raw.get("$defs", {}))
+    _with_defaults(schema, default_values())
+    return {"$schema": "https://json-schema.org/draft/2020-12/schema", "title": "upsert-kafka-ops chart values",
+            **schema}  # fmt: skip
+
+
+def values_schema_json() -> str:
+    return json.dumps(values_schema(), indent=2, sort_keys=True) + "\n"
+
+
+def default_values() -> dict[str, Any]:
+    """The defaults ``values.yaml`` holds."""
+    return HelmValues().model_dump(by_alias=True)
