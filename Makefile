@@ -14,6 +14,7 @@ TIMED := scripts/timed.sh
 # Helm is built from the Go module proxy with the machine's Go (tests/helm fail without it).
 HELM_VERSION := v3.22.0
 HELM := .tools/bin/helm
+GO ?= $(shell command -v go || echo /usr/local/go/bin/go)
 
 .PHONY: help toolchain install jars lint unit helm chart integration test demo bench constraints clean
 
@@ -47,8 +48,8 @@ unit: install
 	@$(TIMED) "unit tests" $(BIN)/pytest tests/unit
 
 $(HELM):
-	@command -v go >/dev/null || { echo "ERROR: Go is needed to build helm $(HELM_VERSION) (go install)." >&2; exit 1; }
-	@$(TIMED) "helm build" env GOBIN=$(CURDIR)/.tools/bin go install helm.sh/helm/v3/cmd/helm@$(HELM_VERSION)
+	@test -x "$(GO)" || { echo "ERROR: Go is needed to build helm $(HELM_VERSION) with go install (set GO=/path/to/go)." >&2; exit 1; }
+	@$(TIMED) "helm build" env GOBIN=$(CURDIR)/.tools/bin $(GO) install helm.sh/helm/v3/cmd/helm@$(HELM_VERSION)
 
 helm: $(HELM)
 
