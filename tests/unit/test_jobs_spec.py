@@ -129,3 +129,31 @@ def test_snapshot_targets_belong_to_backfills_and_need_their_own_column_name() -
         Pipeline.model_validate(_pipeline(kind="backfill", target=clash))
     latest = Pipeline.model_validate(_pipeline(kind="backfill")).job("users")
     assert isinstance(latest, BackfillJob) and not latest.snapshot
+
+
+def test_cdc_sources_take_a_fold_key_and_plain_tables_do_not() -> None:
+    dbz = """CREATE TABLE dbz_users (user_id BIGINT, user_name STRING)
+        WITH ('connector' = 'kafka', 'topic' = 'dbz_users', 'format' = 'debezium-json')"""
+    plain = dbz.replace("debezium-json", "json")
+    sink = {"connection": "main", "table": {"ddl": DDL}}
+
+    def job(ddl: str, **src: Any) -> dict[str, Any]:
+        return {"connections": {"main": {"bootstrap_servers": "b:9092"}}, "jobs": [{
+            "name": "t", "kind": "topic-to-topic", "query": "SELECT user_id AS id, user_name AS name FROM s",
+            "sources": {"s": {"kind": "kafka", "connection": "main", "table": {"ddl": ddl}, **src}}, "sink": sink}]}  # fmt: skip
+
+    ok = Pipeline.model_validate(job(dbz, key=["user_id"])).job("t")
+    assert isinstance(ok, TopicToTopicJob) and ok.sources["s"].key == ["user_id"]  # type: ignore[union-attr]
+    with pytest.raises(SpecError, match=r"key.*applies to changelog formats only"):
+        Pipeline.model_validate(job(plain, key=["user_id"]))
+    with pytest.raises(SpecError, match=r"key.*'region' is not a column"):
+        Pipeline.model_validate(job(dbz, key=["region"]))
+
+
+def test_read_append_refuses_a_changelog_table() -> None:
+    from upsert_kafka_ops.engine import read_append
+    from upsert_kafka_ops.spec.table import KafkaTable
+
+    table = KafkaTable.from_options({"topic": "t", "format": "canal-json"}, [{"name": "a", "type": "INT"}])
+    with pytest.raises(SpecError, match=r"changelog, not an append-only table.*read_cdc"):
+        read_append(None, table)  # type: ignore[arg-type]  # refused before any Spark use

@@ -938,9 +938,14 @@ def test_kafka_table_needs_a_value_format() -> None:
 def test_kafka_table_unknown_and_unimplemented_formats() -> None:
     with raises(r"unknown format 'yaml'", "value.format"):
         KafkaTable.from_options({"topic": "t", "format": "yaml"}, KAFKA_COLUMNS)
-    # a CDC format is allowed on a plain table by Flink, but not implemented here (no insert-only message)
-    with raises(r"'debezium-json' format is not supported by upsert-kafka-ops", "value.format", fix=False):
-        KafkaTable.from_options({"topic": "t", "format": "debezium-json"}, KAFKA_COLUMNS)
+    # a CDC format is a value format of a plain table (as in Flink), never a key format
+    table = KafkaTable.from_options({"topic": "t", "format": "debezium-json"}, KAFKA_COLUMNS)
+    assert table.value_format == "debezium-json"
+    opts = {"topic": "t", "value.format": "canal-json", "key.format": "maxwell-json", "key.fields": "id"}
+    with raises(r"'maxwell-json' is a changelog format; a key format must be insert-only", "key.format"):
+        KafkaTable.from_options(opts, KAFKA_COLUMNS)
+    with raises(r"the 'ogg-json' format is not supported by upsert-kafka-ops", "value.format", fix=False):
+        KafkaTable.from_options({"topic": "t", "format": "ogg-json"}, KAFKA_COLUMNS)
 
 
 def test_kafka_table_topic_rules_and_owned_properties() -> None:

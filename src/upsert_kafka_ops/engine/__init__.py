@@ -6,6 +6,7 @@ Needs the ``spark`` jars (``upsert-kafka-ops jars fetch``); pyspark is imported 
 from __future__ import annotations
 
 from upsert_kafka_ops.engine.bounds import Bounds, resolve_bounds
+from upsert_kafka_ops.engine.cdc import materialize_cdc, read_cdc
 from upsert_kafka_ops.engine.results import RunResult
 from upsert_kafka_ops.engine.sink import write_changelog, write_snapshot
 from upsert_kafka_ops.engine.source import (
@@ -23,7 +24,9 @@ __all__ = [
     "Read",
     "RunResult",
     "materialize",
+    "materialize_cdc",
     "read_append",
+    "read_cdc",
     "read_changelog",
     "read_changes",
     "resolve_bounds",

@@ -563,6 +563,14 @@ def read_append(
     """
     from pyspark.sql import functions as F
 
+    from upsert_kafka_ops.formats.cdc_json import is_cdc
+
+    if is_cdc(table.value_format):
+        raise SpecError(
+            "value.format",
+            f"{table.name!r} is a {table.value_format} changelog, not an append-only table.",
+            "read it with engine.cdc.read_cdc (its changes) or materialize_cdc (the table they describe).",
+        )
     began = time.monotonic()
     conn = resolve_connection(table, connection)
     bounds = resolve_bounds(table, conn.to_librdkafka(), start, until)

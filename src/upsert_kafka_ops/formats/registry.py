@@ -93,19 +93,16 @@ FORMATS: dict[str, FormatInfo] = {
             "debezium-json",
             _CDC_JSON | {"schema-include"},
             insert_only=False,
-            supported=False,
         ),
         FormatInfo(
             "canal-json",
             _CDC_JSON | {"database.include", "table.include"},
             insert_only=False,
-            supported=False,
         ),
         FormatInfo(
             "maxwell-json",
             _CDC_JSON,
             insert_only=False,
-            supported=False,
         ),
         FormatInfo(
             "ogg-json",

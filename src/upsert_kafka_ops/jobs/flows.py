@@ -105,6 +105,16 @@ def streaming_verdict(
     spark: SparkSession, job: TopicToTopicJob, connections: Mapping[str, KafkaConnection]
 ) -> tuple[bool, str]:
     """Whether the query can run incrementally and exactly, and why (or why not)."""
+    from upsert_kafka_ops.formats.cdc_json import is_cdc
+
+    changelogs = [
+        n for n, s in job.sources.items() if isinstance(s, AppendSource) and is_cdc(s.table.value_format)
+    ]
+    if changelogs:
+        return False, (
+            f"source(s) {', '.join(changelogs)} are CDC changelogs (updates and deletes): an incremental query "
+            "over them needs retractions, which Spark's streaming does not have; each run recomputes the snapshot"
+        )
     upserts = [name for name, s in job.sources.items() if not isinstance(s, AppendSource)]
     if upserts:
         return False, (
@@ -270,6 +280,8 @@ def run_topic_to_topic(runner: _Runner, job: TopicToTopicJob) -> JobResult:
 
 def _run_snapshot(runner: _Runner, job: TopicToTopicJob, reason: str) -> JobResult:
     from upsert_kafka_ops.engine import materialize, read_append, write_snapshot
+    from upsert_kafka_ops.engine.cdc import materialize_cdc
+    from upsert_kafka_ops.formats.cdc_json import is_cdc
 
     spark = runner.spark
     reads = []
@@ -279,7 +291,9 @@ def _run_snapshot(runner: _Runner, job: TopicToTopicJob, reason: str) -> JobResu
     try:
         for name, src in job.sources.items():
             conn = runner.connection(src.connection)
-            if isinstance(src, AppendSource):
+            if isinstance(src, AppendSource) and is_cdc(src.table.value_format):
+                read = materialize_cdc(spark, src.table, conn, key=src.key or None)
+            elif isinstance(src, AppendSource):
                 read = read_append(spark, src.table, conn)
             else:
                 read = materialize(spark, src.table, conn)

@@ -119,6 +119,29 @@ class AppendSource(_TableOnConnection):
     kind: Literal["kafka"] = Field(description="Source kind.")
     connection: str = Field(description="Name of a connection in the pipeline's 'connections'.")
     table: KafkaTable = Field(description="The table: 'ddl', Flink 'options' + columns, or its fields.")
+    key: list[str] = Field(
+        default_factory=list,
+        description="CDC tables (debezium-json, canal-json, maxwell-json): fold the changes into the last "
+        "row per these columns (the database table's primary key), which also works on a compacted "
+        "topic; without it the changes are applied as a multiset of rows, as Flink does.",
+    )
+
+    @model_validator(mode="after")
+    def _check_key(self) -> AppendSource:
+        from upsert_kafka_ops.formats.cdc_json import is_cdc
+
+        if self.key and not is_cdc(self.table.value_format):
+            raise SpecError(
+                "key",
+                f"applies to changelog formats only; {self.table.name!r} is {self.table.value_format!r}.",
+                "remove key, or read a debezium-json, canal-json or maxwell-json topic.",
+            )
+        names = {c.name for c in self.table.physical_columns}
+        unknown = [k for k in self.key if k not in names]
+        if unknown:
+            raise SpecError("key", f"{unknown[0]!r} is not a column of {self.table.name!r}.",
+                            f"use some of: {', '.join(sorted(names))}.")  # fmt: skip
+        return self
 
 
 def _source_kind(value: Any) -> str:

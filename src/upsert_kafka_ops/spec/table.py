@@ -166,6 +166,12 @@ def _check_format(option: str, fmt: str, *, upsert: bool) -> None:
             "insert-only mode.",
             "read a CDC topic with a plain KafkaTable source and write it to an upsert-kafka table.",
         )
+    if option.startswith("key") and not info.insert_only:
+        raise SpecError(
+            option,
+            f"'{fmt}' is a changelog format; a key format must be insert-only.",
+            "use json, csv, raw or avro for the key, and the changelog format for the value.",
+        )
     if not info.supported:
         raise SpecError(option, f"the {fmt!r} format is not supported by upsert-kafka-ops yet.")
 
