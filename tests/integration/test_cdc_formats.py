@@ -252,3 +252,54 @@ def test_flip149_dbz_users_to_upsert_users(
     # a second run with nothing new writes nothing
     again = run_job(pipe, "dbz-to-users", spark=spark)
     assert again.records_written == 0 and again.tombstones_written == 0
+
+
+def test_materialize_job_from_a_debezium_topic_full_then_incremental(
+    kafka: LocalKafka, new_topic: Callable[..., str], spark: SparkSession, tmp_path: Path
+) -> None:
+    """A materialize job with a CDC source (and its key) into Delta: the first run folds the whole
+    topic, the next reads only the new changes (an update and a delete) and merges them; each time
+    the table equals the oracle's fold by key."""
+    import random
+
+    servers = kafka.bootstrap_servers
+    topic = new_topic(partitions=3)
+    rnd = random.Random(3)
+    steps = [(rnd.randrange(15), None if rnd.random() < 0.2 else {"name": rnd.choice("abc"), "score": rnd.randrange(9)})
+             for _ in range(80)]  # fmt: skip
+    stream = _debezium_stream(steps)
+
+    def produce(items: list[tuple[int, dict[str, Any] | None]]) -> None:
+        _produce(servers, topic, [(json.dumps({"id": k}).encode(), None if m is None else json.dumps(m).encode())
+                                  for k, m in items])  # fmt: skip
+
+    produce(stream)
+    ddl = f"""CREATE TABLE dbz (id BIGINT, name STRING, score INT)
+        WITH ('connector' = 'kafka', 'topic' = '{topic}', 'format' = 'debezium-json')"""
+    pipe = Pipeline.model_validate({
+        "connections": {"main": {"bootstrap_servers": servers}},
+        "jobs": [{"name": "dbz-to-delta", "kind": "materialize",
+                  "source": {"kind": "kafka", "connection": "main", "table": {"ddl": ddl}, "key": ["id"]},
+                  "target": {"kind": "delta", "path": str(tmp_path / "t")}}],
+    })  # fmt: skip
+
+    def table() -> Counter[tuple[Any, ...]]:
+        rows = spark.read.format("delta").load(str(tmp_path / "t")).select("id", "name", "score").collect()
+        return Counter(tuple(r) for r in rows)
+
+    first = run_job(pipe, "dbz-to-delta", spark=spark)
+    assert first.mode == "full" and first.records_read == len(stream)
+    assert table() == _oracle(servers, topic, by_key=True)
+    live = sorted(k for k, *_ in _oracle(servers, topic, by_key=True))
+    state = {r[0]: {"name": r[1], "score": r[2]} for r in _oracle(servers, topic, by_key=True)}
+    more = [
+        (live[0], {"before": {"id": live[0], **state[live[0]]}, "after": {"id": live[0], "name": "zed", "score": 7}, "op": "u"}),
+        (live[1], {"before": {"id": live[1], **state[live[1]]}, "after": None, "op": "d"}),
+        (live[1], None),
+    ]  # fmt: skip
+    produce(more)
+    second = run_job(pipe, "dbz-to-delta", spark=spark)
+    assert (second.mode, second.records_read) == ("incremental", 3)
+    assert (second.rows_upserted, second.rows_deleted) == (1, 1)
+    assert table() == _oracle(servers, topic, by_key=True)
+    assert (live[0], "zed", 7) in table() and all(r[0] != live[1] for r in table())

@@ -157,3 +157,23 @@ def test_read_append_refuses_a_changelog_table() -> None:
     table = KafkaTable.from_options({"topic": "t", "format": "canal-json"}, [{"name": "a", "type": "INT"}])
     with pytest.raises(SpecError, match=r"changelog, not an append-only table.*read_cdc"):
         read_append(None, table)  # type: ignore[arg-type]  # refused before any Spark use
+
+
+def test_materialize_jobs_take_a_cdc_source_only_with_its_key() -> None:
+    dbz = """CREATE TABLE dbz (id BIGINT, name STRING)
+        WITH ('connector' = 'kafka', 'topic' = 'dbz', 'format' = 'maxwell-json')"""
+    src = {"kind": "kafka", "connection": "main", "table": {"ddl": dbz}}
+    ok = Pipeline.model_validate(_pipeline(source={**src, "key": ["id"]})).job("users")
+    assert isinstance(ok, MaterializeJob)
+    view = ok.source.upsert_view()  # type: ignore[union-attr]
+    assert view.primary_key == ["id"] and view.topic == ["dbz"]
+    with pytest.raises(SpecError, match=r"source\.key.*needs the key of its rows"):
+        Pipeline.model_validate(_pipeline(source=src))
+    plain = {**src, "table": {"ddl": dbz.replace("maxwell-json", "json")}}
+    with pytest.raises(SpecError, match=r"source.*append-only json table"):
+        Pipeline.model_validate(_pipeline(source=plain))
+    topic_target = {"kind": "topic", "connection": "main", "table": {"ddl": DDL}}
+    with pytest.raises(SpecError, match=r"target.*warehouse targets only"):
+        Pipeline.model_validate(
+            _pipeline(kind="backfill", source={**src, "key": ["id"]}, target=topic_target)
+        )

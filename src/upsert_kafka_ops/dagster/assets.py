@@ -302,11 +302,15 @@ def _delta_facts(path: str) -> tuple[int, dg.MetadataValue]:
 
 
 def _live_keys(pipe: Pipeline, spec: MaterializeJob | BackfillJob, end: dict[str, dict[str, int]]) -> int:
-    from upsert_kafka_ops.engine.source import materialize
+    from upsert_kafka_ops.jobs.run import fold_source
 
     with local_spark() as spark:
         conn = pipe.connections[spec.source.connection]
-        return int(materialize(spark, spec.source.table, conn, until=end or None).df.count())
+        read = fold_source(spark, spec.source, conn, until=end or None)
+        try:
+            return int(read.df.count())
+        finally:
+            read.df.unpersist()
 
 
 def results_for(

@@ -172,8 +172,66 @@ def materialize_cdc(
     result = read.result
     result.operation = f"materialize_cdc:{table.value_format}"
     result.records_out = n
+    result.distinct_keys = n if key else 0
     result.duration_s = round(time.monotonic() - began, 3)
     return Read(rows, result)
 
 
-__all__ = ["POSITION", "decode_changes", "fold_changes", "materialize_cdc", "read_cdc"]
+def last_changes(
+    spark: SparkSession,
+    table: KafkaTable,
+    connection: KafkaConnection | None = None,
+    *,
+    key: Sequence[str],
+    start: str | Mapping[Any, Any] = "earliest",
+    until: Any = None,
+) -> Read:
+    """The last change per key inside the bounds, as :func:`~upsert_kafka_ops.engine.read_changes`
+    gives it for upsert topics: ``op`` '+U' with the row, or '-D' with the key only, and the
+    position of the change. What an incremental run MERGEs into its target (cached, counted)."""
+    from pyspark import StorageLevel
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    began = time.monotonic()
+    if not key:
+        raise SpecError(
+            "key", "is required to fold changes per key.", "give the table's primary key columns."
+        )
+    read = read_cdc(spark, table, connection, start=start, until=until)
+    cols = [c.name for c in table.physical_columns]
+    try:
+        running = (
+            Window.partitionBy(*key, "_topic", "_partition")
+            .orderBy("_offset", "_seq")
+            .rowsBetween(Window.unboundedPreceding, Window.currentRow)
+        )
+        ordered = read.df.withColumn("_eff_ts", F.max("_timestamp").over(running))
+        order = F.struct("_eff_ts", "_topic", "_partition", "_offset", "_seq")
+        last = ordered.groupBy(*key).agg(
+            F.max_by(F.struct("op", *cols, *POSITION), order).alias("_l"),
+            F.countDistinct("_topic", "_partition").alias("_parts"),
+        )
+        live = F.col("_l.op").isin("+I", "+U")
+        out = last.select(
+            F.when(live, F.lit("+U")).otherwise(F.lit("-D")).alias("op"),
+            *[(F.col(f"_l.{c}") if c in key else F.when(live, F.col(f"_l.{c}"))).alias(c) for c in cols],
+            *[F.col(f"_l.{p}").alias(p) for p in POSITION],
+            "_parts",
+        ).persist(StorageLevel.MEMORY_AND_DISK)
+        counts = out.agg(
+            F.count(F.lit(1)).alias("keys"), F.count(F.when(F.col("_parts") > 1, 1)).alias("multi")
+        ).first()
+        assert counts is not None
+    finally:
+        read.df.unpersist()
+    result = read.result
+    result.operation = f"last_changes:{table.value_format}"
+    result.distinct_keys = int(counts["keys"])
+    result.keys_in_several_partitions = int(counts["multi"])
+    result.records_out = int(counts["keys"])
+    result.duration_s = round(time.monotonic() - began, 3)
+    return Read(out.drop("_parts"), result)
+
+
+__all__ = ["POSITION", "decode_changes", "fold_changes", "last_changes", "materialize_cdc", "read_cdc"]

@@ -26,6 +26,7 @@ from upsert_kafka_ops.jobs.spec import (
     QuerySource,
     TopicSink,
     TopicToTopicJob,
+    UpsertSource,
 )
 from upsert_kafka_ops.spec.connection import KafkaConnection
 from upsert_kafka_ops.spec.table import UpsertKafkaTable
@@ -76,6 +77,7 @@ def run_backfill_topic(runner: _Runner, job: BackfillJob, sink: TopicSink) -> Jo
     atomic: a consumer may see some keys updated before others)."""
     from upsert_kafka_ops.engine import materialize, write_snapshot
 
+    assert isinstance(job.source, UpsertSource)  # the spec refuses CDC sources with topic targets
     read = materialize(
         runner.spark, job.source.table, runner.connection(job.source.connection), until=job.until_bound()
     )

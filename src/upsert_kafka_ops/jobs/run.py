@@ -25,6 +25,7 @@ from upsert_kafka_ops.engine.warehouse import fault_point
 from upsert_kafka_ops.errors import SpecError, UpsertKafkaOpsError
 from upsert_kafka_ops.jobs import state as st
 from upsert_kafka_ops.jobs.spec import (
+    AppendSource,
     BackfillJob,
     DeltaTarget,
     MaterializeJob,
@@ -34,6 +35,8 @@ from upsert_kafka_ops.jobs.spec import (
     PublishJob,
     TopicSink,
     TopicToTopicJob,
+    UpsertSource,
+    source_table,
 )
 from upsert_kafka_ops.spec.connection import KafkaConnection
 
@@ -163,6 +166,27 @@ def _pg_lock(conn: Any, key: int, timeout: float, what: str) -> Iterator[None]:
         conn.execute("SELECT pg_advisory_unlock(%s)", (key,))
 
 
+def fold_source(
+    spark: SparkSession,
+    source: UpsertSource | AppendSource,
+    conn: KafkaConnection,
+    *,
+    until: Any = None,
+    strict: bool = False,
+    validation: Literal["winners", "full"] = "winners",
+) -> Any:
+    """The latest row per key of a warehouse job's source from the earliest offset to ``until``: an
+    upsert table's fold, or a CDC table's changes folded per its key (an engine ``Read``)."""
+    from upsert_kafka_ops.engine import materialize
+    from upsert_kafka_ops.engine.cdc import materialize_cdc
+
+    if isinstance(source, AppendSource):
+        return materialize_cdc(spark, source.table, conn, key=source.key, until=until)
+    return materialize(
+        spark, source.table, conn, start="earliest", until=until, strict=strict, validation=validation
+    )
+
+
 # -- the runner ------------------------------------------------------------------------------------
 class _Runner:
     def __init__(
@@ -281,9 +305,10 @@ class _Runner:
         rewind: bool,
         result: JobResult,
     ) -> None:
-        from upsert_kafka_ops.engine import materialize, read_changes, resolve_bounds
+        from upsert_kafka_ops.engine import read_changes, resolve_bounds
+        from upsert_kafka_ops.engine.cdc import last_changes
 
-        table = job.source.table
+        table = source_table(job.source)
         if isinstance(target, ParquetTarget):
             mode = "full"
         if mode == "incremental" and stored is None:
@@ -311,15 +336,20 @@ class _Runner:
                 result.reason = horizon
         if mode == "incremental":
             assert stored is not None
-            read = read_changes(
-                self.spark,
-                table,
-                conn,
-                start=stored.offsets,
-                until=until,
-                strict=strict,
-                validation=validation,
-            )
+            if isinstance(job.source, AppendSource):  # a CDC source: the last change per key
+                read = last_changes(
+                    self.spark, job.source.table, conn, key=job.source.key, start=stored.offsets, until=until
+                )
+            else:
+                read = read_changes(
+                    self.spark,
+                    table,
+                    conn,
+                    start=stored.offsets,
+                    until=until,
+                    strict=strict,
+                    validation=validation,
+                )
         else:
             snapshot = isinstance(job, BackfillJob) and job.snapshot
             if snapshot:  # the snapshot's time: the end's, else when the end offsets are fixed
@@ -340,14 +370,8 @@ class _Runner:
                         f"the backfill's end is older than what {target.uri} already holds ({sample}). "
                         "Set rewind: true to take the target back to that point."
                     )
-            read = materialize(
-                self.spark,
-                table,
-                conn,
-                start="earliest",
-                until=bounds.end,
-                strict=strict,
-                validation=validation,
+            read = fold_source(
+                self.spark, job.source, conn, until=bounds.end, strict=strict, validation=validation
             )
         r = read.result
         result.records_read = r.records_in
@@ -376,7 +400,7 @@ class _Runner:
     ) -> None:
         from upsert_kafka_ops.engine import warehouse as wh
 
-        table = job.source.table
+        table = source_table(job.source)
         if isinstance(target, DeltaTarget):
             path = target.path
             as_of = target.as_of_column
@@ -422,7 +446,7 @@ class _Runner:
 
         from upsert_kafka_ops.engine import warehouse as wh
 
-        table = job.source.table
+        table = source_table(job.source)
         info = target.conninfo()
         qualified = f"{target.schema_name}.{target.table_name}"  # never resolved through search_path
         offsets = [(t, int(p), int(o)) for t, parts in payload["offsets"].items() for p, o in parts.items()]

@@ -143,6 +143,18 @@ class AppendSource(_TableOnConnection):
                             f"use some of: {', '.join(sorted(names))}.")  # fmt: skip
         return self
 
+    def upsert_view(self) -> UpsertKafkaTable:
+        """The table a CDC source folds into, as an upsert table keyed by ``key``: what warehouse
+        targets are created from and offsets are tracked for (its formats are never used)."""
+        if not self.table.topic:
+            raise SpecError("table.topic", "a CDC source of a warehouse job reads named topics.",
+                            "give 'topic' instead of 'topic-pattern'.")  # fmt: skip
+        return UpsertKafkaTable.model_validate({
+            "name": self.table.name, "topic": self.table.topic, "properties": dict(self.table.properties),
+            "columns": [c.model_dump() for c in self.table.physical_columns], "primary_key": list(self.key),
+            "key_format": "json", "value_format": "json",
+        })  # fmt: skip
+
 
 def _source_kind(value: Any) -> str:
     kind = value.get("kind", "upsert-kafka") if isinstance(value, dict) else getattr(value, "kind", "")
@@ -286,7 +298,10 @@ class MaterializeJob(_Job):
     """Topic -> warehouse: fold the upsert topic into the latest row per key in the target."""
 
     kind: Literal["materialize"] = Field(description="Job kind.")
-    source: UpsertSource = Field(description="The upsert-kafka source.")
+    source: Source = Field(
+        description="The upsert-kafka source, or a CDC source (kind: kafka, a debezium-json, canal-json or "
+        "maxwell-json table, with its key)."
+    )
     target: WarehouseTarget = Field(description="Delta, PostgreSQL or Parquet target.")
     mode: Literal["incremental", "full"] = Field(
         default="incremental",
@@ -297,6 +312,11 @@ class MaterializeJob(_Job):
         default="winners",
         description="Decode only winning values, or every value (fail on the first bad one).",
     )
+
+    @model_validator(mode="after")
+    def _source(self) -> MaterializeJob:
+        _check_folded_source(self.source)
+        return self
 
     @model_validator(mode="after")
     def _latest_state_target(self) -> MaterializeJob:
@@ -316,7 +336,9 @@ class BackfillJob(_Job):
     """Bounded earliest -> end read that rebuilds a target idempotently."""
 
     kind: Literal["backfill"] = Field(description="Job kind.")
-    source: UpsertSource = Field(description="The upsert-kafka source.")
+    source: Source = Field(
+        description="The upsert-kafka source, or a CDC source with its key (warehouse targets)."
+    )
     target: AnyTarget = Field(description="Delta, PostgreSQL, Parquet or an upsert topic.")
     until: Any = Field(
         default="latest",
@@ -340,6 +362,10 @@ class BackfillJob(_Job):
                 f"cannot use {u!r}.",
                 "use 'latest', {timestamp_ms: N} or {offsets: {topic: {p: n}}}.",
             )
+        _check_folded_source(self.source)
+        if isinstance(self.source, AppendSource) and isinstance(self.target, TopicSink):
+            raise SpecError("target", "a CDC source is backfilled into warehouse targets only (for now).",
+                            "use a topic-to-topic job to turn a CDC topic into an upsert topic.")  # fmt: skip
         as_of = self.target.as_of_column if isinstance(self.target, DeltaTarget) else None
         if as_of and as_of in {c.name for c in self.source.table.columns}:
             raise SpecError(
@@ -364,6 +390,27 @@ class BackfillJob(_Job):
         if isinstance(self.target, TopicSink):
             used.append(self.target.connection)
         return used
+
+
+def _check_folded_source(source: Any) -> None:
+    """A warehouse job folds its source per key: an upsert table, or a CDC table with ``key``."""
+    if not isinstance(source, AppendSource):
+        return
+    from upsert_kafka_ops.formats.cdc_json import is_cdc
+
+    if not is_cdc(source.table.value_format):
+        raise SpecError("source", f"{source.table.name!r} is an append-only {source.table.value_format} table: "
+                        "it has no key to keep the latest row of.",
+                        "read an upsert-kafka table, or a CDC table (debezium-json, canal-json, maxwell-json).")  # fmt: skip
+    if not source.key:
+        raise SpecError("source.key", f"the CDC table {source.table.name!r} needs the key of its rows here.",
+                        "add key: [<primary key columns>] to the source.")  # fmt: skip
+    source.upsert_view()
+
+
+def source_table(source: Any) -> UpsertKafkaTable:
+    """The upsert table a warehouse job's source stands for (a CDC source: its upsert view)."""
+    return source.upsert_view() if isinstance(source, AppendSource) else source.table
 
 
 def parse_until(value: Any, field: str = "until") -> Any:
