@@ -253,6 +253,18 @@ def test_flip149_dbz_users_to_upsert_users(
     again = run_job(pipe, "dbz-to-users", spark=spark)
     assert again.records_written == 0 and again.tombstones_written == 0
 
+    # the changes themselves as input of write_changelog: the same table in another upsert topic
+    from upsert_kafka_ops.engine import write_changelog
+    from upsert_kafka_ops.spec.table import UpsertKafkaTable
+
+    copy = new_topic(partitions=2, config={"cleanup.policy": "compact"})
+    sink = UpsertKafkaTable.from_flink_ddl(users_ddl.replace(f"'{users}'", f"'{copy}'"))
+    changes = read_cdc(spark, pipe.jobs[0].sources["dbz_users"].table, pipe.connections["main"])  # type: ignore[union-attr]
+    written = write_changelog(changes.df, sink, pipe.connections["main"])
+    changes.df.unpersist()
+    assert written.tombstones_out == 1  # Richard's delete
+    assert users_oracle(servers, USERS_VALUE, topic=copy) == users_oracle(servers, USERS_VALUE, topic=users)
+
 
 def test_materialize_job_from_a_debezium_topic_full_then_incremental(
     kafka: LocalKafka, new_topic: Callable[..., str], spark: SparkSession, tmp_path: Path
