@@ -55,12 +55,14 @@ def _ignores_errors(table: UpsertKafkaTable, side: str) -> bool:
 def key_codec(table: UpsertKafkaTable) -> Any:
     # Flink makes PRIMARY KEY columns NOT NULL: an avro key is a plain record, not a union
     fields = [(table.key_field_name(c.name), c.sql_type.with_nullable(False)) for c in table.key_columns]
-    return make_codec(table.key_format, fields, _side_options(table, "key", table.key_format))
+    opts = _side_options(table, "key", table.key_format)
+    return make_codec(table.key_format, fields, opts, tuple(table.topic or ()), "key")
 
 
 def value_codec(table: UpsertKafkaTable) -> Any:
     fields = [(c.name, c.sql_type) for c in table.value_columns]
-    return make_codec(table.value_format, fields, _side_options(table, "value", table.value_format))
+    opts = _side_options(table, "value", table.value_format)
+    return make_codec(table.value_format, fields, opts, tuple(table.topic or ()), "value")
 
 
 def resolve_connection(
@@ -611,9 +613,9 @@ def decode_append(table: KafkaTable, raw: DataFrame) -> DataFrame:
         c for c in table.physical_columns if table.value_fields_include == "ALL" or c.name not in in_key
     ]
     vopts = _format_options(table, "value", table.value_format)
-    vd = make_codec(table.value_format, [(c.name, c.sql_type) for c in value_cols], vopts).decode(
-        F.col("value")
-    )
+    topics = tuple(table.topic or ())
+    vfields = [(c.name, c.sql_type) for c in value_cols]
+    vd = make_codec(table.value_format, vfields, vopts, topics, "value").decode(F.col("value"))
     cols = {c: F.col(c) for c in raw.columns}
     out = []
     key_value = None
@@ -621,7 +623,7 @@ def decode_append(table: KafkaTable, raw: DataFrame) -> DataFrame:
         kopts = _format_options(table, "key", table.key_format)
         by_name = {c.name: c for c in table.columns}
         kfields = [(k[len(table.key_fields_prefix) :], by_name[k].sql_type) for k in table.key_fields]
-        key_value = make_codec(table.key_format, kfields, kopts).decode(F.col("key")).value
+        key_value = make_codec(table.key_format, kfields, kopts, topics, "key").decode(F.col("key")).value
     for c in table.columns:
         if c.metadata is not None:
             out.append(_metadata_value(c, cols).alias(c.name))

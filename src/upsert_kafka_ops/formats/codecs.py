@@ -307,16 +307,31 @@ def _row_fields(fields: Fields) -> list[RowField]:
 
 
 from upsert_kafka_ops.formats.avro_codec import AvroCodec  # noqa: E402
+from upsert_kafka_ops.formats.avro_confluent import AvroConfluentCodec  # noqa: E402
 from upsert_kafka_ops.formats.csv_codec import CsvCodec  # noqa: E402  (it uses the helpers above)
 
-Codec = JsonCodec | RawCodec | CsvCodec | AvroCodec
-_CODECS: dict[str, type[Codec]] = {"json": JsonCodec, "raw": RawCodec, "csv": CsvCodec, "avro": AvroCodec}
+Codec = JsonCodec | RawCodec | CsvCodec | AvroCodec | AvroConfluentCodec
+_CODECS: dict[str, type[JsonCodec | RawCodec | CsvCodec | AvroCodec]] = {
+    "json": JsonCodec,
+    "raw": RawCodec,
+    "csv": CsvCodec,
+    "avro": AvroCodec,
+}
 
 
-def make_codec(fmt: str, fields: Fields, options: dict[str, str]) -> Codec:
-    """The codec of ``fmt`` for these fields; ``options`` without the ``<format>.`` prefix."""
+def make_codec(
+    fmt: str, fields: Fields, options: dict[str, str], topics: tuple[str, ...] = (), side: str = "value"
+) -> Codec:
+    """The codec of ``fmt`` for these fields; ``options`` without the ``<format>.`` prefix.
+
+    ``topics`` and ``side`` (key or value) give the Schema Registry subjects of ``avro-confluent``.
+    """
+    if fmt == "avro-confluent":
+        return AvroConfluentCodec(fields, options, topics, side)
     if fmt not in _CODECS:
         raise SpecError(
-            fmt, f"the {fmt!r} format is not implemented on Spark yet.", f"use one of {sorted(_CODECS)}."
+            fmt,
+            f"the {fmt!r} format is not implemented on Spark yet.",
+            f"use one of {sorted([*_CODECS, 'avro-confluent'])}.",
         )
     return _CODECS[fmt](fields, options)

@@ -20,6 +20,8 @@ class FormatInfo:
     insert_only: bool = True
     #: implemented by this package (the others are recognised, so errors can say so)
     supported: bool = True
+    #: map-typed options given as ``<option>.<key>`` (avro-confluent's ``properties.*``)
+    option_prefixes: frozenset[str] = frozenset()
 
 
 #: options the JSON-based CDC formats share
@@ -84,10 +86,9 @@ FORMATS: dict[str, FormatInfo] = {
                     "ssl.keystore.password",
                     "ssl.truststore.location",
                     "ssl.truststore.password",
-                    "properties",
                 }
             ),
-            supported=False,
+            option_prefixes=frozenset({"properties."}),
         ),
         FormatInfo(
             "debezium-json",

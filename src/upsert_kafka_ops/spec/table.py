@@ -124,14 +124,25 @@ def _enum_lower(value: Any) -> Any:
 def _format_options(prefix: str, fmt: str, options: dict[str, str]) -> None:
     """Validate ``<prefix>.<fmt>.<option>`` keys against the format's known options."""
     info = FORMATS[fmt]
+    head = f"{prefix}.{fmt}."
     for key in options:
-        head = f"{prefix}.{fmt}."
-        if not key.startswith(head) or key[len(head) :] not in info.options:
+        name = key[len(head) :]
+        known = name in info.options or any(
+            name.startswith(p) and len(name) > len(p) for p in info.option_prefixes
+        )
+        if not key.startswith(head) or not known:
+            listed = sorted(
+                [*(head + o for o in info.options), *(head + p + "<key>" for p in info.option_prefixes)]
+            )
             raise SpecError(
                 key,
                 f"is not an option of the {prefix} format {fmt!r}.",
-                f"{fmt} options are: {', '.join(sorted(head + o for o in info.options))}.",
+                f"{fmt} options are: {', '.join(listed)}.",
             )
+    if fmt == "avro-confluent":
+        from upsert_kafka_ops.formats.schema_registry import check_options
+
+        check_options(prefix, {k[len(head) :]: v for k, v in options.items()})
 
 
 def _check_key_prefix(prefix: str, fields_include: str, key_columns: list[str], what: str) -> None:
