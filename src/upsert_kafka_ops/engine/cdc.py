@@ -99,7 +99,7 @@ def read_cdc(
         first = changes.where("_bad").withColumnsRenamed(
             {"_topic": "topic", "_partition": "partition", "_offset": "offset"}
         )
-        error = _first_error(first, "value")
+        error = _first_error(first, "value", table.value_format)
         changes.unpersist()
         raise error
     good = changes.where(~F.col("_bad")).drop("_bad")

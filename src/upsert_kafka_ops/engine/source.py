@@ -21,6 +21,7 @@ from upsert_kafka_ops.engine.bounds import Bounds, offsets_to_json, resolve_boun
 from upsert_kafka_ops.engine.results import RunResult
 from upsert_kafka_ops.errors import SpecError, UpsertKafkaOpsError
 from upsert_kafka_ops.formats.codecs import make_codec
+from upsert_kafka_ops.formats.registry import FORMATS
 from upsert_kafka_ops.spec.connection import KafkaConnection
 from upsert_kafka_ops.spec.table import KafkaTable, UpsertKafkaTable
 
@@ -127,12 +128,25 @@ def _metadata_value(c: Any, raw: Mapping[str, Column]) -> Column:
     return source.cast(c.sql_type.to_spark())
 
 
-def _first_error(df: DataFrame, what: str) -> DataError:
+def _first_error(df: DataFrame, what: str, fmt: str | None = None) -> DataError:
     row = df.orderBy("topic", "partition", "offset").select("topic", "partition", "offset").first()
     assert row is not None
-    return DataError(
+    where = (
         f"Cannot decode the {what} of the record at topic {row['topic']!r}, partition {row['partition']}, "
-        f"offset {row['offset']}. Set '{what}.<format>.ignore-parse-errors' = 'true' to skip such records."
+        f"offset {row['offset']}."
+    )
+    if fmt is None or "ignore-parse-errors" in FORMATS[fmt].options:
+        option = f"{what}.{fmt or '<format>'}.ignore-parse-errors"
+        return DataError(f"{where} Set '{option}' = 'true' to skip such records.")
+    hint = (
+        " For avro-confluent, the record's schema id must be registered under the table's subject "
+        f"('{what}.avro-confluent.subject') and its writer schema must hold every NOT NULL column."
+        if fmt == "avro-confluent"
+        else ""
+    )
+    return DataError(
+        f"{where} The {what} format {fmt!r} has no ignore-parse-errors option (as in Flink): fix the "
+        f"producer of that record, or declare the columns its bytes hold.{hint}"
     )
 
 
@@ -201,7 +215,7 @@ def _fold(
     if validation == "full":
         bad = raw.where(F.col("value").isNotNull() & vcodec.decode(F.col("value")).error)
         if not _ignores_errors(table, "value") and not bad.isEmpty():
-            raise _first_error(bad, "value")
+            raise _first_error(bad, "value", table.value_format)
 
     # 1. per distinct key bytes and partition: the last record, its largest timestamp, counts
     per_bytes = raw.groupBy("key", "topic", "partition").agg(
@@ -262,7 +276,7 @@ def _fold(
             assert stats is not None
             counts = stats
             if stats["key_errors"] and not _ignores_errors(table, "key"):
-                raise _first_error(per_bytes.where("key_error"), "key")
+                raise _first_error(per_bytes.where("key_error"), "key", table.key_format)
             if strict and counts["multi"]:
                 sample = winners.where("parts > 1").select(*key_names).limit(5).collect()
                 raise DataError(
@@ -350,6 +364,7 @@ def _winning_rows(
                         {"_topic": "topic", "_partition": "partition", "_offset": "offset"}
                     ),
                     "value",
+                    table.value_format,
                 )
             # Flink drops a bad record: the key keeps its previous state. Fold the affected keys
             # again over their decodable records only.
@@ -499,9 +514,11 @@ def read_changelog(
     assert stats is not None
     renamed = {"_topic": "topic", "_partition": "partition", "_offset": "offset"}
     if stats["key_errors"] and not _ignores_errors(table, "key"):
-        raise _first_error(rows.where("_key_error").withColumnsRenamed(renamed), "key")
+        raise _first_error(rows.where("_key_error").withColumnsRenamed(renamed), "key", table.key_format)
     if stats["value_errors"] and not _ignores_errors(table, "value"):
-        raise _first_error(rows.where("_value_error").withColumnsRenamed(renamed), "value")
+        raise _first_error(
+            rows.where("_value_error").withColumnsRenamed(renamed), "value", table.value_format
+        )
     good = rows.where("NOT _null_key AND NOT _key_error AND NOT _error")
 
     row_cols = [c.name for c in table.columns]
@@ -583,7 +600,7 @@ def read_append(
     stats = rows.agg(F.count(F.lit(1)).alias("n"), F.count(F.when(F.col("_bad"), 1)).alias("bad")).first()
     assert stats is not None
     if stats["bad"] and vopts.get("ignore-parse-errors", "false").lower() != "true":
-        raise _first_error(rows.where("_bad"), "value")
+        raise _first_error(rows.where("_bad"), "value", table.value_format)
     df = rows.where(~F.col("_bad")).drop("_bad", "topic", "partition", "offset")
     result = RunResult(
         operation="read_append",
