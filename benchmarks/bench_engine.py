@@ -3,7 +3,9 @@
 - materialize: a topic of N records (K keys, P partitions, ~150-byte JSON values, 5% tombstones),
   against ``ConsumerPerformance`` reading the same topic and record count;
 - sink: ``write_changelog`` of N changelog rows read from a Parquet file (N distinct keys, so every
-  row is written), against ``ProducerPerformance`` writing N records of the same size.
+  row is written), against ``ProducerPerformance`` writing N records of the same size;
+- avro-confluent: the same sink and a materialize of what it wrote, with avro-confluent keys and
+  values (warm), next to the JSON figures of the same run.
 
 Cold is the first run in a fresh JVM, warm the second. Results are printed and written as JSON.
 Run: ``make bench`` (``BENCH_RECORDS``, ``BENCH_KEYS``, ``BENCH_PARTITIONS`` to resize).
@@ -44,14 +46,18 @@ COLUMNS = [
 ]
 
 
-def _table(topic: str, servers: str) -> UpsertKafkaTable:
+def _table(topic: str, servers: str, fmt: str = "json") -> UpsertKafkaTable:
+    registry = {}
+    if fmt == "avro-confluent":  # confluent-kafka's in-process registry: no registry server runs here
+        registry = {f"{side}.avro-confluent.url": "mock://bench" for side in ("key", "value")}
     return UpsertKafkaTable.from_options(
         {
             "connector": "upsert-kafka",
             "topic": topic,
             "properties.bootstrap.servers": servers,
-            "key.format": "json",
-            "value.format": "json",
+            "key.format": fmt,
+            "value.format": fmt,
+            **registry,
         },
         columns=COLUMNS,
         primary_key=["id"],
@@ -161,7 +167,7 @@ def main() -> int:
     ):
         servers = kafka.bootstrap_servers
         conn = KafkaConnection(bootstrap_servers=servers)
-        for topic in ("bench_src", "bench_sink", "bench_pp"):
+        for topic in ("bench_src", "bench_sink", "bench_pp", "bench_ac"):
             kafka.create_topic(topic, partitions=PARTITIONS)
         began = time.monotonic()
         n, size = _produce_source(servers, "bench_src")
@@ -214,6 +220,31 @@ def main() -> int:
             }
             results[f"sink_{run}"] = rate
             print(f"bench: write_changelog ({run}) {rate}")
+        json_sink = results["sink_warm"]["records_per_s"]
+        ac = _table("bench_ac", servers, "avro-confluent")
+        write_changelog(spark.read.parquet(parquet), ac, conn, order_by="seq")  # cold: JIT, registry
+        t0 = time.monotonic()
+        ac_res = write_changelog(spark.read.parquet(parquet), ac, conn, order_by="seq")
+        secs = time.monotonic() - t0
+        results["avro_confluent_sink_warm"] = {
+            "records_per_s": ac_res.records_out / secs,
+            "mb_per_s": ac_res.bytes_out / secs / 2**20,
+            "seconds": secs,
+            "ratio_vs_json_sink": ac_res.records_out / secs / json_sink,
+        }
+        print(f"bench: write_changelog avro-confluent (warm) {results['avro_confluent_sink_warm']}")
+        t0 = time.monotonic()
+        df, ac_read = materialize(spark, ac, conn)
+        secs = time.monotonic() - t0
+        results["avro_confluent_materialize"] = {
+            "records_per_s": ac_read.records_in / secs,
+            "mb_per_s": ac_read.bytes_in / secs / 2**20,
+            "seconds": secs,
+            "live_keys": ac_read.records_out,
+            "ratio_vs_consumer_perf": ac_read.records_in / secs / results["consumer_perf"]["records_per_s"],
+        }
+        df.unpersist()
+        print(f"bench: materialize avro-confluent {results['avro_confluent_materialize']}")
         avg = int(res.bytes_out / max(res.records_out, 1))
         results["producer_perf"] = producer_perf(servers, "bench_pp", RECORDS, avg)
         print(f"bench: ProducerPerformance ({avg}-byte records) {results['producer_perf']}")
