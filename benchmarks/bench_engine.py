@@ -26,7 +26,7 @@ from typing import Any
 
 from upsert_kafka_ops import jars
 from upsert_kafka_ops.engine import materialize, write_changelog
-from upsert_kafka_ops.local import LocalKafka
+from upsert_kafka_ops.local import LocalKafka, LocalSchemaRegistry
 from upsert_kafka_ops.runtime import build_spark_session
 from upsert_kafka_ops.spec.connection import KafkaConnection
 from upsert_kafka_ops.spec.table import UpsertKafkaTable
@@ -46,10 +46,10 @@ COLUMNS = [
 ]
 
 
-def _table(topic: str, servers: str, fmt: str = "json") -> UpsertKafkaTable:
+def _table(topic: str, servers: str, fmt: str = "json", registry_url: str = "") -> UpsertKafkaTable:
     registry = {}
-    if fmt == "avro-confluent":  # confluent-kafka's in-process registry: no registry server runs here
-        registry = {f"{side}.avro-confluent.url": "mock://bench" for side in ("key", "value")}
+    if fmt == "avro-confluent":
+        registry = {f"{side}.avro-confluent.url": registry_url for side in ("key", "value")}
     return UpsertKafkaTable.from_options(
         {
             "connector": "upsert-kafka",
@@ -164,6 +164,7 @@ def main() -> int:
     with (
         tempfile.TemporaryDirectory(prefix="uko-bench-") as tmp,
         LocalKafka(Path(tmp) / "kafka", heap="2g") as kafka,
+        LocalSchemaRegistry(Path(tmp) / "registry") as schema_registry,
     ):
         servers = kafka.bootstrap_servers
         conn = KafkaConnection(bootstrap_servers=servers)
@@ -221,7 +222,7 @@ def main() -> int:
             results[f"sink_{run}"] = rate
             print(f"bench: write_changelog ({run}) {rate}")
         json_sink = results["sink_warm"]["records_per_s"]
-        ac = _table("bench_ac", servers, "avro-confluent")
+        ac = _table("bench_ac", servers, "avro-confluent", schema_registry.url)
         write_changelog(spark.read.parquet(parquet), ac, conn, order_by="seq")  # cold: JIT, registry
         t0 = time.monotonic()
         ac_res = write_changelog(spark.read.parquet(parquet), ac, conn, order_by="seq")

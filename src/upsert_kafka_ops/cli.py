@@ -51,6 +51,13 @@ def _parser() -> argparse.ArgumentParser:
     pp = lsub.add_parser("postgres", help="a PostgreSQL server on 127.0.0.1 (the local warehouse)")
     pp.add_argument("action", choices=["start", "stop", "status"])
     pp.add_argument("--dir", type=Path, default=None, help="state folder")
+    pg = lsub.add_parser(
+        "registry",
+        help="a Schema-Registry-compatible server on 127.0.0.1 (Apicurio, Confluent API), in the "
+        "foreground until interrupted; prints its URL as JSON",
+    )
+    pg.add_argument("--dir", type=Path, default=None, help="folder for its log (default: a temp folder)")
+    pg.add_argument("--jars-dir", type=Path, default=None, help="jar cache folder (the build lands there)")
 
     pr = sub.add_parser("run", help="run a pipeline's jobs (all, in file order, or one)")
     pr.add_argument("pipeline", type=Path, help="pipeline file (YAML or JSON)")
@@ -101,6 +108,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "jars":
             return _jars(args)
         if args.command == "local":
+            if args.service == "registry":
+                return _local_registry(args)
             return _local_kafka(args) if args.service == "kafka" else _local_postgres(args)
         if args.command in ("run", "backfill", "reset-checkpoint", "describe-topic"):
             from upsert_kafka_ops import cli_jobs
@@ -175,6 +184,30 @@ def _local_postgres(args: argparse.Namespace) -> int:
         status = lp.detached_status(state_dir)
         print(json.dumps(status))
         return 0 if status["running"] else 3
+    return 0
+
+
+def _local_registry(args: argparse.Namespace) -> int:
+    import signal
+    import tempfile
+
+    from upsert_kafka_ops.local.schema_registry import LocalSchemaRegistry, build
+
+    build(args.jars_dir, log=False)
+    work = args.dir or Path(tempfile.mkdtemp(prefix="uko-registry-"))
+    stop = {"now": False}
+
+    def _stop(signum: int, frame: object) -> None:
+        stop["now"] = True
+
+    signal.signal(signal.SIGTERM, _stop)
+    with LocalSchemaRegistry(work, jars_dir=args.jars_dir) as registry:
+        print(json.dumps({"url": registry.url, "log": str(registry.log_file)}), flush=True)
+        try:
+            while not stop["now"]:
+                signal.pause()
+        except KeyboardInterrupt:
+            pass
     return 0
 
 

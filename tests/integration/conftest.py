@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from upsert_kafka_ops import jars
-from upsert_kafka_ops.local import LocalKafka, LocalPostgres
+from upsert_kafka_ops.local import LocalKafka, LocalPostgres, LocalSchemaRegistry
 from upsert_kafka_ops.runtime import build_spark_session
 
 if TYPE_CHECKING:
@@ -44,6 +44,15 @@ def spark(jars_dir: Path) -> Iterator[SparkSession]:
     session = build_spark_session(jars_dir=jars_dir, app_name="upsert-kafka-ops-tests")
     yield session
     session.stop()
+
+
+@pytest.fixture(scope="session")
+def schema_registry(
+    jars_dir: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[LocalSchemaRegistry]:
+    """A real Schema-Registry-compatible server (Apicurio Registry, Confluent API), built on first use."""
+    with LocalSchemaRegistry(tmp_path_factory.mktemp("registry"), jars_dir=jars_dir) as registry:
+        yield registry
 
 
 @pytest.fixture

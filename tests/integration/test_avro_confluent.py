@@ -1,16 +1,21 @@
 """``avro-confluent`` through the engine, checked against confluent-kafka's own Avro serde.
 
-No Schema-Registry-compatible server can run on this machine (Confluent's is not on Maven Central,
-Apicurio's app needs modules Central does not have, Karapace is not on PyPI): the registry is
-confluent-kafka's in-process ``mock://`` registry, which the engine's client and confluent-kafka's
-``AvroSerializer`` / ``AvroDeserializer`` share per scope. Kafka and Spark are real; the wire format
-is checked both ways against Confluent's implementation, never against this package's own decoder.
+The registry is a real server on 127.0.0.1 (Apicurio Registry's Confluent-compatible API, built from
+Maven Central by ``LocalSchemaRegistry``); Kafka and Spark are real. The wire format is checked both
+ways against confluent-kafka's own ``AvroSerializer`` / ``AvroDeserializer``, never against this
+package's decoder. Each test writes its own topics, so its subjects are its own.
 """
 
 from __future__ import annotations
 
-import uuid
+import json
+import signal
+import subprocess
+import sys
+import urllib.error
+import urllib.request
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -24,7 +29,7 @@ from tests.integration.oracle import fold, read_all
 from upsert_kafka_ops.engine import materialize, write_changelog
 from upsert_kafka_ops.engine.source import DataError
 from upsert_kafka_ops.formats import schema_registry as sr
-from upsert_kafka_ops.local import LocalKafka
+from upsert_kafka_ops.local import LocalKafka, LocalSchemaRegistry
 from upsert_kafka_ops.spec.connection import KafkaConnection
 from upsert_kafka_ops.spec.table import UpsertKafkaTable
 
@@ -62,7 +67,7 @@ def _table(
 
 
 def _registry(url: str) -> Any:
-    """The process's client for ``url``: the same mock registry the engine uses."""
+    """confluent-kafka's client for ``url`` (the process's cached one, as the engine uses)."""
     return sr.client(sr.RegistryConfig.from_options({"url": url}))
 
 
@@ -81,9 +86,12 @@ def _confluent_decoders(url: str, topic: str) -> tuple[Callable[[bytes], Any], C
 
 
 def test_round_trip_with_a_column_added_between_writes(
-    kafka: LocalKafka, spark: SparkSession, new_topic: Callable[..., str]
+    kafka: LocalKafka,
+    spark: SparkSession,
+    new_topic: Callable[..., str],
+    schema_registry: LocalSchemaRegistry,
 ) -> None:
-    url = f"mock://{uuid.uuid4().hex}"
+    url = schema_registry.url
     topic = new_topic(partitions=3)
     conn = KafkaConnection(bootstrap_servers=kafka.bootstrap_servers)
     v1, v2 = _table(topic, url, COLUMNS_V1), _table(topic, url, COLUMNS_V2)
@@ -197,7 +205,6 @@ STEP = st.tuples(
 
 
 def _produce_with_confluent(servers: str, topic: str, url: str, steps: list[tuple[int, str, Any]]) -> None:
-    import json
 
     registry = _registry(url)
     key_ser = AvroSerializer(registry, json.dumps(PRODUCER_KEY))
@@ -213,9 +220,13 @@ def _produce_with_confluent(servers: str, topic: str, url: str, steps: list[tupl
 @settings(max_examples=3, deadline=None, suppress_health_check=list(HealthCheck))
 @given(steps=st.lists(STEP, min_size=1, max_size=40))
 def test_confluent_serialized_changelog_folds_like_the_oracle(
-    steps: list[tuple[int, str, Any]], kafka: LocalKafka, spark: SparkSession, new_topic: Callable[..., str]
+    steps: list[tuple[int, str, Any]],
+    kafka: LocalKafka,
+    spark: SparkSession,
+    new_topic: Callable[..., str],
+    schema_registry: LocalSchemaRegistry,
 ) -> None:
-    url = f"mock://{uuid.uuid4().hex}"
+    url = schema_registry.url
     topic = new_topic(partitions=4)
     _produce_with_confluent(kafka.bootstrap_servers, topic, url, steps)
     decode_key, decode_value = _confluent_decoders(url, topic)
@@ -237,10 +248,14 @@ def test_confluent_serialized_changelog_folds_like_the_oracle(
     ids=["no-header", "unregistered-id"],
 )
 def test_a_record_that_is_not_in_the_wire_format_names_its_position(
-    bad: bytes, kafka: LocalKafka, spark: SparkSession, new_topic: Callable[..., str]
+    bad: bytes,
+    kafka: LocalKafka,
+    spark: SparkSession,
+    new_topic: Callable[..., str],
+    schema_registry: LocalSchemaRegistry,
 ) -> None:
     """Plain Avro without the 5-byte header, or an id the subject never registered, is a bad record."""
-    url = f"mock://{uuid.uuid4().hex}"
+    url = schema_registry.url
     topic = new_topic()
     rows = [(i, "eu", {"user_name": "a", "score": i, "tier": "gold"}) for i in (1, 2)]
     _produce_with_confluent(kafka.bootstrap_servers, topic, url, rows)
@@ -255,11 +270,14 @@ def test_a_record_that_is_not_in_the_wire_format_names_its_position(
 
 
 def test_a_writer_schema_without_a_not_null_column_gives_bad_records(
-    kafka: LocalKafka, spark: SparkSession, new_topic: Callable[..., str]
+    kafka: LocalKafka,
+    spark: SparkSession,
+    new_topic: Callable[..., str],
+    schema_registry: LocalSchemaRegistry,
 ) -> None:
     """The producer's value lacks the key columns, which value.fields-include ALL reads from the value
     as NOT NULL fields: Avro resolution cannot fill them, so the record is bad (never a row of NULLs)."""
-    url = f"mock://{uuid.uuid4().hex}"
+    url = schema_registry.url
     topic = new_topic()
     _produce_with_confluent(
         kafka.bootstrap_servers, topic, url, [(1, "eu", {"user_name": "a", "score": 0, "tier": "gold"})]
@@ -270,3 +288,49 @@ def test_a_writer_schema_without_a_not_null_column_gives_bad_records(
     assert "offset 0" in str(info.value)
     df, _ = materialize(spark, _table(topic, url, COLUMNS_V1, EXCEPT_KEY), conn)
     assert [tuple(r) for r in df.collect()] == [(1, "eu", "a", 0)]
+
+
+def test_a_schema_the_subject_refuses_fails_before_any_record_is_sent(
+    kafka: LocalKafka,
+    spark: SparkSession,
+    new_topic: Callable[..., str],
+    schema_registry: LocalSchemaRegistry,
+) -> None:
+    """A column type change under a FULL compatibility rule: the registry refuses the new value schema
+    and the write fails naming the subject; the topic keeps only the first write."""
+    topic = new_topic()
+    conn = KafkaConnection(bootstrap_servers=kafka.bootstrap_servers)
+    schema = "op STRING, seq INT, user_id BIGINT, region STRING, user_name STRING, score INT"
+    first = spark.createDataFrame([("+I", 1, 1, "eu", "a", 1)], schema)
+    write_changelog(first, _table(topic, schema_registry.url, COLUMNS_V1), conn, order_by="seq")
+    _registry(schema_registry.url).set_compatibility(f"{topic}-value", "FULL")
+    changed = [c if c["name"] != "score" else {"name": "score", "type": "STRING"} for c in COLUMNS_V1]
+    second = spark.createDataFrame(
+        [("+I", 2, 2, "eu", "b", "x")], schema.replace("score INT", "score STRING")
+    )
+    with pytest.raises(sr.RegistryError) as info:
+        write_changelog(second, _table(topic, schema_registry.url, changed), conn, order_by="seq")
+    assert f"subject '{topic}-value'" in str(info.value) and "HTTP 409" in str(info.value)
+    assert len(read_all(kafka.bootstrap_servers, [topic])) == 1
+
+
+def test_the_local_registry_command_serves_until_terminated(
+    schema_registry: LocalSchemaRegistry, tmp_path: Path
+) -> None:
+    """`upsert-kafka-ops local registry` prints the URL of a server that answers the Confluent API,
+    and stops the server on SIGTERM (the session's registry is already built, so this only starts)."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "upsert_kafka_ops.cli", "local", "registry", "--dir", str(tmp_path)],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        info = json.loads(proc.stdout.readline())
+        with urllib.request.urlopen(f"{info['url']}/subjects", timeout=10) as resp:
+            assert resp.status == 200 and json.loads(resp.read()) == []  # its own, empty registry
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=60) == 0
+    with pytest.raises(urllib.error.URLError):
+        urllib.request.urlopen(f"{info['url']}/subjects", timeout=5)

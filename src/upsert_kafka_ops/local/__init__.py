@@ -1,10 +1,18 @@
-"""Local services for development, demos and tests: a real Kafka broker, a real PostgreSQL and a
-Spark standalone cluster on 127.0.0.1."""
+"""Local services for development, demos and tests: a real Kafka broker, a real PostgreSQL, a real
+Schema-Registry-compatible server and a Spark standalone cluster on 127.0.0.1."""
 
 from __future__ import annotations
 
 from upsert_kafka_ops.local.kafka import LocalKafka, free_port
 from upsert_kafka_ops.local.postgres import LocalPostgres
+from upsert_kafka_ops.local.schema_registry import LocalSchemaRegistry
 from upsert_kafka_ops.local.spark_cluster import LocalSparkCluster, spark_home
 
-__all__ = ["LocalKafka", "LocalPostgres", "LocalSparkCluster", "free_port", "spark_home"]
+__all__ = [
+    "LocalKafka",
+    "LocalPostgres",
+    "LocalSchemaRegistry",
+    "LocalSparkCluster",
+    "free_port",
+    "spark_home",
+]
