@@ -28,6 +28,7 @@ from tests.integration.oracle import fold, read_all
 
 from upsert_kafka_ops.engine import materialize, write_changelog
 from upsert_kafka_ops.engine.source import DataError
+from upsert_kafka_ops.errors import SpecError
 from upsert_kafka_ops.formats import schema_registry as sr
 from upsert_kafka_ops.local import LocalKafka, LocalSchemaRegistry
 from upsert_kafka_ops.spec.connection import KafkaConnection
@@ -334,3 +335,86 @@ def test_the_local_registry_command_serves_until_terminated(
         assert proc.wait(timeout=60) == 0
     with pytest.raises(urllib.error.URLError):
         urllib.request.urlopen(f"{info['url']}/subjects", timeout=5)
+
+
+def _keytool(*args: str) -> None:
+    subprocess.run(["keytool", *args], check=True, capture_output=True)
+
+
+def test_a_tls_registry_through_flinks_java_truststore_options(
+    kafka: LocalKafka,
+    spark: SparkSession,
+    new_topic: Callable[..., str],
+    jars_dir: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """An HTTPS-only registry: Flink's ssl.truststore.location (a JKS made by keytool) and its password
+    (a reference) are converted for the Python client; without them the certificate is refused."""
+    conn = KafkaConnection(bootstrap_servers=kafka.bootstrap_servers)
+    with LocalSchemaRegistry(tmp_path / "registry", jars_dir=jars_dir, tls=True) as registry:
+        assert registry.url.startswith("https://")
+        trust = tmp_path / "trust.jks"
+        _keytool("-importcert", "-noprompt", "-alias", "ca", "-file", str(registry.ca_file),
+                 "-keystore", str(trust), "-storetype", "JKS", "-storepass", "trust-pw")  # fmt: skip
+        monkeypatch.setenv("UKO_TEST_TRUST_PASSWORD", "trust-pw")
+        tls = {
+            f"{side}.avro-confluent.{opt}": value
+            for side in ("key", "value")
+            for opt, value in (
+                ("ssl.truststore.location", str(trust)),
+                ("ssl.truststore.password", "env:UKO_TEST_TRUST_PASSWORD"),
+            )
+        }
+        topic = new_topic(partitions=2)
+        rows = [("+I", 1, 1, "eu", "a", 1), ("+I", 2, 2, "us", "b", None), ("-D", 3, 1, "eu", "a", 1)]
+        schema = "op STRING, seq INT, user_id BIGINT, region STRING, user_name STRING, score INT"
+        table = _table(topic, registry.url, COLUMNS_V1, tls)
+        write_changelog(spark.createDataFrame(rows, schema), table, conn, order_by="seq")
+        df, _ = materialize(spark, table, conn)
+        assert [tuple(r) for r in df.collect()] == [(2, "us", "b", None)]
+
+        untrusted = _table(new_topic(), registry.url, COLUMNS_V1)
+        with pytest.raises(sr.RegistryError) as info:
+            write_changelog(spark.createDataFrame(rows, schema), untrusted, conn, order_by="seq")
+        assert "CERTIFICATE_VERIFY_FAILED" in str(info.value) and "trust-pw" not in str(info.value)
+
+
+def test_a_java_keystore_becomes_the_pem_key_and_chain_it_holds(tmp_path: Path) -> None:
+    """Flink's ssl.keystore.* for client certificates: a JKS key entry comes back as the same key and
+    certificate chain in PEM (the key file private to the user)."""
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.serialization import pkcs12
+
+    from upsert_kafka_ops.formats import java_stores
+    from upsert_kafka_ops.local.tls import generate
+
+    files = generate(tmp_path / "tls")
+    pem = files.server_keystore.read_bytes()
+    key = serialization.load_pem_private_key(pem, None)
+    certs = x509_certs(pem)
+    p12 = tmp_path / "client.p12"
+    p12.write_bytes(
+        pkcs12.serialize_key_and_certificates(
+            b"client", key, certs[0], certs[1:],  # type: ignore[arg-type]
+            serialization.BestAvailableEncryption(b"keystore-pw"),
+        )
+    )  # fmt: skip
+    jks = tmp_path / "client.jks"
+    _keytool("-importkeystore", "-noprompt", "-srckeystore", str(p12), "-srcstoretype", "PKCS12",
+             "-srcstorepass", "keystore-pw", "-destkeystore", str(jks), "-deststoretype", "JKS",
+             "-deststorepass", "keystore-pw", "-destkeypass", "keystore-pw")  # fmt: skip
+    cert_pem, key_pem = java_stores.keystore_pem(jks, "keystore-pw")
+    assert x509_certs(cert_pem.read_bytes()) == certs
+    got = serialization.load_pem_private_key(key_pem.read_bytes(), None)
+    assert got.private_numbers() == key.private_numbers()  # type: ignore[union-attr]
+    assert key_pem.stat().st_mode & 0o077 == 0
+    with pytest.raises(SpecError) as info:
+        java_stores.keystore_pem(jks, "wrong")
+    assert str(jks) in str(info.value)
+
+
+def x509_certs(pem: bytes) -> list[Any]:
+    from cryptography import x509
+
+    return x509.load_pem_x509_certificates(pem[pem.index(b"-----BEGIN CERTIFICATE-----") :])

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from upsert_kafka_ops.errors import SpecError
@@ -47,8 +49,8 @@ def test_flink_options_are_accepted() -> None:
         ("value.avro-confluent.basic-auth.user-info", "user:secret-pw", "a literal secret is not allowed"),
         ("value.avro-confluent.bearer-auth.token", "tok-123", "a literal secret is not allowed"),
         ("value.avro-confluent.properties.ssl.key.password", "pw", "a literal secret is not allowed"),
-        ("value.avro-confluent.ssl.truststore.location", "/x.jks", "properties.ssl.ca.location"),
-        ("value.avro-confluent.ssl.keystore.password", "env:X", "JKS key and trust stores"),
+        ("value.avro-confluent.ssl.truststore.password", "changeit", "a literal secret is not allowed"),
+        ("value.avro-confluent.ssl.keystore.location", "/etc/client.jks", "is required with ssl.keystore"),
         ("value.avro-confluent.schema", '"string"', "derived from the table's columns"),
         ("value.avro-confluent.basic-auth.credentials-source", "SASL_INHERIT", "USER_INFO or URL"),
         ("value.avro-confluent.bearer-auth.credentials-source", "OAUTHBEARER", "STATIC_TOKEN"),
@@ -58,7 +60,8 @@ def test_flink_options_are_accepted() -> None:
 def test_bad_options_name_the_option_and_the_fix(option: str, value: str, message: str) -> None:
     with pytest.raises(SpecError) as info:
         _table(**{option: value})
-    assert info.value.field == option and message in str(info.value)
+    field = option.replace("keystore.location", "keystore.password") if "is required" in message else option
+    assert info.value.field == field and message in str(info.value)
     assert info.value.fix
     if "secret" in message:
         assert value not in str(info.value)
@@ -133,3 +136,23 @@ def test_missing_not_null_fields_are_found() -> None:
     }  # fmt: skip
     assert missing_fields(writer, reader) == ["id", "address.city"]
     assert missing_fields(reader, reader) == []
+
+
+def test_a_store_and_its_pem_property_together_are_refused() -> None:
+    with pytest.raises(SpecError) as info:
+        _table(
+            **{
+                "value.avro-confluent.ssl.truststore.location": "/etc/trust.jks",
+                "value.avro-confluent.properties.ssl.ca.location": "/etc/ca.pem",
+            }
+        )
+    assert info.value.field == "value.avro-confluent.ssl.truststore.location" and "keep one" in str(
+        info.value
+    )
+
+
+def test_a_pem_truststore_is_used_as_it_is(tmp_path: Path) -> None:
+    pem = tmp_path / "ca.pem"
+    pem.write_text("-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n")
+    config = sr.RegistryConfig.from_options({"url": "https://r:1", "ssl.truststore.location": str(pem)})
+    assert config.client_conf() == {"url": "https://r:1", "ssl.ca.location": str(pem)}

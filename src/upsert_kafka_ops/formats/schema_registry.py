@@ -3,9 +3,11 @@
 Options are Flink's (``avro-confluent.url``, ``.subject``, ``.basic-auth.*``, ``.bearer-auth.*``,
 ``.properties.*``). Credentials are never literal in a spec: ``basic-auth.user-info`` and
 ``bearer-auth.token`` take ``env:VAR`` or ``file:/path`` (resolved by the process that runs the job,
-like every other secret). Flink's JKS options (``ssl.keystore.*``, ``ssl.truststore.*``) have no
-equivalent in the Python client: PEM files go through ``properties.ssl.ca.location``,
-``properties.ssl.certificate.location`` and ``properties.ssl.key.location``.
+like every other secret), and so do the store passwords. Flink's Java stores (``ssl.truststore.*``,
+``ssl.keystore.*``; JKS, PKCS12 or PEM) are converted to the PEM files the Python client reads, with
+the JDK's ``keytool`` (passwords passed to it through its environment, never its command line) into a
+private temporary folder of the process; ``properties.ssl.ca.location`` and friends take PEM files
+directly.
 
 The client is confluent-kafka's ``SchemaRegistryClient``. Clients are shared per registry within a
 process, so a ``mock://<scope>`` URL is one in-process registry per scope, as Confluent's own
@@ -16,24 +18,42 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from upsert_kafka_ops.errors import SpecError, UpsertKafkaOpsError
+from upsert_kafka_ops.formats import java_stores as stores
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
 #: options whose value is a secret: only references are accepted
-SECRET_OPTIONS = frozenset({"basic-auth.user-info", "bearer-auth.token"})
-#: Flink options of the Java client that this package cannot honour, with the replacement
-_JKS_OPTIONS = {
-    "ssl.keystore.location": "properties.ssl.certificate.location and properties.ssl.key.location (PEM)",
-    "ssl.keystore.password": "properties.ssl.key.password (a reference, e.g. env:VAR)",
-    "ssl.truststore.location": "properties.ssl.ca.location (a PEM bundle)",
-    "ssl.truststore.password": "nothing (a PEM bundle has no password)",
+SECRET_OPTIONS = frozenset(
+    {"basic-auth.user-info", "bearer-auth.token", "ssl.keystore.password", "ssl.truststore.password"}
+)
+#: Flink's store options -> the internal property names they travel under until conversion
+_STORE_OPTIONS = {
+    "ssl.truststore.location": "uko.truststore.location",
+    "ssl.truststore.password": "uko.truststore.password",
+    "ssl.keystore.location": "uko.keystore.location",
+    "ssl.keystore.password": "uko.keystore.password",
 }
 #: client properties that carry secrets (given through ``properties.``): references only
-_SECRET_PROPERTIES = frozenset({"basic.auth.user.info", "bearer.auth.token", "ssl.key.password"})
+_SECRET_PROPERTIES = frozenset(
+    {
+        "basic.auth.user.info",
+        "bearer.auth.token",
+        "ssl.key.password",
+        "uko.truststore.password",
+        "uko.keystore.password",
+    }
+)
+
+#: the PEM properties a Java store option stands for
+_PEM_FOR = {
+    "ssl.truststore": ("ssl.ca.location",),
+    "ssl.keystore": ("ssl.certificate.location", "ssl.key.location"),
+}
 
 
 class RegistryError(UpsertKafkaOpsError):
@@ -55,13 +75,20 @@ def check_options(prefix: str, options: Mapping[str, str]) -> None:
             "is not supported: the Avro schema is always derived from the table's columns (Flink's default).",
             "remove it and declare the columns the schema describes.",
         )
-    for key, value in options.items():
-        if key in _JKS_OPTIONS:
+    if "ssl.keystore.location" in options and "ssl.keystore.password" not in options:
+        raise SpecError(
+            f"{head}ssl.keystore.password",
+            "is required with ssl.keystore.location (the key inside the store is protected by it).",
+            f"set '{head}ssl.keystore.password' = 'env:VAR_NAME'.",
+        )
+    for key in ("ssl.truststore", "ssl.keystore"):
+        if f"{key}.location" in options and f"properties.{_PEM_FOR[key][0]}" in options:
             raise SpecError(
-                head + key,
-                "JKS key and trust stores are not supported by the Python Schema Registry client.",
-                f"use {head}{_JKS_OPTIONS[key]}.",
+                f"{head}{key}.location",
+                f"and {head}properties.{_PEM_FOR[key][0]} both set the same thing.",
+                "keep one.",
             )
+    for key, value in options.items():
         secret = key in SECRET_OPTIONS or (
             key.startswith("properties.") and key[len("properties.") :] in _SECRET_PROPERTIES
         )
@@ -114,14 +141,26 @@ class RegistryConfig:
         for key, value in options.items():
             if key.startswith("properties."):
                 props[key[len("properties.") :]] = value
+            elif key in _STORE_OPTIONS:
+                props[_STORE_OPTIONS[key]] = value
         return cls(url=options["url"], properties=tuple(sorted(props.items())))
 
     def client_conf(self) -> dict[str, Any]:
-        """confluent-kafka's client configuration, with the secret references resolved."""
+        """confluent-kafka's client configuration, with the secret references resolved and Java
+        stores converted to PEM files."""
         conf: dict[str, Any] = {"url": self.url}
         for key, value in self.properties:
             secret = key in _SECRET_PROPERTIES
             conf[key] = _reference(f"avro-confluent {key}", value).resolve() if secret else value
+        trust = conf.pop("uko.truststore.location", None)
+        trust_pw = conf.pop("uko.truststore.password", None)
+        keystore = conf.pop("uko.keystore.location", None)
+        keystore_pw = conf.pop("uko.keystore.password", None)
+        if trust is not None:
+            conf["ssl.ca.location"] = str(stores.truststore_pem(Path(trust), trust_pw))
+        if keystore is not None:
+            cert_pem, key_pem = stores.keystore_pem(Path(keystore), keystore_pw or "")
+            conf["ssl.certificate.location"], conf["ssl.key.location"] = str(cert_pem), str(key_pem)
         return conf
 
     def __repr__(self) -> str:  # references only, but keep reprs short and obviously secret-free

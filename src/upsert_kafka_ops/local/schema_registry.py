@@ -24,6 +24,7 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
+import ssl
 import subprocess
 import tempfile
 import time
@@ -36,6 +37,7 @@ from xml.sax.saxutils import escape
 from upsert_kafka_ops import jars
 from upsert_kafka_ops.errors import JarsError, LocalServiceError
 from upsert_kafka_ops.local.kafka import _java, _terminate, free_port
+from upsert_kafka_ops.local.tls import generate
 
 APICURIO_VERSION = "2.4.2.Final"
 QUARKUS_VERSION = "2.16.4.Final"  # the Quarkus that Apicurio 2.4.2.Final is built with
@@ -171,12 +173,16 @@ class LocalSchemaRegistry:
     :param work_dir: folder for its console log (created).
     :param jars_dir: jar cache; the registry is built there first when missing.
     :param heap: JVM heap (``-Xmx``).
+    :param tls: serve HTTPS only, with a generated CA (:attr:`ca_file`) and a certificate for 127.0.0.1.
     """
 
-    def __init__(self, work_dir: Path | str, jars_dir: Path | None = None, heap: str = "384m") -> None:
+    def __init__(
+        self, work_dir: Path | str, jars_dir: Path | None = None, heap: str = "384m", tls: bool = False
+    ) -> None:
         self.work_dir = Path(work_dir)
         self.jars_dir = jars_dir
         self.heap = heap
+        self.tls = tls
         self.port: int | None = None
         self._proc: subprocess.Popen[bytes] | None = None
 
@@ -185,7 +191,13 @@ class LocalSchemaRegistry:
         """The Confluent-compatible API, as ``avro-confluent.url`` takes it."""
         if self.port is None:
             raise LocalServiceError("The Schema Registry is not started.")
-        return f"http://127.0.0.1:{self.port}/apis/ccompat/v7"
+        scheme = "https" if self.tls else "http"
+        return f"{scheme}://127.0.0.1:{self.port}/apis/ccompat/v7"
+
+    @property
+    def ca_file(self) -> Path:
+        """The CA certificate (PEM) of a TLS registry."""
+        return self.work_dir / "tls" / "ca.pem"
 
     @property
     def log_file(self) -> Path:
@@ -198,9 +210,19 @@ class LocalSchemaRegistry:
         java = _java()
         self.work_dir.mkdir(parents=True, exist_ok=True)
         self.port = free_port()
+        listen = [f"-Dquarkus.http.port={self.port}"]
+        if self.tls:
+            files = generate(self.work_dir / "tls")
+            assert files.ca_cert == self.ca_file
+            listen = [
+                f"-Dquarkus.http.port={free_port()}", f"-Dquarkus.http.ssl-port={self.port}",
+                "-Dquarkus.http.insecure-requests=disabled",
+                f"-Dquarkus.http.ssl.certificate.files={files.server_keystore}",
+                f"-Dquarkus.http.ssl.certificate.key-files={files.server_keystore}",
+            ]  # fmt: skip
         cmd = [
             java, f"-Xmx{self.heap}", "-XX:+UseSerialGC", "-Djava.awt.headless=true",
-            "-Dquarkus.http.host=127.0.0.1", f"-Dquarkus.http.port={self.port}",
+            "-Dquarkus.http.host=127.0.0.1", *listen,
             "-Dquarkus.log.console.color=false", "-jar", str(folder / "registry-runner.jar"),
         ]  # fmt: skip
         with open(self.log_file, "ab") as out:
@@ -228,7 +250,8 @@ class LocalSchemaRegistry:
                     + self.log_tail()
                 )
             try:
-                with urllib.request.urlopen(f"{self.url}/subjects", timeout=2) as resp:
+                context = ssl.create_default_context(cafile=str(self.ca_file)) if self.tls else None
+                with urllib.request.urlopen(f"{self.url}/subjects", timeout=2, context=context) as resp:
                     if resp.status == 200:
                         return
             except (urllib.error.URLError, OSError):
