@@ -418,3 +418,68 @@ def x509_certs(pem: bytes) -> list[Any]:
     from cryptography import x509
 
     return x509.load_pem_x509_certificates(pem[pem.index(b"-----BEGIN CERTIFICATE-----") :])
+
+
+def test_materialize_job_full_then_incremental_across_a_new_producer_schema(
+    kafka: LocalKafka,
+    spark: SparkSession,
+    new_topic: Callable[..., str],
+    schema_registry: LocalSchemaRegistry,
+    tmp_path: Path,
+) -> None:
+    """A pipeline's materialize job from an avro-confluent topic into Delta. Between the runs the
+    producer registers a new value schema (a field added); the incremental run reads the new records
+    with both versions registered and merges one update and one delete. Each time the table equals
+    the plain-Python fold of the topic decoded by confluent-kafka."""
+    from upsert_kafka_ops.jobs import Pipeline, run_job
+
+    servers, url = kafka.bootstrap_servers, schema_registry.url
+    topic = new_topic(partitions=3)
+    first = [
+        (i % 7, "eu" if i % 2 else "us", {"user_name": f"u{i}", "score": i, "tier": "basic"})
+        for i in range(30)
+    ]
+    _produce_with_confluent(servers, topic, url, first)
+    table = _table(topic, url, COLUMNS_V1, EXCEPT_KEY)
+    pipe = Pipeline.model_validate({
+        "connections": {"main": {"bootstrap_servers": servers}},
+        "jobs": [{"name": "users-to-delta", "kind": "materialize",
+                  "source": {"connection": "main", "table": table.model_dump(mode="json")},
+                  "target": {"kind": "delta", "path": str(tmp_path / "users")}}],
+    })  # fmt: skip
+
+    def oracle() -> set[tuple[Any, ...]]:
+        decode_key, decode_value = _confluent_decoders(url, topic)
+        folded = fold(read_all(servers, [topic]), decode_key, decode_value)
+        return {(*k, v["user_name"], v["score"]) for k, v in folded.items()}
+
+    def target() -> set[tuple[Any, ...]]:
+        df = spark.read.format("delta").load(str(tmp_path / "users"))
+        return {tuple(r) for r in df.select("user_id", "region", "user_name", "score").collect()}
+
+    run1 = run_job(pipe, "users-to-delta", spark=spark)
+    assert run1.mode == "full" and run1.records_read == 30
+    assert target() == oracle() and len(target()) == 14
+
+    v2 = {
+        **PRODUCER_VALUE,
+        "fields": [*PRODUCER_VALUE["fields"], {"name": "email", "type": ["null", "string"], "default": None}],
+    }
+    registry = _registry(url)
+    value_ser = AvroSerializer(registry, json.dumps(v2))
+    key_ser = AvroSerializer(registry, json.dumps(PRODUCER_KEY))
+    producer = Producer({"bootstrap.servers": servers, "partitioner": "murmur2_random"})
+    for user_id, region, value in [
+        (1, "eu", {"user_name": "new", "score": 99, "tier": "gold", "email": "x@y"}),
+        (2, "us", None),
+    ]:
+        key = key_ser({"user_id": user_id, "region": region}, SerializationContext(topic, MessageField.KEY))
+        data = None if value is None else value_ser(value, SerializationContext(topic, MessageField.VALUE))
+        producer.produce(topic, key=key, value=data)
+    assert producer.flush(30) == 0
+    assert len(registry.get_versions(f"{topic}-value")) == 2
+
+    run2 = run_job(pipe, "users-to-delta", spark=spark)
+    assert (run2.mode, run2.records_read, run2.rows_upserted, run2.rows_deleted) == ("incremental", 2, 1, 1)
+    assert target() == oracle()
+    assert (1, "eu", "new", 99) in target() and all(r[:2] != (2, "us") for r in target())
