@@ -243,25 +243,29 @@ def test_confluent_serialized_changelog_folds_like_the_oracle(
     assert result.records_in == len(steps)
 
 
-@pytest.mark.parametrize(
-    "bad",
-    [b"\x02\x02a\x02\x02", b"\x00\x00\x00\x03\xe7\x02\x02a\x02\x02"],
-    ids=["no-header", "unregistered-id"],
-)
+@pytest.mark.parametrize("bad", ["no-header", "unregistered-id", "garbage-body"])
 def test_a_record_that_is_not_in_the_wire_format_names_its_position(
-    bad: bytes,
+    bad: str,
     kafka: LocalKafka,
     spark: SparkSession,
     new_topic: Callable[..., str],
     schema_registry: LocalSchemaRegistry,
 ) -> None:
-    """Plain Avro without the 5-byte header, or an id the subject never registered, is a bad record."""
+    """Plain Avro without the 5-byte header, an id the subject never registered, or a registered id
+    followed by bytes that are not Avro of its schema (Spark's from_avro would give a row of NULLs for
+    those) is a bad record."""
     url = schema_registry.url
     topic = new_topic()
     rows = [(i, "eu", {"user_name": "a", "score": i, "tier": "gold"}) for i in (1, 2)]
     _produce_with_confluent(kafka.bootstrap_servers, topic, url, rows)
+    value_id = _registry(url).get_latest_version(f"{topic}-value").schema_id
+    data = {
+        "no-header": b"\x02\x02a\x02\x02",
+        "unregistered-id": b"\x00\x00\x00\x03\xe7\x02\x02a\x02\x02",
+        "garbage-body": b"\x00" + value_id.to_bytes(4, "big") + b"\x09\x09\x09",
+    }[bad]
     producer = Producer({"bootstrap.servers": kafka.bootstrap_servers})
-    producer.produce(topic, key=read_all(kafka.bootstrap_servers, [topic])[1].key, value=bad)
+    producer.produce(topic, key=read_all(kafka.bootstrap_servers, [topic])[1].key, value=data)
     assert producer.flush(30) == 0
     conn = KafkaConnection(bootstrap_servers=kafka.bootstrap_servers)
     with pytest.raises(DataError) as info:

@@ -75,3 +75,42 @@ def test_formats_round_trip_through_the_engine(
     changes, _ = read_changelog(spark, table, conn, mode="upsert")
     assert sorted(r.op for r in changes.collect()) == (["+I"] if key_format == "raw" else ["+I", "+I"])
     assert sum(1 for r in records if r.value is None) == 1
+
+
+def test_avro_bytes_that_do_not_decode_are_bad_records_not_rows_of_nulls(
+    kafka: LocalKafka, spark: SparkSession, new_topic: Callable[..., str]
+) -> None:
+    """Spark's from_avro (PERMISSIVE) turns undecodable bytes into a row whose fields are all NULL.
+    A value whose nullable columns are all NULL is valid Avro too (b'\\x00\\x00': both unions at their
+    null branch) and must stay a row; a truncated or garbage value must be a bad record."""
+    from confluent_kafka import Producer
+
+    from upsert_kafka_ops.engine.source import DataError
+
+    topic = new_topic()
+    table = UpsertKafkaTable.from_options(
+        {"connector": "upsert-kafka", "topic": topic, "key.format": "raw", "value.format": "avro",
+         "value.fields-include": "EXCEPT_KEY"},
+        columns=[{"name": "id", "type": "STRING"}, {"name": "name", "type": "STRING"}, {"name": "n", "type": "INT"}],
+        primary_key=["id"],
+    )  # fmt: skip
+    conn = KafkaConnection(bootstrap_servers=kafka.bootstrap_servers)
+    producer = Producer({"bootstrap.servers": kafka.bootstrap_servers})
+    producer.produce(topic, key=b"a", value=b"\x02\x02x\x02\x0a")  # name 'x', n 5
+    producer.produce(topic, key=b"b", value=b"\x00\x00")  # both NULL: valid
+    assert producer.flush(30) == 0
+    df, _ = materialize(spark, table, conn)
+    assert sorted(tuple(r) for r in df.collect()) == [("a", "x", 5), ("b", None, None)]
+
+    # a union index out of range; a string cut short (offsets 2 and 4, each followed by a tombstone)
+    for offset, bad in ((2, b"\x09\x09\x09"), (4, b"\x02\x02")):
+        producer.produce(topic, key=b"c", value=bad)
+        assert producer.flush(30) == 0
+        with pytest.raises(DataError) as info:
+            materialize(spark, table, conn)
+        assert f"topic {topic!r}, partition 0, offset {offset}" in str(info.value)
+        assert "no ignore-parse-errors option" in str(info.value)
+        producer.produce(topic, key=b"c", value=None)  # a tombstone supersedes it: readable again
+        assert producer.flush(30) == 0
+        df, _ = materialize(spark, table, conn)
+        assert sorted(tuple(r) for r in df.collect()) == [("a", "x", 5), ("b", None, None)]

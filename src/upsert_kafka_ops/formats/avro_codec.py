@@ -10,8 +10,11 @@ the default) is the local date-time read as UTC, in epoch milliseconds; TIMESTAM
 ``timestamp_mapping.legacy = false``) is epoch milliseconds too, even where the schema says micros,
 as Flink writes it; TIME is ``int`` milliseconds of the day from the TIME text; TINYINT and SMALLINT
 travel as ``int``. Decoding reads with the same schema minus the time logical types (the bytes are
-identical) and converts back; bytes that do not decode are flagged as errors (``from_avro`` in
-PERMISSIVE mode gives NULL for them).
+identical) and converts back. Bytes that do not decode are flagged as errors: Spark's ``from_avro``
+in PERMISSIVE mode does not give NULL for them but a row whose every field is NULL, which a valid
+record can also be. So the reader schema carries one more field, :data:`DECODED`, a boolean with
+default true that no writer has: Avro resolution fills it for every record that decodes, and it is
+NULL exactly where Spark swallowed a decoding error.
 """
 
 from __future__ import annotations
@@ -124,6 +127,22 @@ def _schema(t: SqlType, row_name: str, legacy: bool, top: bool = False) -> Any:
     return ["null", s] if t.nullable else s
 
 
+#: the reader-only field that marks a record as decoded (see the module docstring)
+DECODED = "__uko_decoded"
+
+
+def checked_reader(schema: Any) -> str:
+    """The reader schema (JSON text) with the :data:`DECODED` field added to its top-level record."""
+    reader = _strip_time_logical(schema)
+    reader = {**reader, "fields": [*reader["fields"], {"name": DECODED, "type": "boolean", "default": True}]}
+    return json.dumps(reader)
+
+
+def decode_failed(data: Column, parsed: Column) -> Column:
+    """True where ``data`` (not NULL) did not decode: ``parsed`` was read with :func:`checked_reader`."""
+    return data.isNotNull() & (parsed.isNull() | parsed.getField(DECODED).isNull())
+
+
 def _strip_time_logical(s: Any) -> Any:
     """The schema with time logical types removed: same bytes, plain int/long for Spark."""
     if isinstance(s, list):
@@ -150,6 +169,7 @@ class AvroCodec:
         self.schema = avro_schema(fields, legacy_timestamps=legacy == "true")
         self.schema_json = json.dumps(self.schema)
         self.reader_json = json.dumps(_strip_time_logical(self.schema))
+        self.checked_reader_json = checked_reader(self.schema)
         self.row_type = SqlType("ROW", nullable=False, fields=tuple(RowField(n, t) for n, t in fields))
 
     def encode(self, row: Column) -> Column:
@@ -166,8 +186,10 @@ class AvroCodec:
 
         from upsert_kafka_ops.formats.codecs import Decoded
 
-        parsed = from_avro(data, self.reader_json, {"mode": "PERMISSIVE"})
-        error = data.isNotNull() & parsed.isNull()
+        parsed = from_avro(
+            data, self.reader_json, {"mode": "PERMISSIVE", "avroSchema": self.checked_reader_json}
+        )
+        error = decode_failed(data, parsed)
         value = F.when(parsed.isNull(), F.lit(None)).otherwise(_from_avro(parsed, self.row_type))
         return Decoded(value, error)
 

@@ -24,7 +24,13 @@ from typing import TYPE_CHECKING, Any
 
 from upsert_kafka_ops.errors import SpecError
 from upsert_kafka_ops.formats import schema_registry as sr
-from upsert_kafka_ops.formats.avro_codec import AvroCodec, _from_avro, _strip_time_logical, _to_avro
+from upsert_kafka_ops.formats.avro_codec import (
+    AvroCodec,
+    _from_avro,
+    _strip_time_logical,
+    _to_avro,
+    decode_failed,
+)
 
 if TYPE_CHECKING:
     from pyspark.sql import Column
@@ -110,16 +116,16 @@ class AvroConfluentCodec:
                 "set it to the subject the producers register under.",
             )
         writers = sr.writer_schemas(self.config, self.read_subjects)
-        reader = self.avro.reader_json
+        reader = self.avro.checked_reader_json
         body = F.substring(data, 6, 2**31 - 1)
         schema_id = F.conv(F.hex(F.substring(data, 2, 4)), 16, 10).cast("long")
         framed = (F.length(data) >= 5) & (F.substring(data, 1, 1) == F.lit(MAGIC))
         # no known writer: a typed NULL (every non-null record is then an error)
-        parsed = F.when(F.lit(False), from_avro(body, reader))
+        parsed = F.when(F.lit(False), from_avro(body, self.avro.reader_json, {"avroSchema": reader}))
         for sid, text in sorted(writers.items()):
             writer_schema = json.loads(text)
             missing = missing_fields(writer_schema, self.avro.schema)
-            if missing:  # Spark would give a row of NULLs: make its records bad records instead
+            if missing:  # such records fail to resolve (bad records); say why once, here
                 log.warning(
                     "avro-confluent: schema id %d under %s lacks the column(s) %s, which are NOT NULL in the "
                     "table (no default): its records cannot be read with these columns.",
@@ -131,6 +137,6 @@ class AvroConfluentCodec:
             parsed = F.when(framed & (schema_id == F.lit(sid)), from_avro(body, writer, options)).otherwise(
                 parsed
             )
-        error = data.isNotNull() & parsed.isNull()
+        error = decode_failed(data, parsed)
         value = F.when(parsed.isNull(), F.lit(None)).otherwise(_from_avro(parsed, self.avro.row_type))
         return Decoded(value, error)
