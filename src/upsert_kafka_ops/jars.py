@@ -156,6 +156,16 @@ def _check_tools() -> str:
     return mvn
 
 
+def run_maven(mvn: str, project: Path, repo: str, what: str, goals: list[str]) -> None:
+    """Run Maven on ``project/pom.xml`` with its ``settings.xml``; a failure raises :class:`JarsError`
+    with Maven's first error lines."""
+    cmd = [mvn, "-B", "-q", "-s", str(project / "settings.xml"), "-f", str(project / "pom.xml"), *goals]
+    proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        errors = [ln for ln in (proc.stdout + proc.stderr).splitlines() if "ERROR" in ln][:8]
+        raise JarsError(f"Maven could not {what} from {repo} (exit {proc.returncode}):\n" + "\n".join(errors))
+
+
 def group_dir(group: str | JarGroup, jars_dir: Path | None = None) -> Path:
     g = GROUPS[group] if isinstance(group, str) else group
     return (jars_dir or default_jars_dir()) / g.name
@@ -233,17 +243,10 @@ def _resolve(g: JarGroup, folder: Path, repo: str, log: bool) -> None:
         (work / "pom.xml").write_text(_pom(g))
         (work / "settings.xml").write_text(_settings(repo))
         jars = staging / "jars"
-        cmd = [
-            mvn, "-B", "-q", "-s", str(work / "settings.xml"), "-f", str(work / "pom.xml"),
-            "dependency:copy-dependencies", f"-DoutputDirectory={jars}", "-DincludeScope=runtime",
-        ]  # fmt: skip
-        proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
-        if proc.returncode != 0:
-            errors = [ln for ln in (proc.stdout + proc.stderr).splitlines() if "ERROR" in ln][:8]
-            raise JarsError(
-                f"Maven could not resolve the {g.name} jars from {repo} (exit {proc.returncode}):\n"
-                + "\n".join(errors)
-            )
+        run_maven(
+            mvn, work, repo, f"resolve the {g.name} jars",
+            ["dependency:copy-dependencies", f"-DoutputDirectory={jars}", "-DincludeScope=runtime"],
+        )  # fmt: skip
         names = sorted(p.name for p in jars.glob("*.jar"))
         if not names:
             raise JarsError(f"Maven resolved no jars for {g.name}.")

@@ -35,7 +35,7 @@ from types import TracebackType
 from xml.sax.saxutils import escape
 
 from upsert_kafka_ops import jars
-from upsert_kafka_ops.errors import JarsError, LocalServiceError
+from upsert_kafka_ops.errors import LocalServiceError
 from upsert_kafka_ops.local.kafka import _java, _terminate, free_port
 from upsert_kafka_ops.local.tls import generate
 
@@ -140,15 +140,7 @@ def build(jars_dir: Path | None = None, repo_url: str | None = None, log: bool =
         resources = staging / "src" / "main" / "resources"
         resources.mkdir(parents=True)
         (resources / "application.properties").write_text(_PROPERTIES)
-        cmd = [mvn, "-B", "-q", "-s", str(staging / "settings.xml"), "-f", str(staging / "pom.xml"),
-               "package", "-DskipTests"]  # fmt: skip
-        proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
-        if proc.returncode != 0:
-            errors = [ln for ln in (proc.stdout + proc.stderr).splitlines() if "ERROR" in ln][:8]
-            raise JarsError(
-                f"Maven could not build the local Schema Registry from {repo} (exit {proc.returncode}):\n"
-                + "\n".join(errors)
-            )
+        jars.run_maven(mvn, staging, repo, "build the local Schema Registry", ["package", "-DskipTests"])
         out = staging / "out"
         out.mkdir()
         (staging / "target" / "schema-registry-0-runner.jar").rename(out / "registry-runner.jar")
