@@ -1,7 +1,7 @@
 """Burrow's status rules, the window and its JSON, without a broker.
 
-The table is Burrow's own (``core/internal/evaluator/caching_test.go``, as in
-shared/research/lag-metrics.md §1.4): timestamps there are milliseconds, ``now`` seconds.
+The table is Burrow's own (``core/internal/evaluator/caching_test.go`` in the Burrow repository):
+timestamps there are milliseconds, ``now`` seconds.
 """
 
 from __future__ import annotations

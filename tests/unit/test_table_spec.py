@@ -1,6 +1,7 @@
 """Table specs: Flink's upsert-kafka validation rules (V1-V15), accepted tables and round trips.
 
-Rule numbers refer to section 2 of ``shared/research/flink-upsert-kafka.md``.
+Rule numbers (V1-V15) label the validation rules of Flink's upsert-kafka table factory; each section
+heading names its rule.
 """
 
 from __future__ import annotations

@@ -1,0 +1,134 @@
+-- Where a read ends (scan.bounded.*) and where a plain source starts (scan.startup.*).
+
+-- expect: upsert-kafka scan_bounded_mode=latest-offset
+CREATE TABLE until_latest (
+  id BIGINT,
+  v STRING,
+  PRIMARY KEY (id) NOT ENFORCED
+) WITH (
+  'connector' = 'upsert-kafka',
+  'topic' = 'until_latest',
+  'key.format' = 'json',
+  'value.format' = 'json',
+  'scan.bounded.mode' = 'latest-offset'
+);
+
+-- expect: upsert-kafka scan_bounded_mode=group-offsets properties.group.id=nightly
+CREATE TABLE until_group (
+  id BIGINT,
+  v STRING,
+  PRIMARY KEY (id) NOT ENFORCED
+) WITH (
+  'connector' = 'upsert-kafka',
+  'topic' = 'until_group',
+  'key.format' = 'json',
+  'value.format' = 'json',
+  'properties.group.id' = 'nightly',
+  'scan.bounded.mode' = 'group-offsets'
+);
+
+-- expect: upsert-kafka scan_bounded_mode=timestamp scan_bounded_timestamp_millis=1767225600000
+CREATE TABLE until_new_year (
+  id BIGINT,
+  v STRING,
+  PRIMARY KEY (id) NOT ENFORCED
+) WITH (
+  'connector' = 'upsert-kafka',
+  'topic' = 'until_new_year',
+  'key.format' = 'json',
+  'value.format' = 'json',
+  'scan.bounded.mode' = 'timestamp',
+  'scan.bounded.timestamp-millis' = '1767225600000'
+);
+
+-- expect: upsert-kafka scan_bounded_mode=specific-offsets bounded_offsets=0:42,1:300
+CREATE TABLE until_offsets (
+  id BIGINT,
+  v STRING,
+  PRIMARY KEY (id) NOT ENFORCED
+) WITH (
+  'connector' = 'upsert-kafka',
+  'topic' = 'until_offsets',
+  'key.format' = 'json',
+  'value.format' = 'json',
+  'scan.bounded.mode' = 'specific-offsets',
+  'scan.bounded.specific-offsets' = 'partition:0,offset:42;partition:1,offset:300'
+);
+
+-- Options that steer Flink's parallel source: Spark plans its own tasks.
+-- expect: upsert-kafka scan_bounded_mode=unbounded
+CREATE TABLE flink_source_tuning (
+  id BIGINT,
+  v STRING,
+  PRIMARY KEY (id) NOT ENFORCED
+) WITH (
+  'connector' = 'upsert-kafka',
+  'topic' = 'flink_source_tuning',
+  'key.format' = 'json',
+  'value.format' = 'json',
+  'scan.parallelism' = '4',
+  'scan.topic-partition-discovery.interval' = '5 min'
+);
+
+-- expect: kafka scan_options.scan.startup.mode=timestamp
+CREATE TABLE from_a_time (
+  id BIGINT,
+  v STRING
+) WITH (
+  'connector' = 'kafka',
+  'topic' = 'from_a_time',
+  'format' = 'json',
+  'scan.startup.mode' = 'timestamp',
+  'scan.startup.timestamp-millis' = '1767225600000',
+  'scan.bounded.mode' = 'latest-offset'
+);
+
+-- expect: spec-error scan.bounded.timestamp-millis: is required in 'timestamp' bounded mode but missing.
+CREATE TABLE timestamp_without_millis (
+  id BIGINT,
+  PRIMARY KEY (id) NOT ENFORCED
+) WITH (
+  'connector' = 'upsert-kafka',
+  'topic' = 'timestamp_without_millis',
+  'key.format' = 'json',
+  'value.format' = 'json',
+  'scan.bounded.mode' = 'timestamp'
+);
+
+-- expect: spec-error scan.bounded.specific-offsets: should follow the format 'partition:0,offset:42;partition:1,offset:300'
+CREATE TABLE malformed_offsets (
+  id BIGINT,
+  PRIMARY KEY (id) NOT ENFORCED
+) WITH (
+  'connector' = 'upsert-kafka',
+  'topic' = 'malformed_offsets',
+  'key.format' = 'json',
+  'value.format' = 'json',
+  'scan.bounded.mode' = 'specific-offsets',
+  'scan.bounded.specific-offsets' = '0:42,1:300'
+);
+
+-- expect: spec-error scan.bounded.specific-offsets: Currently Kafka source only supports specific offset for single topic.
+CREATE TABLE offsets_of_two_topics (
+  id BIGINT,
+  PRIMARY KEY (id) NOT ENFORCED
+) WITH (
+  'connector' = 'upsert-kafka',
+  'topic' = 'a;b',
+  'key.format' = 'json',
+  'value.format' = 'json',
+  'scan.bounded.mode' = 'specific-offsets',
+  'scan.bounded.specific-offsets' = 'partition:0,offset:1'
+);
+
+-- expect: spec-error properties.group.id: is required in 'group-offsets' bounded mode.
+CREATE TABLE group_without_id (
+  id BIGINT,
+  PRIMARY KEY (id) NOT ENFORCED
+) WITH (
+  'connector' = 'upsert-kafka',
+  'topic' = 'group_without_id',
+  'key.format' = 'json',
+  'value.format' = 'json',
+  'scan.bounded.mode' = 'group-offsets'
+);
