@@ -15,6 +15,9 @@ Commands:
   the Helm chart's values.schema.json.
 - ``demo``: the main job on the embedded default (local broker, local Spark).
 
+``-v`` (before or after the command) brings back Spark's INFO logs, the JVM's start-up notices and
+this package's debug lines; without it a run prints its progress, its results and its errors only.
+
 Exit codes: 0 success; 1 a job failed; 2 bad input or a service error; 3 ``status`` of a stopped
 service.
 """
@@ -23,6 +26,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
+import os
 import sys
 from pathlib import Path
 
@@ -48,6 +53,14 @@ def _parser() -> argparse.ArgumentParser:
     pk.add_argument("action", choices=["start", "stop", "status"])
     pk.add_argument("--dir", type=Path, default=None, help="state folder (default: under the user state dir)")
     pk.add_argument("--jars-dir", type=Path, default=None, help="jar cache folder")
+    pk.add_argument("--port", type=int, default=None, help="start: the listener's port (default: a free one)")
+    pk.add_argument(
+        "--topic",
+        action="append",
+        default=[],
+        metavar="NAME[:PARTITIONS]",
+        help="start: create this compacted topic (repeat; 1 partition unless given)",
+    )
     pp = lsub.add_parser("postgres", help="a PostgreSQL server on 127.0.0.1 (the local warehouse)")
     pp.add_argument("action", choices=["start", "stop", "status"])
     pp.add_argument("--dir", type=Path, default=None, help="state folder")
@@ -99,11 +112,38 @@ def _parser() -> argparse.ArgumentParser:
 
     pd = sub.add_parser("demo", help="run the main job on the embedded default")
     pd.add_argument("--jars-dir", type=Path, default=None, help="jar cache folder")
+    pd.add_argument("--dir", type=Path, default=None,
+                    help="folder for the demo's tables and broker, kept afterwards (default: build/demo)")  # fmt: skip
+
+    verbose = "Spark's INFO logs, the JVM's notices and debug lines (default: progress, results, errors)"
+    p.add_argument("-v", "--verbose", action="store_true", help=verbose)
+    for command in sub.choices.values():  # also after the command; SUPPRESS keeps the top level's value
+        command.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS, help=verbose)
     return p
+
+
+def configure_output(verbose: bool) -> None:
+    """What a command prints: this package's progress lines (INFO; DEBUG with ``verbose``) on stderr,
+    and Spark's logs at ERROR (INFO with ``verbose``) in every session the process builds. An
+    explicit ``$UPSERT_KAFKA_OPS_SPARK_LOG_LEVEL`` wins over the quiet default."""
+    from upsert_kafka_ops.runtime.session import ENV_LOG_LEVEL
+
+    if verbose:
+        os.environ[ENV_LOG_LEVEL] = "info"
+    else:
+        os.environ.setdefault(ENV_LOG_LEVEL, "error")
+    logger = logging.getLogger("upsert_kafka_ops")
+    if not any(getattr(h, "name", None) == "upsert-kafka-ops-cli" for h in logger.handlers):
+        handler = logging.StreamHandler(sys.stderr)
+        handler.set_name("upsert-kafka-ops-cli")
+        handler.setFormatter(logging.Formatter("%(asctime)s %(message)s", "%H:%M:%S"))
+        logger.addHandler(handler)
+    logger.setLevel(logging.DEBUG if verbose else logging.INFO)
 
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    configure_output(args.verbose)
     try:
         if args.command == "jars":
             return _jars(args)
@@ -130,9 +170,9 @@ def main(argv: list[str] | None = None) -> int:
             sys.stdout.write(render())
             return 0
         if args.command == "demo":
-            from upsert_kafka_ops.demo import run_demo
+            from upsert_kafka_ops.demo import DEFAULT_DIR, run_demo
 
-            run_demo(jars_dir=args.jars_dir)
+            run_demo(jars_dir=args.jars_dir, folder=args.dir or DEFAULT_DIR)
             return 0
     except UpsertKafkaOpsError as exc:
         print(f"upsert-kafka-ops: error: {exc}", file=sys.stderr)
@@ -154,7 +194,8 @@ def _local_kafka(args: argparse.Namespace) -> int:
 
     state_dir = args.dir or lk.default_state_dir()
     if args.action == "start":
-        broker = lk.start_detached(state_dir, jars_dir=args.jars_dir)
+        topics = dict(_topic_arg(t) for t in args.topic)
+        broker = lk.start_detached(state_dir, jars_dir=args.jars_dir, port=args.port, topics=topics)
         print(
             json.dumps(
                 {"bootstrap_servers": broker.bootstrap_servers, "pid": broker.pid, "dir": str(state_dir)}
@@ -168,6 +209,13 @@ def _local_kafka(args: argparse.Namespace) -> int:
         print(json.dumps(status))
         return 0 if status["running"] else 3
     return 0
+
+
+def _topic_arg(text: str) -> tuple[str, int]:
+    name, sep, count = text.partition(":")
+    if not name or (sep and not count.isdigit()) or count == "0":
+        raise UpsertKafkaOpsError(f"--topic {text!r}: write NAME or NAME:PARTITIONS (a positive number).")
+    return name, int(count or 1)
 
 
 def _local_postgres(args: argparse.Namespace) -> int:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
 import sys
 import time
 from typing import Any
@@ -19,16 +18,8 @@ from upsert_kafka_ops.jobs.spec import Pipeline, TopicToTopicJob, as_backfill
 from upsert_kafka_ops.spec.connection import KafkaConnection
 
 
-def _progress() -> None:
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter("%(asctime)s %(message)s", "%H:%M:%S"))
-    logger = logging.getLogger("upsert_kafka_ops.jobs")
-    if not any(isinstance(h, logging.StreamHandler) for h in logger.handlers):
-        logger.addHandler(handler)
-    logger.setLevel(logging.INFO)
-
-
-def _table(results: list[dict[str, Any]]) -> str:
+def results_table(results: list[dict[str, Any]]) -> str:
+    """Job results as an aligned text table (one row per job), with each job's reason below it."""
     head = ["job", "status", "mode", "execution", "run", "read", "upserted", "deleted", "written", "tombstones",
             "seconds"]  # fmt: skip
     rows = [
@@ -57,7 +48,7 @@ def _emit(results: list[dict[str, Any]], as_json: bool) -> None:
     if as_json:
         print(json.dumps({"version": 1, "results": results}, sort_keys=True, indent=2))
     else:
-        sys.stdout.write(_table(results))
+        sys.stdout.write(results_table(results))
 
 
 def _run_many(
@@ -98,7 +89,6 @@ def _run_many(
 
 
 def run(args: argparse.Namespace) -> int:
-    _progress()
     pipeline = Pipeline.load(args.pipeline)
     names = args.job or [j.name for j in pipeline.jobs]
     for n in names:
@@ -109,7 +99,6 @@ def run(args: argparse.Namespace) -> int:
 
 
 def backfill(args: argparse.Namespace) -> int:
-    _progress()
     pipeline = Pipeline.load(args.pipeline)
     job = as_backfill(pipeline.job(args.job), args.until, args.rewind or None)
     single = Pipeline(connections=pipeline.connections, jobs=[job])

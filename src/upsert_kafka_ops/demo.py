@@ -6,6 +6,9 @@ published to the upsert topic ``users``; the topic is folded into the warehouse 
 arrive and PV/UV per region (snapshot path) and PV per page (streaming path) are computed.
 Round 2: Alice moves to Hangzhou and Richard is deleted in the source table, more pageviews arrive,
 and every job runs again: each one moves only what changed.
+
+Everything lands in one folder (``build/demo`` by default), kept after the run: the Delta tables and
+the broker's data. A new run starts that folder afresh.
 """
 
 from __future__ import annotations
@@ -13,7 +16,8 @@ from __future__ import annotations
 import json
 import logging
 import os
-import tempfile
+import shutil
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -23,6 +27,9 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 PIPELINE = Path(__file__).resolve().parents[2] / "pipelines" / "demo.yaml"
+DEFAULT_DIR = Path("build") / "demo"
+#: a file that marks a folder as the demo's own, so a new run may empty it
+_MARKER = ".upsert-kafka-ops-demo"
 USERS_1 = [
     (100, "Bob", "Beijing"),
     (101, "Alice", "Shanghai"),
@@ -53,13 +60,42 @@ def _produce_pageviews(config: dict[str, Any], events: list[tuple[int, int]], mi
 
 
 def _round(spark: SparkSession, pipeline: Any, title: str) -> list[dict[str, Any]]:
-    from upsert_kafka_ops.cli_jobs import _table
+    from upsert_kafka_ops.cli_jobs import results_table
     from upsert_kafka_ops.jobs import run_job
 
     results = [run_job(pipeline, job.name, spark=spark).to_dict() for job in pipeline.jobs]
     print(f"\n{title}")
-    print(_table(results), end="")
+    print(results_table(results), end="")
     return results
+
+
+def prepare_dir(folder: Path) -> Path:
+    """An empty demo folder: created, or emptied when an earlier demo made it; any other non-empty
+    folder is refused, so that no data of the user's is removed."""
+    folder = folder.resolve()
+    if folder.exists() and any(folder.iterdir()):
+        if not (folder / _MARKER).is_file():
+            raise LocalServiceError(
+                f"The demo folder {folder} holds files the demo did not write; "
+                "give an empty or new folder with --dir, or remove it."
+            )
+        shutil.rmtree(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / _MARKER).write_text("made by upsert-kafka-ops demo; the next demo run empties this folder\n")
+    return folder
+
+
+def _summary(folder: Path, pipeline: Any, seconds: float) -> str:
+    jobs = ", ".join(f"{j.name} ({j.kind})" for j in pipeline.jobs)
+    return (
+        f"\ndemo: done in {seconds:.0f}s. {len(pipeline.jobs)} jobs ran twice: {jobs}.\n"
+        f"  results: {folder}\n"
+        f"    warehouse/users  the Delta table folded from the topic 'users'\n"
+        f"    source/users     the Delta table published to it (with its change data feed)\n"
+        f"    kafka/           the broker's data (stopped); checkpoints/ the streaming job's state\n"
+        f'  read them: spark.read.format("delta").load("{folder}/warehouse/users")\n'
+        f"  the jobs: {PIPELINE.name} in pipelines/; run them yourself with `upsert-kafka-ops run`\n"
+    )
 
 
 def _sink_table(pipeline: Any, name: str) -> Any:
@@ -70,8 +106,11 @@ def _sink_table(pipeline: Any, name: str) -> Any:
     return job.sink.table
 
 
-def run_demo(jars_dir: Path | None = None, pipeline_file: Path = PIPELINE) -> dict[str, Any]:
-    """Run the demo; returns both rounds' results and the final tables."""
+def run_demo(
+    jars_dir: Path | None = None, pipeline_file: Path = PIPELINE, folder: Path = DEFAULT_DIR
+) -> dict[str, Any]:
+    """Run the demo in ``folder`` (see :func:`prepare_dir`); returns both rounds' results and the
+    final tables."""
     from pyspark.sql import SparkSession
 
     from upsert_kafka_ops import jars
@@ -80,11 +119,10 @@ def run_demo(jars_dir: Path | None = None, pipeline_file: Path = PIPELINE) -> di
     from upsert_kafka_ops.local import LocalKafka
     from upsert_kafka_ops.runtime import build_spark_session
 
+    began = time.monotonic()
+    tmp = str(prepare_dir(folder))
     jars.fetch(jars_dir=jars_dir, log=True)
-    with (
-        tempfile.TemporaryDirectory(prefix="uko-demo-") as tmp,
-        LocalKafka(Path(tmp) / "kafka", jars_dir=jars_dir) as kafka,
-    ):
+    with LocalKafka(Path(tmp) / "kafka", jars_dir=jars_dir) as kafka:
         servers = kafka.bootstrap_servers
         print(f"demo: local Kafka broker on {servers}, Delta tables under {tmp}")
         for topic, config in (("users", {"cleanup.policy": "compact"}), ("pageviews", {}),
@@ -116,12 +154,14 @@ def run_demo(jars_dir: Path | None = None, pipeline_file: Path = PIPELINE) -> di
             _show("pageviews_per_region, materialized from the topic:", regions.df, ["user_region"])
             pages = materialize(spark, _sink_table(pipeline, "pageviews-per-page"), local)
             _show("pageviews_per_page, materialized from the topic:", pages.df, ["page_id"])
-            return {
+            result = {
                 "rounds": [first, second],
                 "users": [r.asDict() for r in warehouse.orderBy("user_id").collect()],
                 "per_region": [r.asDict() for r in regions.df.orderBy("user_region").collect()],
                 "per_page": [r.asDict() for r in pages.df.orderBy("page_id").collect()],
             }
         finally:
-            if ours:
+            if ours:  # before the broker stops: the session's Kafka clients go with it
                 spark.stop()
+    print(_summary(Path(tmp), pipeline, time.monotonic() - began), end="")
+    return result

@@ -12,12 +12,15 @@ classpath would be a version conflict waiting to happen).
 
 from __future__ import annotations
 
+import collections
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import tempfile
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from xml.sax.saxutils import escape
@@ -156,14 +159,42 @@ def _check_tools() -> str:
     return mvn
 
 
-def run_maven(mvn: str, project: Path, repo: str, what: str, goals: list[str]) -> None:
+def run_maven(
+    mvn: str, project: Path, repo: str, what: str, goals: list[str], *, progress: str | None = None
+) -> None:
     """Run Maven on ``project/pom.xml`` with its ``settings.xml``; a failure raises :class:`JarsError`
-    with Maven's first error lines."""
-    cmd = [mvn, "-B", "-q", "-s", str(project / "settings.xml"), "-f", str(project / "pom.xml"), *goals]
-    proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    with Maven's first error lines.
+
+    :param progress: a label: while Maven downloads, print ``<label>: N files downloaded (X MB), Ts``
+        every few seconds (a first fetch on a fresh machine takes minutes).
+    """
+    cmd = [mvn, "-B", "-s", str(project / "settings.xml"), "-f", str(project / "pom.xml"), *goals]
+    began = last = time.monotonic()
+    files, size = 0, 0.0
+    tail: collections.deque[str] = collections.deque(maxlen=400)
+    with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) as proc:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            tail.append(line.rstrip("\n"))
+            done = _DOWNLOADED.search(line)
+            if done:
+                files += 1
+                size += float(done["size"]) * _SIZE_UNITS.get(done["unit"], 1)
+            if progress and files and time.monotonic() - last >= PROGRESS_EVERY_S:
+                last = time.monotonic()
+                print(
+                    f"{progress}: {files} files downloaded ({size / 1e6:.1f} MB), {last - began:.0f}s",
+                    flush=True,
+                )
     if proc.returncode != 0:
-        errors = [ln for ln in (proc.stdout + proc.stderr).splitlines() if "ERROR" in ln][:8]
+        errors = [ln for ln in tail if "ERROR" in ln][:8]
         raise JarsError(f"Maven could not {what} from {repo} (exit {proc.returncode}):\n" + "\n".join(errors))
+
+
+#: Maven's batch-mode transfer line: "Downloaded from central: https://... (1.2 MB at 3.4 MB/s)"
+_DOWNLOADED = re.compile(r"\bDownloaded from \S+: \S+ \((?P<size>[\d.]+) (?P<unit>B|kB|MB|GB)")
+_SIZE_UNITS = {"B": 1.0, "kB": 1e3, "MB": 1e6, "GB": 1e9}
+PROGRESS_EVERY_S = 5.0
 
 
 def group_dir(group: str | JarGroup, jars_dir: Path | None = None) -> Path:
@@ -246,6 +277,7 @@ def _resolve(g: JarGroup, folder: Path, repo: str, log: bool) -> None:
         run_maven(
             mvn, work, repo, f"resolve the {g.name} jars",
             ["dependency:copy-dependencies", f"-DoutputDirectory={jars}", "-DincludeScope=runtime"],
+            progress=f"jars: {g.name}" if log else None,
         )  # fmt: skip
         names = sorted(p.name for p in jars.glob("*.jar"))
         if not names:

@@ -16,7 +16,7 @@ from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType
 from upsert_kafka_ops.errors import LocalServiceError
 from upsert_kafka_ops.local import LocalKafka
 from upsert_kafka_ops.local import kafka as kafka_module
-from upsert_kafka_ops.local.kafka import _alive
+from upsert_kafka_ops.local.kafka import _alive, free_port
 
 
 def test_compacted_topic_is_created_with_its_cleanup_policy(
@@ -60,7 +60,7 @@ def test_broker_that_dies_at_start_shows_its_log_tail(
     busy.listen()
     ports = iter([busy.getsockname()[1]])
     real_free_port = kafka_module.free_port
-    monkeypatch.setattr(kafka_module, "free_port", lambda: next(ports, None) or real_free_port())
+    monkeypatch.setattr(kafka_module, "free_port", lambda port=0: next(ports, None) or real_free_port(port))
     broker = LocalKafka(tmp_path / "busy", jars_dir=jars_dir, heap="256m")
     try:
         with pytest.raises(LocalServiceError) as info:
@@ -86,10 +86,25 @@ def _cli(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
 def test_cli_start_status_stop(jars_dir: Path, tmp_path: Path) -> None:
     env = {**os.environ, "UPSERT_KAFKA_OPS_JARS_DIR": str(jars_dir)}
     state = str(tmp_path / "state")
-    started = _cli("local", "kafka", "start", "--dir", state, env=env)
+    port = free_port()
+    bad = _cli("local", "kafka", "start", "--dir", state, "--topic", "users:0", env=env)
+    assert bad.returncode == 2 and "--topic 'users:0': write NAME or NAME:PARTITIONS" in bad.stderr
+    started = _cli("local", "kafka", "start", "--dir", state, "--port", str(port),
+                   "--topic", "users:2", "--topic", "audit", env=env)  # fmt: skip
     assert started.returncode == 0, started.stderr
     info = json.loads(started.stdout)
     try:
+        assert info["bootstrap_servers"] == f"127.0.0.1:{port}"
+        admin = AdminClient({"bootstrap.servers": info["bootstrap_servers"]})
+        topics = admin.list_topics(timeout=10).topics
+        assert (len(topics["users"].partitions), len(topics["audit"].partitions)) == (2, 1)
+        resources = [ConfigResource(ConfigResource.Type.TOPIC, t) for t in ("users", "audit")]
+        for future in admin.describe_configs(resources).values():
+            assert future.result(timeout=10)["cleanup.policy"].value == "compact"
+        taken = _cli(
+            "local", "kafka", "start", "--dir", str(tmp_path / "other"), "--port", str(port), env=env
+        )
+        assert taken.returncode == 2 and f"Port {port} on 127.0.0.1 is in use" in taken.stderr
         status = _cli("local", "kafka", "status", "--dir", state, env=env)
         assert status.returncode == 0
         assert json.loads(status.stdout)["running"] is True

@@ -18,12 +18,25 @@ def _runs(section: str) -> dict[str, dict[str, str]]:
     return {cells[0]: dict(zip(head, cells, strict=True)) for cells in (line.split() for line in lines[1:])}
 
 
-def test_demo_runs_the_pipeline_twice_and_moves_only_what_changed(jars_dir: Path) -> None:
+def test_demo_runs_the_pipeline_twice_and_moves_only_what_changed(jars_dir: Path, tmp_path: Path) -> None:
     env = {**os.environ, "UPSERT_KAFKA_OPS_JARS_DIR": str(jars_dir)}
-    proc = subprocess.run([sys.executable, "-m", "upsert_kafka_ops.cli", "demo"], capture_output=True, text=True,
-                          env=env, timeout=900, check=False)  # fmt: skip
+    env.pop("UPSERT_KAFKA_OPS_SPARK_LOG_LEVEL", None)
+    folder = tmp_path / "demo"
+    (folder / "warehouse" / "stale").mkdir(parents=True)  # an earlier demo's leftovers
+    (folder / ".upsert-kafka-ops-demo").write_text("")
+    proc = subprocess.run([sys.executable, "-m", "upsert_kafka_ops.cli", "demo", "--dir", str(folder)],
+                          capture_output=True, text=True, env=env, timeout=900, check=False)  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = proc.stdout
+    # quiet: what is printed is the demo's own; no Spark or Kafka client warnings, no JVM notices
+    noise = [
+        ln for ln in proc.stderr.splitlines() if " WARN " in ln or "WARNING" in ln or "could not be" in ln
+    ]
+    assert noise == [], noise[:5]
+    summary = out.split("demo: done in ")[1]
+    assert f"results: {folder}" in summary and f'load("{folder}/warehouse/users")' in summary
+    assert (folder / "warehouse" / "users" / "_delta_log").is_dir()
+    assert not (folder / "warehouse" / "stale").exists()
     first = _runs(out.split("round 1: every job builds its target")[1].split("\n\n")[0])
     second = _runs(out.split("round 2: Alice moved, Richard left, 2 more pageviews")[1].split("\n\n")[0])
 
@@ -55,3 +68,15 @@ def test_demo_runs_the_pipeline_twice_and_moves_only_what_changed(jars_dir: Path
     pages = out.split("pageviews_per_page, materialized from the topic:")[1].split("\n\n")[0]
     assert _table(pages) == [["10001", "1"], ["10002", "2"], ["10003", "1"], ["10004", "1"], ["10005", "1"],
                              ["10006", "1"]]  # fmt: skip
+
+
+def test_demo_refuses_a_folder_it_did_not_make(jars_dir: Path, tmp_path: Path) -> None:
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("keep me")
+    env = {**os.environ, "UPSERT_KAFKA_OPS_JARS_DIR": str(jars_dir)}
+    proc = subprocess.run([sys.executable, "-m", "upsert_kafka_ops.cli", "demo", "--dir", str(mine)],
+                          capture_output=True, text=True, env=env, timeout=120, check=False)  # fmt: skip
+    assert proc.returncode == 2
+    assert f"The demo folder {mine} holds files the demo did not write" in proc.stderr
+    assert (mine / "notes.txt").read_text() == "keep me"

@@ -8,6 +8,8 @@ import sys
 import zipfile
 from pathlib import Path
 
+import pytest
+
 from upsert_kafka_ops import jars
 
 
@@ -50,3 +52,25 @@ def test_second_fetch_is_a_no_op(jars_dir: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     assert "kafka up to date" in proc.stdout and "spark up to date" in proc.stdout
     assert manifest.stat().st_mtime_ns == before
+
+
+def test_a_first_fetch_reports_its_downloads(
+    jars_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A fetch into an empty cache with an empty local Maven repository: Maven really downloads
+    (from the machine's own Maven repository served as a file:// repository, so no network is
+    needed) and the fetch reports the files and bytes as they arrive."""
+    m2 = Path.home() / ".m2" / "repository"
+    assert (m2 / "org" / "apache" / "kafka").is_dir(), f"{m2} should hold what `make jars` resolved"
+    monkeypatch.setenv("MAVEN_OPTS", f"-Dmaven.repo.local={tmp_path / 'm2'}")
+    monkeypatch.setattr(jars, "PROGRESS_EVERY_S", 0.0)  # a report after every download
+    folders = jars.fetch(["kafka"], jars_dir=tmp_path / "jars", repo_url=m2.as_uri(), log=True)
+
+    lines = [ln for ln in capsys.readouterr().out.splitlines() if "files downloaded" in ln]
+    counts = [
+        int(re.search(r"jars: kafka: (\d+) files downloaded \(([\d.]+) MB\), \d+s$", ln)[1]) for ln in lines
+    ]  # type: ignore[index]
+    assert len(counts) > 10 and counts == sorted(counts) and counts[0] >= 1
+    assert sorted(p.name for p in folders["kafka"].glob("*.jar")) == sorted(
+        p.name for p in jars.jar_paths("kafka", jars_dir)
+    )

@@ -30,6 +30,10 @@ class Bounds:
     def partitions(self) -> list[tuple[str, int]]:
         return sorted(self.end)
 
+    def span(self) -> int:
+        """Offsets between start and end over all partitions: the records a read sees at most."""
+        return sum(max(0, end - self.start.get(tp, 0)) for tp, end in self.end.items())
+
     def to_json(self) -> dict[str, dict[str, dict[str, int]]]:
         return {"start": offsets_to_json(self.start), "end": offsets_to_json(self.end)}
 

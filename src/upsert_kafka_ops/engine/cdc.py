@@ -18,6 +18,7 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from upsert_kafka_ops.engine import progress
 from upsert_kafka_ops.engine.bounds import offsets_to_json, resolve_bounds
 from upsert_kafka_ops.engine.results import RunResult
 from upsert_kafka_ops.engine.source import POSITION, Read, _first_error, read_raw, resolve_connection
@@ -79,6 +80,7 @@ def read_cdc(
     conn = resolve_connection(table, connection)
     bounds = resolve_bounds(table, conn.to_librdkafka(), start, until)
     raw = read_raw(spark, table, conn, bounds, False)
+    progress.expect(2 * bounds.span())  # the statistics job scans it for the counts and the changes
     changes = decode_changes(table, raw).persist(StorageLevel.MEMORY_AND_DISK)
     stats = (
         raw.agg(

@@ -13,6 +13,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any
 
+from upsert_kafka_ops.engine import progress
 from upsert_kafka_ops.engine.results import RunResult
 from upsert_kafka_ops.engine.source import DataError, key_codec, resolve_connection, value_codec
 from upsert_kafka_ops.errors import SpecError
@@ -73,7 +74,8 @@ def _write(table: UpsertKafkaTable, conn: KafkaConnection, records: DataFrame) -
     options = {f"kafka.{k}": v for k, v in table.properties.items() if k != "bootstrap.servers"}
     options.update(_PRODUCER)
     options.update(conn.to_spark_options())
-    records.write.format("kafka").options(**options).option("topic", _sink_topic(table)).save()
+    writer = records.write.format("kafka").mode("append")  # Spark's V2 Kafka writer appends only
+    writer.options(**options).option("topic", _sink_topic(table)).save()
 
 
 def _write_stats(records: DataFrame) -> Any:
@@ -188,6 +190,7 @@ def write_snapshot(
 
     bounds = resolve_bounds(table, conn.to_librdkafka(), "earliest", "latest")
     raw = read_raw(df.sparkSession, table, conn, bounds)
+    progress.expect(bounds.span())  # the topic's current state, scanned once for the comparison
     per_part = raw.groupBy("key", "topic", "partition").agg(
         F.max_by("value", "offset").alias("value"), F.max("timestamp").alias("ts")
     )

@@ -17,6 +17,7 @@ import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
+from upsert_kafka_ops.engine import progress
 from upsert_kafka_ops.engine.bounds import Bounds, offsets_to_json, resolve_bounds
 from upsert_kafka_ops.engine.results import RunResult
 from upsert_kafka_ops.errors import SpecError, UpsertKafkaOpsError
@@ -211,6 +212,8 @@ def _fold(
     raw = read_raw(spark, table, conn, bounds, headers)
     kcodec, vcodec = key_codec(table), value_codec(table)
     key_names = [c.name for c in table.key_columns]
+    # the range is scanned for the fold and again for the winning values (and first for a full check)
+    progress.expect(bounds.span() * (3 if validation == "full" else 2))
 
     if validation == "full":
         bad = raw.where(F.col("value").isNotNull() & vcodec.decode(F.col("value")).error)
@@ -491,6 +494,7 @@ def read_changelog(
     bounds = resolve_bounds(table, conn.to_librdkafka(), start, until)
     headers = any(c.metadata == "headers" for c in table.metadata_columns)
     raw = read_raw(spark, table, conn, bounds, headers)
+    progress.expect(bounds.span())  # scanned once into the cache below
     vcodec = value_codec(table)
     key_names = [c.name for c in table.key_columns]
     kd = key_codec(table).decode(F.col("key"))
@@ -595,6 +599,7 @@ def read_append(
     bounds = resolve_bounds(table, conn.to_librdkafka(), start, until)
     headers = any(c.metadata == "headers" for c in table.metadata_columns)
     raw = read_raw(spark, table, conn, bounds, headers)
+    progress.expect(bounds.span())
     rows = decode_append(table, raw)
     vopts = _format_options(table, "value", table.value_format)
     stats = rows.agg(F.count(F.lit(1)).alias("n"), F.count(F.when(F.col("_bad"), 1)).alias("bad")).first()

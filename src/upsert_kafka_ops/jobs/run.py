@@ -203,8 +203,14 @@ class _Runner:
         return self.pipeline.connections[name]
 
     def run(self) -> JobResult:
+        from upsert_kafka_ops.engine.progress import ReadProgress
+
+        log.info("job %s (%s): starting", self.job.name, self.job.kind)
+        with ReadProgress(self.spark, f"job {self.job.name}"):
+            return self._run()
+
+    def _run(self) -> JobResult:
         job = self.job
-        log.info("job %s (%s): starting", job.name, job.kind)
         if isinstance(job, MaterializeJob):
             mode = self.mode_override or job.mode
             result = self._warehouse(job, job.target, mode, until="latest", rewind=True)

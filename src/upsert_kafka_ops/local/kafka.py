@@ -46,10 +46,18 @@ logger.state.level = WARN
 """
 
 
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that was free a moment ago."""
+def free_port(port: int = 0) -> int:
+    """A TCP port on 127.0.0.1 that was free a moment ago: any (``0``), or ``port`` itself.
+
+    :raises LocalServiceError: when the given port is taken.
+    """
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError as exc:
+            raise LocalServiceError(
+                f"Port {port} on 127.0.0.1 is in use ({exc.strerror}): choose another port, or none for a free one."
+            ) from None
         return int(s.getsockname()[1])
 
 
@@ -93,6 +101,7 @@ class LocalKafka:
     :param ssl: enable an ``SSL`` listener with a generated CA (:attr:`ca_file`).
     :param heap: JVM heap (``-Xmx``).
     :param properties: extra broker properties (override the defaults).
+    :param port: the PLAINTEXT listener's port (default: a free one).
     """
 
     def __init__(
@@ -104,8 +113,10 @@ class LocalKafka:
         ssl: bool = False,
         heap: str = "1g",
         properties: dict[str, str] | None = None,
+        port: int | None = None,
     ) -> None:
         self.work_dir = Path(work_dir).resolve()
+        self.port = port
         self.jars_dir = jars_dir
         self.scram_users = dict(scram_users or {})
         self.ssl = ssl
@@ -221,7 +232,7 @@ class LocalKafka:
         jars.jar_paths("kafka", self.jars_dir)  # raises a clear error when not fetched
         self.work_dir.mkdir(parents=True, exist_ok=True)
         (self.work_dir / "logs").mkdir(exist_ok=True)
-        self.ports = {"PLAINTEXT": free_port(), "CONTROLLER": free_port()}
+        self.ports = {"PLAINTEXT": free_port(self.port or 0), "CONTROLLER": free_port()}
         if self.scram_users:
             self.ports["SASL_PLAINTEXT"] = free_port()
         if self.ssl:
@@ -275,7 +286,10 @@ class LocalKafka:
                     f"The Kafka broker exited with code {self._proc.returncode} during start.\n{self.log_tail()}"
                 )
             try:
-                probe(self.client_config(), timeout=min(5.0, max(0.5, deadline - time.monotonic())))
+                # log_level 0: "connection refused" until the broker listens is expected, not news
+                probe(
+                    self.client_config(log_level=0), timeout=min(5.0, max(0.5, deadline - time.monotonic()))
+                )
                 return
             except KafkaConnectionError:
                 continue
@@ -392,17 +406,34 @@ def detached_status(state_dir: Path) -> dict[str, Any]:
     return state
 
 
-def start_detached(state_dir: Path, jars_dir: Path | None = None, timeout: float = 120.0) -> LocalKafka:
-    """Start a broker that outlives this process; its pid and address go to ``state.json``."""
+def start_detached(
+    state_dir: Path,
+    jars_dir: Path | None = None,
+    timeout: float = 120.0,
+    *,
+    port: int | None = None,
+    topics: dict[str, int] | None = None,
+) -> LocalKafka:
+    """Start a broker that outlives this process; its pid and address go to ``state.json``.
+
+    :param port: the PLAINTEXT listener's port (default: a free one).
+    :param topics: compacted topics to create, ``{name: partitions}``.
+    """
     status = detached_status(state_dir)
     if status["running"]:
         raise LocalServiceError(
             f"A local broker is already running (pid {status['pid']}, {status['bootstrap_servers']}); "
             "stop it first with `upsert-kafka-ops local kafka stop`."
         )
-    broker = LocalKafka(state_dir, jars_dir=jars_dir)
+    broker = LocalKafka(state_dir, jars_dir=jars_dir, port=port)
     broker.start(timeout=timeout)
     assert broker.pid is not None
+    try:
+        for name, partitions in (topics or {}).items():
+            broker.create_topic(name, partitions, {"cleanup.policy": "compact"})
+    except Exception:
+        broker.stop()
+        raise
     _state_file(state_dir).write_text(
         json.dumps(
             {

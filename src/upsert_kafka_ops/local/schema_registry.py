@@ -140,7 +140,10 @@ def build(jars_dir: Path | None = None, repo_url: str | None = None, log: bool =
         resources = staging / "src" / "main" / "resources"
         resources.mkdir(parents=True)
         (resources / "application.properties").write_text(_PROPERTIES)
-        jars.run_maven(mvn, staging, repo, "build the local Schema Registry", ["package", "-DskipTests"])
+        jars.run_maven(
+            mvn, staging, repo, "build the local Schema Registry", ["package", "-DskipTests"],
+            progress="jars: schema-registry" if log else None,
+        )  # fmt: skip
         out = staging / "out"
         out.mkdir()
         (staging / "target" / "schema-registry-0-runner.jar").rename(out / "registry-runner.jar")

@@ -1,0 +1,123 @@
+"""Progress of long reads: Kafka records read so far, of the offset ranges a run scans.
+
+A caller that wants progress (the CLI, through the job runner) wraps a run in :class:`ReadProgress`;
+the engine announces each scan of an offset range with :func:`expect` before the Spark action that
+reads it. While the run lasts, a thread logs ``<label>: N of M records read (P%), Ts`` every few
+seconds. N comes from Spark's own task metrics (input records of the run's stages, updated by the
+executors' heartbeats while tasks run); M is the sum of the announced ranges, from offsets (a
+compacted topic has gaps, so the last figure may stay below M). A run shorter than one interval
+logs nothing. Without a :class:`ReadProgress` around it, :func:`expect` does nothing.
+
+Only stages that read records without reading bytes count: Spark's DataSource V2 Kafka reader
+reports records and no bytes, while file sources (Delta, Parquet) and cached data report both, so a
+MERGE's scan of the target table is not counted as Kafka records. Spark's older (V1) Kafka reader
+reports nothing; sessions built by :func:`upsert_kafka_ops.runtime.build_spark_session` use V2
+(``spark.sql.sources.useV1SourceList`` without ``kafka``), and in a session that reads Kafka with V1
+no progress line is logged.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import logging
+import threading
+import time
+import uuid
+from types import TracebackType
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+log = logging.getLogger("upsert_kafka_ops.progress")
+_current: contextvars.ContextVar[ReadProgress | None] = contextvars.ContextVar("uko_progress", default=None)
+
+
+def expect(records: int) -> None:
+    """The engine is about to scan an offset range of ``records`` (end minus start offsets)."""
+    progress = _current.get()
+    if progress is not None:
+        progress.expected += max(0, int(records))
+
+
+class ReadProgress:
+    """Log a run's Kafka reading every ``every`` seconds while it lasts (see the module's text).
+
+    :param label: what runs, e.g. the job's name; it starts each line.
+    :param every: seconds between lines (the first comes after one interval).
+    """
+
+    def __init__(self, spark: SparkSession, label: str, every: float = 10.0) -> None:
+        self.spark = spark
+        self.label = label
+        self.every = every
+        self.expected = 0
+        self.lines: list[str] = []
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._token: contextvars.Token[ReadProgress | None] | None = None
+        self._own_group: str | None = None
+        self._group = ""
+        self._began = 0.0
+
+    def __enter__(self) -> ReadProgress:
+        sc = self.spark.sparkContext
+        group = sc.getLocalProperty("spark.jobGroup.id")
+        if group is None:  # runs inside a caller's group keep it (cancellation uses it)
+            group = self._own_group = f"upsert-kafka-ops-progress-{uuid.uuid4().hex[:12]}"
+            sc.setJobGroup(group, f"upsert-kafka-ops {self.label}")
+        self._group = group
+        self._token = _current.set(self)
+        self._began = time.monotonic()
+        v1 = str(self.spark.conf.get("spark.sql.sources.useV1SourceList") or "").lower()
+        if "kafka" in (name.strip() for name in v1.split(",")):
+            log.debug("no progress for %s: this session reads Kafka with Spark's V1 reader", self.label)
+            return self
+        self._thread = threading.Thread(target=self._loop, name=f"progress-{self.label}", daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+        if self._token is not None:
+            _current.reset(self._token)
+        if self._own_group is not None:
+            for prop in ("spark.jobGroup.id", "spark.job.description"):
+                self.spark.sparkContext.setLocalProperty(prop, None)  # type: ignore[arg-type]
+
+    def records_read(self) -> int:
+        """Records read so far by the run's stages that read no file bytes (see the module's text)."""
+        sc = self.spark.sparkContext
+        tracker = sc.statusTracker()
+        store = sc._jsc.sc().statusStore()
+        total = 0
+        for job_id in tracker.getJobIdsForGroup(self._group):
+            info = tracker.getJobInfo(job_id)
+            for stage_id in info.stageIds if info is not None else ():
+                try:
+                    stage = store.lastStageAttempt(stage_id)
+                except Exception:  # a stage that never ran (skipped): nothing read
+                    continue
+                if stage.inputBytes() == 0:
+                    total += int(stage.inputRecords())
+        return total
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.every):
+            if self.expected <= 0:
+                continue
+            try:
+                done = min(self.records_read(), self.expected)
+            except Exception as exc:  # never let a progress line break a run
+                log.debug("progress of %s unavailable: %s", self.label, exc)
+                continue
+            line = (
+                f"{self.label}: {done:,} of {self.expected:,} records read "
+                f"({100 * done / self.expected:.0f}%), {time.monotonic() - self._began:.0f}s"
+            )
+            self.lines.append(line)
+            log.info("%s", line)
