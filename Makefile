@@ -11,16 +11,20 @@ PIP_VERSION := 26.3
 EXTRAS := airflow,dagster,schema-registry,dev
 LINT_PATHS := src tests benchmarks dags dagster_defs
 TIMED := scripts/timed.sh
-# Helm is built from the Go module proxy with the machine's Go (tests/helm fail without it).
+# Helm is built from the Go module proxy with the machine's Go (tests/helm fail without it), once per
+# machine into the user cache (every clone shares it), and linked as .tools/bin/helm.
 HELM_VERSION := v3.22.0
+TOOLS_DIR ?= $(HOME)/.cache/upsert-kafka-ops/tools
+HELM_BUILT := $(TOOLS_DIR)/helm-$(HELM_VERSION)/helm
 HELM := .tools/bin/helm
 GO ?= $(shell command -v go || echo /usr/local/go/bin/go)
 
-.PHONY: help toolchain install jars lint unit helm chart integration test demo bench constraints clean
+.PHONY: help toolchain install jars lint unit check helm chart integration test demo bench constraints clean
 
 help:
 	@echo "make demo   - install, fetch jars, run the main job on a local Kafka broker and local Spark"
 	@echo "make test   - install, fetch jars, lint, run the whole test suite against real Kafka and Spark"
+	@echo "make check  - lint and unit tests only (no JVM; about a minute): the quick loop"
 	@echo "make jars   - resolve the JVM jars from Maven Central (a no-op when up to date)"
 	@echo "make bench  - engine throughput next to Kafka's ConsumerPerformance/ProducerPerformance"
 
@@ -47,9 +51,14 @@ lint: install
 unit: install
 	@$(TIMED) "unit tests" $(BIN)/pytest tests/unit
 
-$(HELM):
+check: lint unit
+
+$(HELM_BUILT):
 	@test -x "$(GO)" || { echo "ERROR: Go is needed to build helm $(HELM_VERSION) with go install (set GO=/path/to/go)." >&2; exit 1; }
-	@$(TIMED) "helm build" env GOBIN=$(CURDIR)/.tools/bin $(GO) install helm.sh/helm/v3/cmd/helm@$(HELM_VERSION)
+	@$(TIMED) "helm build" env GOBIN=$(dir $(HELM_BUILT)) $(GO) install helm.sh/helm/v3/cmd/helm@$(HELM_VERSION)
+
+$(HELM): $(HELM_BUILT)
+	@mkdir -p $(dir $(HELM)) && ln -sf $(HELM_BUILT) $(HELM)
 
 helm: $(HELM)
 
@@ -57,11 +66,9 @@ helm: $(HELM)
 chart: install $(HELM)
 	@$(TIMED) "chart tests" env UKO_HELM=$(CURDIR)/$(HELM) $(BIN)/pytest tests/helm
 
-# One pytest process per orchestrator: each configures its framework (Airflow home, DB) on import.
+# The suites with real services, side by side in their own pytest processes (scripts/run-suites.sh).
 integration: jars
-	@$(TIMED) "integration tests" $(BIN)/pytest tests/integration --durations=10
-	@$(TIMED) "airflow tests" $(BIN)/pytest tests/airflow --durations=5
-	@$(TIMED) "dagster tests" $(BIN)/pytest tests/dagster --durations=5
+	@$(TIMED) "integration, airflow and dagster tests" scripts/run-suites.sh $(BIN)/pytest build/test-logs
 
 test: jars lint unit chart integration
 

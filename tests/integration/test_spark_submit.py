@@ -146,13 +146,13 @@ def test_a_master_that_never_answers_is_killed_at_the_timeout(kafka: LocalKafka,
         jars=[],
         py_files=[str(APP)],
         project_conf=False,
-        timeout_s=25,
+        timeout_s=8,
     )
 
     with pytest.raises(JobFailedError) as info:
         submit_driver(runtime, {}, workdir=tmp_path, function="submit_app:fail")
     assert info.value.returncode is None
-    assert f"spark-submit did not finish within 25s and was killed; master {master}" in str(info.value)
+    assert f"spark-submit did not finish within 8s and was killed; master {master}" in str(info.value)
 
 
 def test_standalone_cluster_mode_is_refused_for_python_jobs(spark_cluster: LocalSparkCluster) -> None:

@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# run-suites.sh PYTEST LOGDIR: the suites that need real services, side by side, each in its own pytest
+# process (one broker, one PostgreSQL, one SparkSession each; Airflow and Dagster each configure their
+# framework on import, so they cannot share a process): the integration suite in two xdist workers
+# (whole files per worker, so a file's fixtures start once), the Airflow and the Dagster suites beside
+# it. On 2 cores one suite alone leaves a core idle while a JVM starts or a test waits on Kafka.
+# Each suite's output goes to LOGDIR/<suite>.log; its slowest tests and summary are printed at the
+# end, and the whole log when it failed. Exits non-zero when any suite failed.
+set -uo pipefail
+pytest=$1
+logs=$2
+mkdir -p "$logs"
+
+declare -A cmd=(
+  [integration]="$pytest tests/integration -n 2 --dist loadfile --durations=15"
+  [airflow]="$pytest tests/airflow --durations=5"
+  [dagster]="$pytest tests/dagster --durations=5"
+)
+declare -A pid start
+for suite in integration airflow dagster; do
+  start[$suite]=$(date +%s)
+  ${cmd[$suite]} >"$logs/$suite.log" 2>&1 &
+  pid[$suite]=$!
+done
+
+rc=0
+for suite in integration airflow dagster; do
+  wait "${pid[$suite]}"
+  code=$?
+  echo
+  echo "== $suite tests ($logs/$suite.log)"
+  if [ "$code" -ne 0 ]; then
+    cat "$logs/$suite.log"
+    rc=1
+  else
+    sed -n '/slowest .* durations/,$p' "$logs/$suite.log"
+  fi
+  echo "== phase '$suite tests': $(( $(date +%s) - ${start[$suite]} ))s (exit $code)"
+done
+exit $rc
