@@ -35,7 +35,8 @@ from upsert_kafka_ops import jars
 from upsert_kafka_ops.errors import UpsertKafkaOpsError
 
 
-def _parser() -> argparse.ArgumentParser:
+def build_parser() -> argparse.ArgumentParser:
+    """The command line's parser (the Helm chart's tests parse its container arguments with it)."""
     p = argparse.ArgumentParser(prog="upsert-kafka-ops", description=__doc__.splitlines()[0])
     sub = p.add_subparsers(dest="command", required=True)
 
@@ -142,7 +143,7 @@ def configure_output(verbose: bool) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    args = build_parser().parse_args(argv)
     configure_output(args.verbose)
     try:
         if args.command == "jars":

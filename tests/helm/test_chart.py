@@ -134,10 +134,10 @@ def test_the_exporter_serves_every_pipeline_file_on_consecutive_ports() -> None:
     ]
     assert [c["ports"][0]["containerPort"] for c in containers] == [9400, 9401, 9402]
     assert all(c["args"][:2] == ["lag", "--serve"] for c in containers)
-    from upsert_kafka_ops.cli import _parser
+    from upsert_kafka_ops.cli import build_parser
 
     for c in containers:  # the image's entrypoint is upsert-kafka-ops: its own parser takes the args
-        args = _parser().parse_args(c["args"])
+        args = build_parser().parse_args(c["args"])
         assert args.serve and args.port == c["ports"][0]["containerPort"] and args.host == "0.0.0.0"
     (service,) = [
         o for o in objects if o["kind"] == "Service" and o["metadata"]["name"].endswith("lag-exporter")

@@ -195,6 +195,13 @@ def test_cli_run_describe_topic_and_exit_codes(
     result = json.loads(ok.stdout)["results"][0]
     assert (result["status"], result["mode"], result["records_read"]) == ("succeeded", "full", n)
     assert "job users (materialize): starting" in ok.stderr  # progress on stderr
+    quiet = [ln for ln in ok.stderr.splitlines() if " WARN " in ln or " INFO " in ln or "WARNING" in ln]
+    assert quiet == [], quiet[:5]  # Spark at ERROR, the JVM's incubator notice left out
+
+    verbose = _cli("run", str(file), "-v", env=env)
+    assert verbose.returncode == 0, verbose.stderr[-3000:]
+    assert " INFO SparkContext: Running Spark version" in verbose.stderr
+    assert "WARNING: Using incubator modules: jdk.incubator.vector" in verbose.stderr
 
     missing = _cli("run", str(file), "--job", "nope")
     assert missing.returncode == 2 and "no job named 'nope'" in missing.stderr
