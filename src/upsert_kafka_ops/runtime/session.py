@@ -25,8 +25,13 @@ if TYPE_CHECKING:
 ENV_LOG_LEVEL = "UPSERT_KAFKA_OPS_SPARK_LOG_LEVEL"
 LOG_LEVELS = ("error", "warn", "info", "debug")
 #: lines the driver JVM prints on stderr at every start that ask nothing of the user: Spark 4 launches
-#: it with --add-modules=jdk.incubator.vector, and the JVM announces the incubator module
-_JVM_NOTICES = (b"WARNING: Using incubator modules:",)
+#: it with --add-modules=jdk.incubator.vector, and the JVM announces the incubator module; the java
+#: launcher repeats options the user set in its environment
+_JVM_NOTICES = (
+    b"WARNING: Using incubator modules:",
+    b"NOTE: Picked up JDK_JAVA_OPTIONS:",
+    b"Picked up JAVA_TOOL_OPTIONS:",
+)
 
 
 def log_level(level: str | None = None) -> str:
