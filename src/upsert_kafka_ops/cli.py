@@ -242,7 +242,7 @@ def _local_registry(args: argparse.Namespace) -> int:
 
     from upsert_kafka_ops.local.schema_registry import LocalSchemaRegistry, build
 
-    build(args.jars_dir, log=False)
+    build(args.jars_dir, log=True)  # its lines go to stderr: stdout is the JSON below
     work = args.dir or Path(tempfile.mkdtemp(prefix="uko-registry-"))
     stop = {"now": False}
 

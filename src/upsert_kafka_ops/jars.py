@@ -19,6 +19,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -166,7 +167,7 @@ def run_maven(
     with Maven's first error lines.
 
     :param progress: a label: while Maven downloads, print ``<label>: N files downloaded (X MB), Ts``
-        every few seconds (a first fetch on a fresh machine takes minutes).
+        on stderr every few seconds (a first fetch on a fresh machine takes minutes).
     """
     cmd = [mvn, "-B", "-s", str(project / "settings.xml"), "-f", str(project / "pom.xml"), *goals]
     began = last = time.monotonic()
@@ -184,6 +185,7 @@ def run_maven(
                 last = time.monotonic()
                 print(
                     f"{progress}: {files} files downloaded ({size / 1e6:.1f} MB), {last - began:.0f}s",
+                    file=sys.stderr,
                     flush=True,
                 )
     if proc.returncode != 0:

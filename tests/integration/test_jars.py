@@ -66,7 +66,7 @@ def test_a_first_fetch_reports_its_downloads(
     monkeypatch.setattr(jars, "PROGRESS_EVERY_S", 0.0)  # a report after every download
     folders = jars.fetch(["kafka"], jars_dir=tmp_path / "jars", repo_url=m2.as_uri(), log=True)
 
-    lines = [ln for ln in capsys.readouterr().out.splitlines() if "files downloaded" in ln]
+    lines = [ln for ln in capsys.readouterr().err.splitlines() if "files downloaded" in ln]
     counts = [
         int(re.search(r"jars: kafka: (\d+) files downloaded \(([\d.]+) MB\), \d+s$", ln)[1]) for ln in lines
     ]  # type: ignore[index]

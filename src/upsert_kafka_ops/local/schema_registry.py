@@ -26,6 +26,7 @@ import json
 import shutil
 import ssl
 import subprocess
+import sys
 import tempfile
 import time
 import urllib.error
@@ -121,13 +122,14 @@ def build(jars_dir: Path | None = None, repo_url: str | None = None, log: bool =
     folder = registry_dir(jars_dir)
     if is_built(jars_dir):
         if log:
-            print(f"jars: schema-registry up to date in {folder}")
+            print(f"jars: schema-registry up to date in {folder}", file=sys.stderr)
         return folder
     mvn = jars._check_tools()
     repo = repo_url or os.environ.get(jars.ENV_MAVEN_REPO) or jars.MAVEN_CENTRAL
     if log:
         print(
-            f"jars: building Apicurio Registry {APICURIO_VERSION} (Quarkus {QUARKUS_VERSION}) into {folder}"
+            f"jars: building Apicurio Registry {APICURIO_VERSION} (Quarkus {QUARKUS_VERSION}) into {folder}",
+            file=sys.stderr,
         )
     folder.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=".schema-registry-", dir=folder.parent))
