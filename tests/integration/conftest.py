@@ -20,6 +20,17 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 SCRAM_USERS = {"alice": "alice-secret", "bob": "bob-secret"}
+#: the longest files first: make test gives whole files to two workers (--dist loadfile), and a long
+#: file handed out last would run alone at the end
+LONG_FIRST = ("test_engine_oracle.py", "test_demo.py", "test_jobs_faults.py", "test_spark_submit.py",
+              "test_avro_confluent.py")  # fmt: skip
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    rank = {name: i for i, name in enumerate(LONG_FIRST)}
+    items.sort(
+        key=lambda item: rank.get(item.path.name, len(LONG_FIRST))
+    )  # stable: the rest keep their order
 
 
 @pytest.fixture(scope="session")

@@ -200,7 +200,7 @@ def test_cli_run_describe_topic_and_exit_codes(
 
     verbose = _cli("run", str(file), "-v", env=env)
     assert verbose.returncode == 0, verbose.stderr[-3000:]
-    assert " INFO SparkContext: Running Spark version" in verbose.stderr
+    assert " INFO SparkContext: Running Spark version" in verbose.stderr  # from the JVM's first lines
     assert "WARNING: Using incubator modules: jdk.incubator.vector" in verbose.stderr
 
     missing = _cli("run", str(file), "--job", "nope")

@@ -69,8 +69,12 @@ def spark_conf(
     local = master.startswith("local")
     # local mode: the driver is the only JVM; give it a quarter of the machine (Spark's default is 1g)
     memory_gb = max(1, (os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")) // 4 // 2**30)
-    log4j = resources.files("upsert_kafka_ops") / "resources" / "spark-log4j2.properties"
-    log_level(level)  # a bad level fails here, before any JVM starts
+    verbose = log_level(level) in ("info", "debug")  # a bad level fails here, before any JVM starts
+    log4j = (
+        resources.files("upsert_kafka_ops")
+        / "resources"
+        / ("spark-log4j2-verbose.properties" if verbose else "spark-log4j2.properties")
+    )
     java_opts = f"-Dlog4j2.configurationFile={log4j}"
     conf = {
         "spark.master": master,
