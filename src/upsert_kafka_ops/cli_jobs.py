@@ -38,6 +38,7 @@ def results_table(results: list[dict[str, Any]]) -> str:
         ]
         for r in results
     ]
+    rows = [[cell or "-" for cell in row] for row in rows]  # no empty cell: columns split on spaces
     widths = [max(len(x) for x in col) for col in zip(head, *rows, strict=True)]
     lines = ["  ".join(c.ljust(w) for c, w in zip(line, widths, strict=True)) for line in [head, *rows]]
     notes = [f"  {r['job']}: {r['reason']}" for r in results if r.get("reason")]

@@ -15,7 +15,9 @@ def _table(text: str) -> list[list[str]]:
 def _runs(section: str) -> dict[str, dict[str, str]]:
     lines = [line for line in section.strip().splitlines() if line and not line.startswith("  ")]
     head = lines[0].split()
-    return {cells[0]: dict(zip(head, cells, strict=True)) for cells in (line.split() for line in lines[1:])}
+    rows = [line.split() for line in lines[1:]]
+    assert all(len(cells) == len(head) for cells in rows), section
+    return {cells[0]: dict(zip(head, cells, strict=True)) for cells in rows}
 
 
 def test_demo_runs_the_pipeline_twice_and_moves_only_what_changed(jars_dir: Path, tmp_path: Path) -> None:

@@ -152,9 +152,9 @@ def build_spark_session(master: str = "local[*]", **kwargs: Any) -> SparkSession
     """Create (or return the active) SparkSession with :func:`spark_conf`.
 
     Keyword arguments go to :func:`spark_conf`. Runs need no network: the jars come from the
-    local cache (``upsert-kafka-ops jars fetch``). When this call starts the driver JVM, its stderr
-    passes through this process without the JVM's start-up notices (all of it at level ``info``
-    and ``debug``).
+    local cache (``upsert-kafka-ops jars fetch``). When this call starts the driver JVM, its stdout
+    and stderr pass through to this process's stderr (stdout stays free for results), without the
+    JVM's start-up notices (with them at level ``info`` and ``debug``).
     """
     check_pyspark_version()
     from pyspark import SparkContext
@@ -183,11 +183,16 @@ def _start_context(conf: dict[str, str], *, quiet: bool) -> None:
     from pyspark.java_gateway import launch_gateway
 
     spark_conf_ = SparkConf(loadDefaults=False).setAll(list(conf.items()))
-    gateway = launch_gateway(spark_conf_, popen_kwargs={"stderr": subprocess.PIPE})  # type: ignore[no-untyped-call]
+    pipes = {"stdout": subprocess.PIPE, "stderr": subprocess.PIPE}
+    gateway = launch_gateway(spark_conf_, popen_kwargs=pipes)  # type: ignore[no-untyped-call]
     notices = _JVM_NOTICES if quiet else ()
-    threading.Thread(
-        target=_pump, args=(gateway.proc.stderr, notices), name="spark-driver-stderr", daemon=True
-    ).start()
+    # both to stderr: this process's stdout is for its results (the CLI's tables and --json), and the
+    # JVM writes its own warnings to stdout
+    for name in ("stdout", "stderr"):
+        stream = getattr(gateway.proc, name)
+        threading.Thread(
+            target=_pump, args=(stream, notices), name=f"spark-driver-{name}", daemon=True
+        ).start()
     SparkContext(conf=spark_conf_, gateway=gateway)
 
 
