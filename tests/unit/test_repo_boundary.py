@@ -79,7 +79,7 @@ def test_no_file_names_a_path_outside_the_repository(path: Path) -> None:
         'REFERENCE = Path(__file__).resolve().parents[2].parent / "shared" / "reference"\n',
         'DOCS = Path(__file__).resolve().parents[3] / "docs"\n',
         'DOCS = Path(__file__).parent.parent.parent.parent / "docs"\n',
-        'open("../shared/notes.md")\n',
+        'open("../notes/team.md")\n',
         'x = "shared/research/lag-metrics.md"\n',
     ],
 )
