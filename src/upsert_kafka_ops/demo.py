@@ -85,7 +85,7 @@ def prepare_dir(folder: Path) -> Path:
     return folder
 
 
-def _summary(folder: Path, pipeline: Any, seconds: float) -> str:
+def _summary(folder: Path, pipeline_file: Path, pipeline: Any, seconds: float) -> str:
     jobs = ", ".join(f"{j.name} ({j.kind})" for j in pipeline.jobs)
     return (
         f"\ndemo: done in {seconds:.0f}s. {len(pipeline.jobs)} jobs ran twice: {jobs}.\n"
@@ -94,7 +94,7 @@ def _summary(folder: Path, pipeline: Any, seconds: float) -> str:
         f"    source/users     the Delta table published to it (with its change data feed)\n"
         f"    kafka/           the broker's data (stopped); checkpoints/ the streaming job's state\n"
         f'  read them: spark.read.format("delta").load("{folder}/warehouse/users")\n'
-        f"  the jobs: {PIPELINE.name} in pipelines/; run them yourself with `upsert-kafka-ops run`\n"
+        f"  the jobs: {pipeline_file}; run them yourself with `upsert-kafka-ops run`\n"
     )
 
 
@@ -120,19 +120,19 @@ def run_demo(
     from upsert_kafka_ops.runtime import build_spark_session
 
     began = time.monotonic()
-    tmp = str(prepare_dir(folder))
+    work = str(prepare_dir(folder))
     jars.fetch(jars_dir=jars_dir, log=True)
-    with LocalKafka(Path(tmp) / "kafka", jars_dir=jars_dir) as kafka:
+    with LocalKafka(Path(work) / "kafka", jars_dir=jars_dir) as kafka:
         servers = kafka.bootstrap_servers
-        print(f"demo: local Kafka broker on {servers}, Delta tables under {tmp}")
+        print(f"demo: local Kafka broker on {servers}, Delta tables under {work}")
         for topic, config in (("users", {"cleanup.policy": "compact"}), ("pageviews", {}),
                               ("pageviews_per_region", {"cleanup.policy": "compact"}),
                               ("pageviews_per_page", {"cleanup.policy": "compact"})):  # fmt: skip
             kafka.create_topic(topic, partitions=2, config=config)
         pipeline = Pipeline.load(
-            pipeline_file, env={**os.environ, "UKO_BOOTSTRAP_SERVERS": servers, "UKO_DEMO_DIR": tmp}
+            pipeline_file, env={**os.environ, "UKO_BOOTSTRAP_SERVERS": servers, "UKO_DEMO_DIR": work}
         )
-        source = f"{tmp}/source/users"
+        source = f"{work}/source/users"
 
         ours = SparkSession.getActiveSession() is None  # never stop a session someone else created
         spark = build_spark_session(jars_dir=jars_dir, app_name="upsert-kafka-ops-demo")
@@ -147,7 +147,7 @@ def run_demo(
             _produce_pageviews(kafka.client_config(), PAGEVIEWS_2, 1)
             second = _round(spark, pipeline, "round 2: Alice moved, Richard left, 2 more pageviews")
 
-            warehouse = spark.read.format("delta").load(f"{tmp}/warehouse/users")
+            warehouse = spark.read.format("delta").load(f"{work}/warehouse/users")
             _show("users, in the Delta warehouse table:", warehouse, ["user_id"])
             local = pipeline.connections["local"]
             regions = materialize(spark, _sink_table(pipeline, "pageviews-per-region"), local)
@@ -163,5 +163,5 @@ def run_demo(
         finally:
             if ours:  # before the broker stops: the session's Kafka clients go with it
                 spark.stop()
-    print(_summary(Path(tmp), pipeline, time.monotonic() - began), end="")
+    print(_summary(Path(work), pipeline_file, pipeline, time.monotonic() - began), end="")
     return result

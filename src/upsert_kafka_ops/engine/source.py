@@ -213,11 +213,12 @@ def _fold(
     kcodec, vcodec = key_codec(table), value_codec(table)
     key_names = [c.name for c in table.key_columns]
     # the range is scanned for the fold and again for the winning values (and first for a full check)
-    progress.expect(bounds.span() * (3 if validation == "full" else 2))
+    progress.expect(2 * bounds.span())
 
-    if validation == "full":
+    if validation == "full" and not _ignores_errors(table, "value"):
+        progress.expect(bounds.span())
         bad = raw.where(F.col("value").isNotNull() & vcodec.decode(F.col("value")).error)
-        if not _ignores_errors(table, "value") and not bad.isEmpty():
+        if not bad.isEmpty():
             raise _first_error(bad, "value", table.value_format)
 
     # 1. per distinct key bytes and partition: the last record, its largest timestamp, counts
