@@ -29,7 +29,7 @@ _EXPORTS = {
     "read_changelog": "upsert_kafka_ops.engine.source",
     "write_changelog": "upsert_kafka_ops.engine.sink",
     "write_snapshot": "upsert_kafka_ops.engine.sink",
-    "build_spark_session": "upsert_kafka_ops.runtime.session",
+    "build_spark_session": "upsert_kafka_ops.engine.session",
 }
 
 __all__ = [  # the keys of _EXPORTS, spelled out for linters and type checkers
@@ -47,11 +47,11 @@ __all__ = [  # the keys of _EXPORTS, spelled out for linters and type checkers
 ]
 
 if TYPE_CHECKING:
+    from upsert_kafka_ops.engine.session import build_spark_session
     from upsert_kafka_ops.engine.sink import write_changelog, write_snapshot
     from upsert_kafka_ops.engine.source import materialize, read_changelog
     from upsert_kafka_ops.jobs.run import run_job
     from upsert_kafka_ops.jobs.spec import Pipeline
-    from upsert_kafka_ops.runtime.session import build_spark_session
     from upsert_kafka_ops.spec.connection import KafkaConnection, SecretRef
     from upsert_kafka_ops.spec.table import KafkaTable, UpsertKafkaTable
 

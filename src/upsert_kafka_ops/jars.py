@@ -117,7 +117,8 @@ def default_jars_dir() -> Path:
     return Path(user_cache_dir("upsert-kafka-ops")) / "jars"
 
 
-def _pom(group: JarGroup) -> str:
+def pom_xml(group: JarGroup) -> str:
+    """The Maven pom whose dependencies are the group's artifacts."""
     deps = []
     for a in group.artifacts:
         excl = "".join(
@@ -137,7 +138,8 @@ def _pom(group: JarGroup) -> str:
     )
 
 
-def _settings(repo_url: str) -> str:
+def maven_settings(repo_url: str) -> str:
+    """A Maven settings.xml that mirrors every repository to ``repo_url``."""
     # Some upstream poms (Spark's) declare extra repositories that are not reachable here; mirror
     # every repository to the one we use so resolution only ever asks Maven Central.
     return (
@@ -146,7 +148,8 @@ def _settings(repo_url: str) -> str:
     )
 
 
-def _check_tools() -> str:
+def maven_executable() -> str:
+    """The `mvn` on PATH (it resolves the jars from Maven Central), or a ToolchainError saying how to get it."""
     mvn = shutil.which("mvn")
     if mvn is None:
         raise ToolchainError(
@@ -265,7 +268,7 @@ def fetch(
 
 
 def _resolve(g: JarGroup, folder: Path, repo: str, log: bool) -> None:
-    mvn = _check_tools()
+    mvn = maven_executable()
     if log:
         print(f"jars: resolving {g.name} ({', '.join(map(str, g.artifacts))}) into {folder}")
     folder.parent.mkdir(parents=True, exist_ok=True)
@@ -273,8 +276,8 @@ def _resolve(g: JarGroup, folder: Path, repo: str, log: bool) -> None:
     try:
         work = staging / "build"
         work.mkdir()
-        (work / "pom.xml").write_text(_pom(g))
-        (work / "settings.xml").write_text(_settings(repo))
+        (work / "pom.xml").write_text(pom_xml(g))
+        (work / "settings.xml").write_text(maven_settings(repo))
         jars = staging / "jars"
         run_maven(
             mvn, work, repo, f"resolve the {g.name} jars",

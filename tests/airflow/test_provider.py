@@ -162,7 +162,7 @@ def test_a_bad_spec_fails_the_task_with_the_field_and_no_retry(kafka_default: di
 def test_a_broker_that_is_down_fails_the_task_naming_the_servers(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    from upsert_kafka_ops.local.kafka import free_port
+    from upsert_kafka_ops.local.process import free_port
 
     down = f"127.0.0.1:{free_port()}"
     monkeypatch.setenv(

@@ -134,7 +134,7 @@ def test_consumer_lag_sensor_waits_for_a_group_to_catch_up(
 def test_a_trigger_reports_a_broker_error_and_the_sensor_fails_with_it(
     monkeypatch: pytest.MonkeyPatch, kafka_default: dict[str, str]
 ) -> None:
-    from upsert_kafka_ops.local.kafka import free_port
+    from upsert_kafka_ops.local.process import free_port
 
     down = f"127.0.0.1:{free_port()}"
     monkeypatch.setenv(

@@ -16,7 +16,7 @@ from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType
 from upsert_kafka_ops.errors import LocalServiceError
 from upsert_kafka_ops.local import LocalKafka
 from upsert_kafka_ops.local import kafka as kafka_module
-from upsert_kafka_ops.local.kafka import _alive, free_port
+from upsert_kafka_ops.local.process import alive, free_port
 
 
 def test_compacted_topic_is_created_with_its_cleanup_policy(
@@ -34,9 +34,9 @@ def test_start_and_stop_leave_no_process_behind(jars_dir: Path, tmp_path: Path) 
     broker = LocalKafka(tmp_path / "b", jars_dir=jars_dir, heap="512m")
     with broker:
         pid = broker.pid
-        assert pid is not None and _alive(pid)
+        assert pid is not None and alive(pid)
         assert broker.log_file.is_file()
-    assert not _alive(pid)
+    assert not alive(pid)
     assert not Path(f"/proc/{pid}").exists()
 
 
@@ -70,7 +70,7 @@ def test_broker_that_dies_at_start_shows_its_log_tail(
     text = str(info.value)
     assert "exited with code" in text
     assert "Address already in use" in text  # from the broker's log tail
-    assert broker.pid is not None and not _alive(broker.pid)
+    assert broker.pid is not None and not alive(broker.pid)
 
 
 def _cli(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
@@ -116,6 +116,6 @@ def test_cli_start_status_stop(jars_dir: Path, tmp_path: Path) -> None:
     finally:
         stopped = _cli("local", "kafka", "stop", "--dir", state, env=env)
     assert stopped.returncode == 0 and stopped.stdout.strip() == "stopped"
-    assert not _alive(int(info["pid"]))
+    assert not alive(int(info["pid"]))
     after = _cli("local", "kafka", "status", "--dir", state, env=env)
     assert after.returncode == 3 and json.loads(after.stdout)["running"] is False

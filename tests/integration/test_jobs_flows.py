@@ -26,8 +26,8 @@ from tests.integration.jobs_support import (
 from tests.integration.oracle import fold, read_all
 
 from upsert_kafka_ops.jobs import Pipeline, run_job
-from upsert_kafka_ops.jobs.flows import CheckpointMismatch
-from upsert_kafka_ops.jobs.run import OffsetsError
+from upsert_kafka_ops.jobs.core import OffsetsError
+from upsert_kafka_ops.jobs.streaming import CheckpointMismatch
 from upsert_kafka_ops.local import LocalKafka
 
 CLICKS = {"name": "clicks", "options": {"connector": "kafka", "topic": "{topic}", "format": "json"},

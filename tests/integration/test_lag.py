@@ -31,7 +31,7 @@ from upsert_kafka_ops.kafka import (
 )
 from upsert_kafka_ops.kafka.lag import RECORD_TOLERANCE_S
 from upsert_kafka_ops.local import LocalKafka
-from upsert_kafka_ops.local.kafka import free_port
+from upsert_kafka_ops.local.process import free_port
 
 pytestmark = pytest.mark.integration
 
@@ -337,7 +337,7 @@ def parse_exposition(text: str) -> dict[str, dict[str, Any]]:
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "upsert_kafka_ops.cli_lag", "lag", *args],
+    return subprocess.run([sys.executable, "-m", "upsert_kafka_ops.cli.lag", "lag", *args],
                           capture_output=True, text=True, check=False, timeout=120)  # fmt: skip
 
 
@@ -372,19 +372,16 @@ def test_cli_table_json_and_fail_on(
 def test_prometheus_endpoint_is_scraped_over_http(
     kafka: LocalKafka, new_topic: Callable[..., str], group: str
 ) -> None:
-    from upsert_kafka_ops.cli_lag import LagMonitor, _add_arguments, serve
+    from upsert_kafka_ops.metrics.exporter import LagMonitor, WatchOptions, serve
+    from upsert_kafka_ops.spec.connection import KafkaConnection
 
     topic = new_topic(partitions=2)
     _produce(kafka, topic, 1, 6)
     _commit(kafka, group, {(topic, 0): 0, (topic, 1): 2})
-    import argparse
-
-    parser = argparse.ArgumentParser()
-    _add_arguments(parser)
     port = free_port()
-    args = parser.parse_args(["--bootstrap-servers", kafka.bootstrap_servers, "--group", group, "--serve",
-                              "--port", str(port), "--min-interval", "0"])  # fmt: skip
-    server = serve(LagMonitor(args), "127.0.0.1", port)
+    monitor = LagMonitor(KafkaConnection(bootstrap_servers=kafka.bootstrap_servers), group,
+                         options=WatchOptions(min_interval_s=0))  # fmt: skip
+    server = serve(monitor, "127.0.0.1", port)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:

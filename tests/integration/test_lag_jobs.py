@@ -8,7 +8,6 @@ Prometheus endpoint (a ``job`` label on every series); and run events from the C
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import random
@@ -32,7 +31,7 @@ from upsert_kafka_ops.jobs import Pipeline, read_stored_offsets, run_job
 from upsert_kafka_ops.jobs.lag import job_lag, pipeline_lag
 from upsert_kafka_ops.kafka import group_lag
 from upsert_kafka_ops.local import LocalKafka
-from upsert_kafka_ops.local.kafka import free_port
+from upsert_kafka_ops.local.process import free_port
 
 pytestmark = pytest.mark.integration
 
@@ -159,7 +158,7 @@ def _lag_cli(*args: str) -> subprocess.CompletedProcess[str]:
 def test_lag_pipeline_cli_json_table_fail_on_and_the_job_labelled_endpoint(
     kafka: LocalKafka, new_topic: Callable[..., str], spark: SparkSession, tmp_path: Path
 ) -> None:
-    from upsert_kafka_ops.cli_lag import PipelineLagMonitor, _add_arguments, serve
+    from upsert_kafka_ops.metrics.exporter import PipelineLagMonitor, WatchOptions, serve
 
     servers = kafka.bootstrap_servers
     topic, other = new_topic(partitions=2), new_topic(partitions=1)
@@ -202,11 +201,8 @@ def test_lag_pipeline_cli_json_table_fail_on_and_the_job_labelled_endpoint(
     missing = _lag_cli("--pipeline", str(file), "--job", "nope")
     assert missing.returncode == 2 and "no job named 'nope'" in missing.stderr
 
-    parser = argparse.ArgumentParser()
-    _add_arguments(parser)
     port = free_port()
-    monitor = PipelineLagMonitor(parser.parse_args(["--pipeline", str(file), "--serve", "--port", str(port),
-                                                    "--min-interval", "0"]))  # fmt: skip
+    monitor = PipelineLagMonitor(Pipeline.load(file), options=WatchOptions(min_interval_s=0))
     server = serve(monitor, "127.0.0.1", port)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()

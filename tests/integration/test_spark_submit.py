@@ -21,7 +21,7 @@ from tests.integration.jobs_support import oracle_table, produce, random_changes
 
 from upsert_kafka_ops.errors import JobFailedError, SpecError
 from upsert_kafka_ops.jobs import Pipeline
-from upsert_kafka_ops.jobs.run import JobResult
+from upsert_kafka_ops.jobs.core import JobResult
 from upsert_kafka_ops.local import LocalKafka, free_port
 from upsert_kafka_ops.local.spark_cluster import LocalSparkCluster
 from upsert_kafka_ops.runtime.driver import RESULT_MARKER

@@ -100,7 +100,7 @@ def test_credentials_resolve_in_the_client_conf_and_stay_out_of_reprs(
     }
     assert "hunter2" not in repr(config) and "SR_USER_INFO" not in repr(config)
     assert (
-        sr._safe_url("https://svc:hunter2@registry:8081/sr,http://b:1")
+        sr.safe_url("https://svc:hunter2@registry:8081/sr,http://b:1")
         == "https://registry:8081/sr,http://b:1"
     )
 

@@ -7,8 +7,8 @@ import logging
 import pytest
 
 from upsert_kafka_ops import cli
+from upsert_kafka_ops.engine.session import ENV_LOG_LEVEL, log_level
 from upsert_kafka_ops.errors import ToolchainError
-from upsert_kafka_ops.runtime.session import ENV_LOG_LEVEL, log_level
 
 
 @pytest.fixture(autouse=True)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from upsert_kafka_ops.cli.docs import MODELS, render
 from upsert_kafka_ops.spec.connection import KafkaConnection
-from upsert_kafka_ops.spec.reference import MODELS, render
 
 DOC = Path(__file__).parents[2] / "docs" / "configuration.md"
 

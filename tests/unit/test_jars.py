@@ -32,7 +32,7 @@ def test_kafka_broker_is_4x_with_tools_and_a_logging_binding() -> None:
 
 
 def test_pom_lists_each_artifact_with_the_exclusions() -> None:
-    root = ET.fromstring(jars._pom(jars.SPARK_GROUP))
+    root = ET.fromstring(jars.pom_xml(jars.SPARK_GROUP))
     deps = root.findall("m:dependencies/m:dependency", NS)
     got = [(d.findtext("m:groupId", namespaces=NS), d.findtext("m:artifactId", namespaces=NS)) for d in deps]
     assert got == [(a.group, a.artifact) for a in jars.SPARK_GROUP.artifacts]
@@ -42,7 +42,7 @@ def test_pom_lists_each_artifact_with_the_exclusions() -> None:
 
 
 def test_settings_mirror_everything_to_one_repository() -> None:
-    root = ET.fromstring(jars._settings("https://repo.example/maven2"))
+    root = ET.fromstring(jars.maven_settings("https://repo.example/maven2"))
     assert root.findtext("mirrors/mirror/mirrorOf") == "*"
     assert root.findtext("mirrors/mirror/url") == "https://repo.example/maven2"
 

@@ -15,16 +15,15 @@ from typing import Any
 import pytest
 
 from upsert_kafka_ops.jobs import Pipeline
+from upsert_kafka_ops.jobs.datasets import Dataset, job_datasets
 from upsert_kafka_ops.metrics.lineage import (
     PRODUCER,
     RUN_EVENT_SCHEMA,
-    Dataset,
     FileTransport,
     HttpTransport,
     RunLineage,
     Transports,
     driver_lineage,
-    job_datasets,
     new_run_id,
     run_event,
     transport_from_env,
@@ -175,7 +174,7 @@ def test_a_run_writes_start_then_complete_with_one_run_id(tmp_path: Path) -> Non
 
 
 def test_an_unreachable_endpoint_only_logs_a_warning(caplog: pytest.LogCaptureFixture) -> None:
-    from upsert_kafka_ops.local.kafka import free_port
+    from upsert_kafka_ops.local.process import free_port
 
     port = free_port()  # nothing listens there
     lineage = RunLineage(HttpTransport(f"http://127.0.0.1:{port}", timeout_s=2), _pipeline(), "to-delta")

@@ -179,7 +179,7 @@ class UpsertKafkaJobOperator(JobFields, BaseOperator):
 
 
 def _datasets(pipeline: Pipeline, name: str) -> tuple[list[Any], list[Any]]:
-    from upsert_kafka_ops.metrics.lineage import job_datasets
+    from upsert_kafka_ops.jobs.datasets import job_datasets
 
     return job_datasets(pipeline, name)
 

@@ -11,8 +11,8 @@ from typing import Any
 import dagster as dg
 from upsert_kafka_ops.dagster.translator import DagsterUpsertKafkaTranslator, UpsertKafkaDataset
 from upsert_kafka_ops.errors import SpecError
+from upsert_kafka_ops.jobs.datasets import Dataset, job_datasets
 from upsert_kafka_ops.jobs.spec import Pipeline
-from upsert_kafka_ops.metrics.lineage import Dataset, job_datasets
 
 
 def load_pipeline(pipeline_file: str | Path | None, pipeline: Pipeline | None) -> Pipeline:

@@ -280,7 +280,7 @@ def _submit_with_pipes(
 
 def local_spark() -> Any:
     """The session the metadata reads use: the core's (the active one, else a local one stopped after)."""
-    from upsert_kafka_ops.runtime.session import session_for
+    from upsert_kafka_ops.engine.session import session_for
 
     return session_for("dagster-metadata", "local[1]")
 
@@ -302,7 +302,7 @@ def _delta_facts(path: str) -> tuple[int, dg.MetadataValue]:
 
 
 def _live_keys(pipe: Pipeline, spec: MaterializeJob | BackfillJob, end: dict[str, dict[str, int]]) -> int:
-    from upsert_kafka_ops.jobs.run import fold_source
+    from upsert_kafka_ops.jobs.to_warehouse import fold_source
 
     with local_spark() as spark:
         conn = pipe.connections[spec.source.connection]

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from typing import Literal
 
 import dagster as dg
+from upsert_kafka_ops.jobs.datasets import Dataset
 from upsert_kafka_ops.jobs.spec import Pipeline
-from upsert_kafka_ops.metrics.lineage import Dataset
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_\-.]")
 

@@ -15,7 +15,7 @@ from typing import Any
 
 from upsert_kafka_ops.errors import SpecError
 from upsert_kafka_ops.kafka import offsets as ko
-from upsert_kafka_ops.spec.table import UpsertKafkaTable, _KafkaTableBase
+from upsert_kafka_ops.spec.table import KafkaTable, UpsertKafkaTable
 
 Offsets = dict[tuple[str, int], int]
 
@@ -69,7 +69,7 @@ def _explicit(value: Mapping[Any, Any], topics: list[str], what: str) -> Offsets
 
 
 def resolve_bounds(
-    table: _KafkaTableBase,
+    table: UpsertKafkaTable | KafkaTable,
     config: dict[str, Any],
     start: str | Mapping[Any, Any] = "earliest",
     until: Any = None,

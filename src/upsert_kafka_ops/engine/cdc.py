@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from upsert_kafka_ops.engine import progress
 from upsert_kafka_ops.engine.bounds import offsets_to_json, resolve_bounds
 from upsert_kafka_ops.engine.results import RunResult
-from upsert_kafka_ops.engine.source import POSITION, Read, _first_error, read_raw, resolve_connection
+from upsert_kafka_ops.engine.source import POSITION, Read, first_error, read_raw, resolve_connection
 from upsert_kafka_ops.errors import SpecError
 from upsert_kafka_ops.formats.cdc_json import decode_cdc, is_cdc
 from upsert_kafka_ops.spec.table import KafkaTable
@@ -101,7 +101,7 @@ def read_cdc(
         first = changes.where("_bad").withColumnsRenamed(
             {"_topic": "topic", "_partition": "partition", "_offset": "offset"}
         )
-        error = _first_error(first, "value", table.value_format)
+        error = first_error(first, "value", table.value_format)
         changes.unpersist()
         raise error
     good = changes.where(~F.col("_bad")).drop("_bad")

@@ -129,7 +129,8 @@ def _metadata_value(c: Any, raw: Mapping[str, Column]) -> Column:
     return source.cast(c.sql_type.to_spark())
 
 
-def _first_error(df: DataFrame, what: str, fmt: str | None = None) -> DataError:
+def first_error(df: DataFrame, what: str, fmt: str | None = None) -> DataError:
+    """The error naming the first undecodable record of ``df`` (by topic, partition and offset)."""
     row = df.orderBy("topic", "partition", "offset").select("topic", "partition", "offset").first()
     assert row is not None
     where = (
@@ -219,7 +220,7 @@ def _fold(
         progress.expect(bounds.span())
         bad = raw.where(F.col("value").isNotNull() & vcodec.decode(F.col("value")).error)
         if not bad.isEmpty():
-            raise _first_error(bad, "value", table.value_format)
+            raise first_error(bad, "value", table.value_format)
 
     # 1. per distinct key bytes and partition: the last record, its largest timestamp, counts
     per_bytes = raw.groupBy("key", "topic", "partition").agg(
@@ -280,7 +281,7 @@ def _fold(
             assert stats is not None
             counts = stats
             if stats["key_errors"] and not _ignores_errors(table, "key"):
-                raise _first_error(per_bytes.where("key_error"), "key", table.key_format)
+                raise first_error(per_bytes.where("key_error"), "key", table.key_format)
             if strict and counts["multi"]:
                 sample = winners.where("parts > 1").select(*key_names).limit(5).collect()
                 raise DataError(
@@ -363,7 +364,7 @@ def _winning_rows(
         if tally["bad"]:
             bad = decoded.where("_error")
             if not _ignores_errors(table, "value"):
-                raise _first_error(
+                raise first_error(
                     bad.withColumnsRenamed(
                         {"_topic": "topic", "_partition": "partition", "_offset": "offset"}
                     ),
@@ -519,11 +520,9 @@ def read_changelog(
     assert stats is not None
     renamed = {"_topic": "topic", "_partition": "partition", "_offset": "offset"}
     if stats["key_errors"] and not _ignores_errors(table, "key"):
-        raise _first_error(rows.where("_key_error").withColumnsRenamed(renamed), "key", table.key_format)
+        raise first_error(rows.where("_key_error").withColumnsRenamed(renamed), "key", table.key_format)
     if stats["value_errors"] and not _ignores_errors(table, "value"):
-        raise _first_error(
-            rows.where("_value_error").withColumnsRenamed(renamed), "value", table.value_format
-        )
+        raise first_error(rows.where("_value_error").withColumnsRenamed(renamed), "value", table.value_format)
     good = rows.where("NOT _null_key AND NOT _key_error AND NOT _error")
 
     row_cols = [c.name for c in table.columns]
@@ -606,7 +605,7 @@ def read_append(
     stats = rows.agg(F.count(F.lit(1)).alias("n"), F.count(F.when(F.col("_bad"), 1)).alias("bad")).first()
     assert stats is not None
     if stats["bad"] and vopts.get("ignore-parse-errors", "false").lower() != "true":
-        raise _first_error(rows.where("_bad"), "value", table.value_format)
+        raise first_error(rows.where("_bad"), "value", table.value_format)
     df = rows.where(~F.col("_bad")).drop("_bad", "topic", "partition", "offset")
     result = RunResult(
         operation="read_append",

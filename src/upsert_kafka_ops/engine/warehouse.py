@@ -263,7 +263,7 @@ def pg_type(t: SqlType) -> str:
     return _PG[t.name]
 
 
-def _stage_frame(df: DataFrame, table: UpsertKafkaTable, with_op: bool) -> DataFrame:
+def stage_frame(df: DataFrame, table: UpsertKafkaTable, with_op: bool) -> DataFrame:
     """What Spark's JDBC writer can send: nested values as JSON text, TIME as text."""
     from pyspark.sql import functions as F
 

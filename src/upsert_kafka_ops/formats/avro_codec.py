@@ -23,11 +23,11 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from upsert_kafka_ops.errors import SpecError
+from upsert_kafka_ops.formats.columns import Decoded, Fields
 
 if TYPE_CHECKING:
     from pyspark.sql import Column
 
-    from upsert_kafka_ops.formats.codecs import Decoded, Fields
     from upsert_kafka_ops.spec.types import SqlType
 
 NAMESPACE = "org.apache.flink.avro.generated"
@@ -133,7 +133,7 @@ DECODED = "__uko_decoded"
 
 def checked_reader(schema: Any) -> str:
     """The reader schema (JSON text) with the :data:`DECODED` field added to its top-level record."""
-    reader = _strip_time_logical(schema)
+    reader = strip_time_logical(schema)
     reader = {**reader, "fields": [*reader["fields"], {"name": DECODED, "type": "boolean", "default": True}]}
     return json.dumps(reader)
 
@@ -143,14 +143,14 @@ def decode_failed(data: Column, parsed: Column) -> Column:
     return data.isNotNull() & (parsed.isNull() | parsed.getField(DECODED).isNull())
 
 
-def _strip_time_logical(s: Any) -> Any:
+def strip_time_logical(s: Any) -> Any:
     """The schema with time logical types removed: same bytes, plain int/long for Spark."""
     if isinstance(s, list):
-        return [_strip_time_logical(x) for x in s]
+        return [strip_time_logical(x) for x in s]
     if isinstance(s, dict):
         if s.get("logicalType") in _TIME_LOGICAL:
             return s["type"]
-        return {k: _strip_time_logical(v) for k, v in s.items()}
+        return {k: strip_time_logical(v) for k, v in s.items()}
     return s
 
 
@@ -168,7 +168,7 @@ class AvroCodec:
         self.fields = fields
         self.schema = avro_schema(fields, legacy_timestamps=legacy == "true")
         self.schema_json = json.dumps(self.schema)
-        self.reader_json = json.dumps(_strip_time_logical(self.schema))
+        self.reader_json = json.dumps(strip_time_logical(self.schema))
         self.checked_reader_json = checked_reader(self.schema)
         self.row_type = SqlType("ROW", nullable=False, fields=tuple(RowField(n, t) for n, t in fields))
 
@@ -177,39 +177,37 @@ class AvroCodec:
         from pyspark.sql.avro.functions import to_avro
 
         return F.when(row.isNull(), F.lit(None)).otherwise(
-            to_avro(_to_avro(row, self.row_type), self.schema_json)
+            to_avro(to_avro_value(row, self.row_type), self.schema_json)
         )
 
     def decode(self, data: Column) -> Decoded:
         from pyspark.sql import functions as F
         from pyspark.sql.avro.functions import from_avro
 
-        from upsert_kafka_ops.formats.codecs import Decoded
-
         parsed = from_avro(
             data, self.reader_json, {"mode": "PERMISSIVE", "avroSchema": self.checked_reader_json}
         )
         error = decode_failed(data, parsed)
-        value = F.when(parsed.isNull(), F.lit(None)).otherwise(_from_avro(parsed, self.row_type))
+        value = F.when(parsed.isNull(), F.lit(None)).otherwise(from_avro_value(parsed, self.row_type))
         return Decoded(value, error)
 
 
 _EPOCH_NTZ = "TIMESTAMP_NTZ'1970-01-01 00:00:00'"
 
 
-def _to_avro(c: Column, t: SqlType) -> Column:
+def to_avro_value(c: Column, t: SqlType) -> Column:
     """A Spark value as the plain Avro value Flink writes."""
     from pyspark.sql import functions as F
 
     if t.name == "ROW":
-        value = F.struct(*[_to_avro(c.getField(f.name), f.type).alias(f.name) for f in t.fields])
+        value = F.struct(*[to_avro_value(c.getField(f.name), f.type).alias(f.name) for f in t.fields])
         return value if not t.nullable else F.when(c.isNull(), F.lit(None)).otherwise(value)
     if t.name == "ARRAY" and t.element is not None:
         elem = t.element
-        return F.transform(c, lambda x: _to_avro(x, elem))
+        return F.transform(c, lambda x: to_avro_value(x, elem))
     if t.name == "MAP" and t.value is not None:
         v_t = t.value
-        return F.transform_values(c, lambda _k, v: _to_avro(v, v_t))
+        return F.transform_values(c, lambda _k, v: to_avro_value(v, v_t))
     if t.name in ("TINYINT", "SMALLINT"):
         return c.cast("int")
     if t.name == "TIMESTAMP":  # the local date-time as if UTC, in epoch millis
@@ -230,19 +228,19 @@ def _to_avro(c: Column, t: SqlType) -> Column:
     return c
 
 
-def _from_avro(c: Column, t: SqlType) -> Column:
+def from_avro_value(c: Column, t: SqlType) -> Column:
     """A value read with the plain reader schema, back to the Spark type of ``t``."""
     from pyspark.sql import functions as F
 
     if t.name == "ROW":
-        value = F.struct(*[_from_avro(c.getField(f.name), f.type).alias(f.name) for f in t.fields])
+        value = F.struct(*[from_avro_value(c.getField(f.name), f.type).alias(f.name) for f in t.fields])
         return F.when(c.isNull(), F.lit(None)).otherwise(value)
     if t.name == "ARRAY" and t.element is not None:
         elem = t.element
-        return F.transform(c, lambda x: _from_avro(x, elem))
+        return F.transform(c, lambda x: from_avro_value(x, elem))
     if t.name == "MAP" and t.value is not None:
         v_t = t.value
-        return F.transform_values(c, lambda _k, v: _from_avro(v, v_t))
+        return F.transform_values(c, lambda _k, v: from_avro_value(v, v_t))
     if t.name == "TIMESTAMP":
         return F.timestamp_add("MILLISECOND", c, F.expr(_EPOCH_NTZ))
     if t.name == "TIMESTAMP_LTZ":

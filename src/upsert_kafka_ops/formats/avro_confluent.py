@@ -26,16 +26,16 @@ from upsert_kafka_ops.errors import SpecError
 from upsert_kafka_ops.formats import schema_registry as sr
 from upsert_kafka_ops.formats.avro_codec import (
     AvroCodec,
-    _from_avro,
-    _strip_time_logical,
-    _to_avro,
     decode_failed,
+    from_avro_value,
+    strip_time_logical,
+    to_avro_value,
 )
+from upsert_kafka_ops.formats.columns import Decoded, Fields
 
 if TYPE_CHECKING:
     from pyspark.sql import Column
 
-    from upsert_kafka_ops.formats.codecs import Decoded, Fields
 
 MAGIC = b"\x00"
 log = logging.getLogger(__name__)
@@ -99,15 +99,13 @@ class AvroConfluentCodec:
         from pyspark.sql.avro.functions import to_avro
 
         header = MAGIC + self.schema_id().to_bytes(4, "big")
-        body = to_avro(_to_avro(row, self.avro.row_type), self.avro.schema_json)
+        body = to_avro(to_avro_value(row, self.avro.row_type), self.avro.schema_json)
         return F.when(row.isNull(), F.lit(None)).otherwise(F.concat(F.lit(header), body))
 
     # -- reading ----------------------------------------------------------------------------------
     def decode(self, data: Column) -> Decoded:
         from pyspark.sql import functions as F
         from pyspark.sql.avro.functions import from_avro
-
-        from upsert_kafka_ops.formats.codecs import Decoded
 
         if not self.read_subjects:
             raise SpecError(
@@ -132,11 +130,11 @@ class AvroConfluentCodec:
                     sid, self.read_subjects, ", ".join(missing),
                 )  # fmt: skip
                 continue
-            writer = json.dumps(_strip_time_logical(writer_schema))
+            writer = json.dumps(strip_time_logical(writer_schema))
             options = {"mode": "PERMISSIVE", "avroSchema": reader}
             parsed = F.when(framed & (schema_id == F.lit(sid)), from_avro(body, writer, options)).otherwise(
                 parsed
             )
         error = decode_failed(data, parsed)
-        value = F.when(parsed.isNull(), F.lit(None)).otherwise(_from_avro(parsed, self.avro.row_type))
+        value = F.when(parsed.isNull(), F.lit(None)).otherwise(from_avro_value(parsed, self.avro.row_type))
         return Decoded(value, error)

@@ -22,7 +22,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from upsert_kafka_ops.formats.codecs import Fields, JsonCodec
+from upsert_kafka_ops.formats.columns import Fields
+from upsert_kafka_ops.formats.json_codec import JsonCodec
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame

@@ -22,11 +22,12 @@ import codecs
 from typing import TYPE_CHECKING
 
 from upsert_kafka_ops.errors import SpecError
+from upsert_kafka_ops.formats.columns import Decoded, Fields, bind_once, from_text
+from upsert_kafka_ops.formats.json_codec import json_decimal
 
 if TYPE_CHECKING:
     from pyspark.sql import Column
 
-    from upsert_kafka_ops.formats.codecs import Decoded, Fields
     from upsert_kafka_ops.spec.types import SqlType
 
 _NUMERIC = {"BOOLEAN", "TINYINT", "SMALLINT", "INT", "BIGINT", "FLOAT", "DOUBLE"}
@@ -118,12 +119,10 @@ class CsvCodec:
     def _field_text(self, c: Column, t: SqlType) -> Column:
         from pyspark.sql import functions as F
 
-        from upsert_kafka_ops.formats import codecs as fc  # late: codecs.py imports this module
-
         if t.name in _NUMERIC:
             text = c.cast("string")  # Java's toString for all of them; never quoted
         elif t.name == "DECIMAL":
-            text = self._quoted(fc._json_decimal(c, plain=not self.scientific))
+            text = self._quoted(json_decimal(c, plain=not self.scientific))
         elif t.name == "ARRAY" and t.element is not None:
             elem = t.element
             joined = F.array_join(F.transform(c, lambda x: self._element_text(x, elem)), self.array_delimiter)
@@ -139,12 +138,10 @@ class CsvCodec:
         """An ARRAY element or nested ROW field: ``String.valueOf`` of the value, never quoted alone."""
         from pyspark.sql import functions as F
 
-        from upsert_kafka_ops.formats import codecs as fc  # late: codecs.py imports this module
-
         if t.name in _NUMERIC:
             text = c.cast("string")
         elif t.name == "DECIMAL":  # CsvGenerator#writeNumber(BigDecimal) uses toString() in arrays
-            text = fc._json_decimal(c, plain=False)
+            text = json_decimal(c, plain=False)
         else:
             text = _scalar_text(c, t)
         return F.when(c.isNull(), self._null_text()).otherwise(text)
@@ -161,22 +158,18 @@ class CsvCodec:
         pattern = "[\\x{0}" + "-" + _x(chr(min_safe - 1)) + "".join(_x(ch) for ch in specials) + "]"
         doubled = [q] if self.escape is None else [q, self.escape]
 
-        def quote(v: Column) -> Column:  # v is bound once (see codecs._let)
+        def quote(v: Column) -> Column:  # v is bound once (see columns.bind_once)
             utf16_len = F.length(v) + F.length(F.regexp_replace(v, "[^\\x{10000}-\\x{10FFFF}]", ""))
             need = (utf16_len > _MAX_QUOTE_CHECK) | v.rlike(pattern)
             body = F.regexp_replace(v, "(" + "|".join(_x(ch) for ch in doubled) + ")", "$1$1")
             return F.when(need, F.concat(F.lit(q), body, F.lit(q))).otherwise(v)
 
-        from upsert_kafka_ops.formats import codecs as fc  # late: codecs.py imports this module
-
-        return fc._let(s, quote)
+        return bind_once(s, quote)
 
     # ------------------------------------------------------------------ decoding
 
     def decode(self, data: Column) -> Decoded:
         from pyspark.sql import functions as F
-
-        from upsert_kafka_ops.formats import codecs as fc  # late: codecs.py imports this module
 
         text = data.cast("string")
         field = self._field_pattern()
@@ -207,7 +200,7 @@ class CsvCodec:
         converted = F.element_at(F.transform(F.array(values), convert), 1)
         error = data.isNotNull() & F.coalesce(bad | converted.getField("error"), F.lit(True))
         struct = F.when(data.isNull() | error, F.lit(None)).otherwise(converted.getField("value"))
-        return fc.Decoded(struct, error)
+        return Decoded(struct, error)
 
     def _field_pattern(self) -> str:
         """A Java regex of one field as Jackson's ``CsvDecoder`` reads it (possessive, no backtracking)."""
@@ -322,12 +315,10 @@ def _scalar_text(c: Column, t: SqlType) -> Column:
     """The text Flink's ``RowDataToCsvConverters`` give a non-numeric scalar (before quoting)."""
     from pyspark.sql import functions as F
 
-    from upsert_kafka_ops.formats import codecs as fc  # late: codecs.py imports this module
-
     if t.name in ("STRING", "VARCHAR", "CHAR"):
         return c
     if t.name == "DECIMAL":
-        return fc._json_decimal(c, plain=False)
+        return json_decimal(c, plain=False)
     if t.name == "DATE":
         return c.cast("string")
     if t.name == "TIME":
@@ -366,15 +357,13 @@ def _leaf(c: Column, t: SqlType) -> tuple[Column, Column]:
 def _leaf_text(c: Column, t: SqlType) -> tuple[Column, Column]:
     from pyspark.sql import functions as F
 
-    from upsert_kafka_ops.formats import codecs as fc  # late: codecs.py imports this module
-
     if t.name == "DECIMAL":  # an overflow is NULL without an error, as in Flink
         value = F.trim(c).try_cast(t.to_spark())
         return value, c.isNotNull() & value.isNull() & ~c.rlike(_DECIMAL_TEXT)
     if t.name == "TIME":
         return c, c.isNotNull() & ~c.rlike(_TIME_TEXT)
     if t.name == "TIMESTAMP_LTZ":  # Flink needs the trailing Z
-        value, error = fc._from_text(c, t)
+        value, error = from_text(c, t)
         bad = c.isNotNull() & ~F.trim(c).endswith("Z")
         return F.when(bad, F.lit(None)).otherwise(value), error | bad
-    return fc._from_text(c, t)
+    return from_text(c, t)

@@ -202,11 +202,11 @@ def _call(config: RegistryConfig, what: str, fn: Any, *args: Any) -> Any:
         raise
     except Exception as exc:  # transport errors: name the registry, never the credentials
         raise RegistryError(
-            f"Schema Registry {_safe_url(config.url)}: {what} failed: {type(exc).__name__}: {exc}"
+            f"Schema Registry {safe_url(config.url)}: {what} failed: {type(exc).__name__}: {exc}"
         ) from None
 
 
-def _safe_url(url: str) -> str:
+def safe_url(url: str) -> str:
     """The URL without user info (``https://user:pw@host`` -> ``https://host``)."""
     from urllib.parse import urlsplit, urlunsplit
 
@@ -237,7 +237,7 @@ def register(config: RegistryConfig, subject: str, schema_json: str) -> int:
         )
     except SchemaRegistryError as exc:
         raise RegistryError(
-            f"Schema Registry {_safe_url(config.url)} refused the schema for subject {subject!r}: "
+            f"Schema Registry {safe_url(config.url)} refused the schema for subject {subject!r}: "
             f"{exc.error_message} (HTTP {exc.http_status_code}, error {exc.error_code}). Fix: the table's "
             "columns must give a schema compatible with the subject's compatibility rule, or set "
             "avro-confluent.subject."
@@ -260,7 +260,7 @@ def writer_schemas(config: RegistryConfig, subjects: list[str]) -> dict[int, str
             if exc.http_status_code == 404:
                 continue
             raise RegistryError(
-                f"Schema Registry {_safe_url(config.url)}: listing subject {subject!r}: {exc.error_message} "
+                f"Schema Registry {safe_url(config.url)}: listing subject {subject!r}: {exc.error_message} "
                 f"(HTTP {exc.http_status_code})."
             ) from None
         for version in versions:

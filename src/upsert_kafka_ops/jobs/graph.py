@@ -12,7 +12,7 @@ def upstream_jobs(pipeline: Pipeline) -> dict[str, list[str]]:
 
     :raises SpecError: when the jobs read each other in a cycle.
     """
-    from upsert_kafka_ops.metrics.lineage import job_datasets
+    from upsert_kafka_ops.jobs.datasets import job_datasets
 
     io = {j.name: job_datasets(pipeline, j.name) for j in pipeline.jobs}
     writers: dict[tuple[str, str], list[str]] = {}

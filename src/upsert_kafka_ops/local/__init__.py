@@ -3,8 +3,9 @@ Schema-Registry-compatible server and a Spark standalone cluster on 127.0.0.1.""
 
 from __future__ import annotations
 
-from upsert_kafka_ops.local.kafka import LocalKafka, free_port
+from upsert_kafka_ops.local.kafka import LocalKafka
 from upsert_kafka_ops.local.postgres import LocalPostgres
+from upsert_kafka_ops.local.process import free_port
 from upsert_kafka_ops.local.schema_registry import LocalSchemaRegistry
 from upsert_kafka_ops.local.spark_cluster import LocalSparkCluster, spark_home
 

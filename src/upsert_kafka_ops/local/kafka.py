@@ -15,11 +15,7 @@ Optional listeners: ``SASL_PLAINTEXT`` with SCRAM-SHA-256/512 users created at f
 from __future__ import annotations
 
 import base64
-import contextlib
 import json
-import os
-import signal
-import socket
 import subprocess
 import time
 import uuid
@@ -28,7 +24,8 @@ from types import TracebackType
 from typing import Any
 
 from upsert_kafka_ops import jars
-from upsert_kafka_ops.errors import KafkaConnectionError, LocalServiceError, ToolchainError
+from upsert_kafka_ops.errors import KafkaConnectionError, LocalServiceError
+from upsert_kafka_ops.local.process import alive, free_port, java_executable, terminate, wait_ready
 from upsert_kafka_ops.local.tls import TlsFiles, generate
 
 SCRAM_MECHANISMS = ("SCRAM-SHA-256", "SCRAM-SHA-512")
@@ -46,21 +43,6 @@ logger.state.level = WARN
 """
 
 
-def free_port(port: int = 0) -> int:
-    """A TCP port on 127.0.0.1 that was free a moment ago: any (``0``), or ``port`` itself.
-
-    :raises LocalServiceError: when the given port is taken.
-    """
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        try:
-            s.bind(("127.0.0.1", port))
-        except OSError as exc:
-            raise LocalServiceError(
-                f"Port {port} on 127.0.0.1 is in use ({exc.strerror}): choose another port, or none for a free one."
-            ) from None
-        return int(s.getsockname()[1])
-
-
 def default_state_dir() -> Path:
     from platformdirs import user_state_dir
 
@@ -72,23 +54,6 @@ def _cluster_id() -> str:
         cid = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
         if not cid.startswith("-"):
             return cid
-
-
-def _java() -> str:
-    home = os.environ.get("JAVA_HOME")
-    java = str(Path(home) / "bin" / "java") if home else "java"
-    try:
-        out = subprocess.run([java, "-version"], capture_output=True, text=True, check=False).stderr
-    except FileNotFoundError as exc:
-        raise ToolchainError(
-            "Java 17 or newer is required to run the Kafka broker and Spark; it was not found. "
-            "Install it (Debian: apt-get install -y openjdk-17-jdk-headless) or set JAVA_HOME."
-        ) from exc
-    version = out.split('"')[1] if '"' in out else ""
-    major = int(version.split(".")[0]) if version[:2].isdigit() else 0
-    if major < 17:
-        raise ToolchainError(f"Java 17 or newer is required, found {version or out.strip()!r}.")
-    return java
 
 
 class LocalKafka:
@@ -227,7 +192,7 @@ class LocalKafka:
         """Format the storage folder and start the broker; returns once it answers metadata requests."""
         if self._proc is not None:
             raise LocalServiceError("This broker is already started.")
-        java = _java()
+        java = java_executable()
         classpath = str(jars.group_dir("kafka", self.jars_dir) / "*")
         jars.jar_paths("kafka", self.jars_dir)  # raises a clear error when not fetched
         self.work_dir.mkdir(parents=True, exist_ok=True)
@@ -279,21 +244,15 @@ class LocalKafka:
     def _wait_ready(self, timeout: float) -> None:
         from upsert_kafka_ops.kafka.admin import probe
 
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self._proc is not None and self._proc.poll() is not None:
-                raise LocalServiceError(
-                    f"The Kafka broker exited with code {self._proc.returncode} during start.\n{self.log_tail()}"
-                )
+        def answers(left: float) -> bool:
             try:
                 # log_level 0: "connection refused" until the broker listens is expected, not news
-                probe(
-                    self.client_config(log_level=0), timeout=min(5.0, max(0.5, deadline - time.monotonic()))
-                )
-                return
+                probe(self.client_config(log_level=0), timeout=min(5.0, max(0.5, left)))
+                return True
             except KafkaConnectionError:
-                continue
-        raise LocalServiceError(f"The Kafka broker did not answer within {timeout:g}s.\n{self.log_tail()}")
+                return False
+
+        wait_ready(self._proc, answers, timeout, "The Kafka broker", self.log_tail)
 
     def log_tail(self, lines: int = 30) -> str:
         """The broker's first ERROR lines and the last lines of its log and console output."""
@@ -312,7 +271,7 @@ class LocalKafka:
         """Stop the broker by its pid (SIGTERM, then SIGKILL after ``timeout``) and wait for exit."""
         if self._proc is None:
             return
-        _terminate(self._proc.pid, timeout, self._proc)
+        terminate(self._proc.pid, timeout, self._proc)
         self._proc = None
 
     def __enter__(self) -> LocalKafka:
@@ -347,42 +306,6 @@ class LocalKafka:
         raise LocalServiceError(f"Topic {name!r} did not appear within {timeout:g}s.")
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    # a zombie still answers kill(0); read its state
-    with contextlib.suppress(OSError):
-        stat = Path(f"/proc/{pid}/stat").read_text()
-        if stat.rsplit(")", 1)[1].split()[0] == "Z":
-            return False
-    return True
-
-
-def _terminate(pid: int, timeout: float, proc: subprocess.Popen[bytes] | None = None) -> None:
-    with contextlib.suppress(ProcessLookupError):
-        os.kill(pid, signal.SIGTERM)
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc is not None:
-            if proc.poll() is not None:
-                return
-        elif not _alive(pid):
-            return
-        time.sleep(0.1)
-    with contextlib.suppress(ProcessLookupError):
-        os.kill(pid, signal.SIGKILL)
-    if proc is not None:
-        proc.wait(timeout=10)
-    else:
-        end = time.monotonic() + 10
-        while _alive(pid) and time.monotonic() < end:
-            time.sleep(0.1)
-
-
 # -- detached mode (the CLI) -------------------------------------------------------------------
 def _state_file(state_dir: Path) -> Path:
     return state_dir / "state.json"
@@ -402,7 +325,7 @@ def detached_status(state_dir: Path) -> dict[str, Any]:
     if not f.is_file():
         return {"running": False, "dir": str(state_dir)}
     state: dict[str, Any] = json.loads(f.read_text())
-    state["running"] = _alive(int(state["pid"])) and _is_our_broker(int(state["pid"]), state_dir)
+    state["running"] = alive(int(state["pid"])) and _is_our_broker(int(state["pid"]), state_dir)
     return state
 
 
@@ -456,6 +379,6 @@ def stop_detached(state_dir: Path, timeout: float = 30.0) -> bool:
     if not status["running"]:
         f.unlink(missing_ok=True)
         return False
-    _terminate(int(status["pid"]), timeout)
+    terminate(int(status["pid"]), timeout)
     f.unlink(missing_ok=True)
     return True

@@ -38,7 +38,7 @@ from types import TracebackType
 from typing import Any
 
 from upsert_kafka_ops.errors import LocalServiceError
-from upsert_kafka_ops.local.kafka import free_port
+from upsert_kafka_ops.local.process import free_port
 
 #: The system user the server runs as when this process is root.
 SERVICE_USER = "uko-postgres"

@@ -37,7 +37,7 @@ from xml.sax.saxutils import escape
 
 from upsert_kafka_ops import jars
 from upsert_kafka_ops.errors import LocalServiceError
-from upsert_kafka_ops.local.kafka import _java, _terminate, free_port
+from upsert_kafka_ops.local.process import free_port, java_executable, terminate, wait_ready
 from upsert_kafka_ops.local.tls import generate
 
 APICURIO_VERSION = "2.4.2.Final"
@@ -124,7 +124,7 @@ def build(jars_dir: Path | None = None, repo_url: str | None = None, log: bool =
         if log:
             print(f"jars: schema-registry up to date in {folder}", file=sys.stderr)
         return folder
-    mvn = jars._check_tools()
+    mvn = jars.maven_executable()
     repo = repo_url or os.environ.get(jars.ENV_MAVEN_REPO) or jars.MAVEN_CENTRAL
     if log:
         print(
@@ -135,7 +135,7 @@ def build(jars_dir: Path | None = None, repo_url: str | None = None, log: bool =
     staging = Path(tempfile.mkdtemp(prefix=".schema-registry-", dir=folder.parent))
     try:
         (staging / "pom.xml").write_text(_pom())
-        (staging / "settings.xml").write_text(jars._settings(repo))
+        (staging / "settings.xml").write_text(jars.maven_settings(repo))
         java_dir = staging / "src" / "main" / "java" / "uko" / "registry"
         java_dir.mkdir(parents=True)
         (java_dir / "NoDynamicConfig.java").write_text(_GLUE)
@@ -204,7 +204,7 @@ class LocalSchemaRegistry:
         if self._proc is not None:
             raise LocalServiceError("This Schema Registry is already started.")
         folder = build(self.jars_dir, log=False)
-        java = _java()
+        java = java_executable()
         self.work_dir.mkdir(parents=True, exist_ok=True)
         self.port = free_port()
         listen = [f"-Dquarkus.http.port={self.port}"]
@@ -239,21 +239,18 @@ class LocalSchemaRegistry:
         return self
 
     def _wait_ready(self, timeout: float) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self._proc is not None and self._proc.poll() is not None:
-                raise LocalServiceError(
-                    f"The Schema Registry exited with code {self._proc.returncode} during start.\n"
-                    + self.log_tail()
-                )
+        def answers(left: float) -> bool:
             try:
                 context = ssl.create_default_context(cafile=str(self.ca_file)) if self.tls else None
                 with urllib.request.urlopen(f"{self.url}/subjects", timeout=2, context=context) as resp:
                     if resp.status == 200:
-                        return
+                        return True
             except (urllib.error.URLError, OSError):
-                time.sleep(0.5)
-        raise LocalServiceError(f"The Schema Registry did not answer within {timeout:g}s.\n{self.log_tail()}")
+                pass
+            time.sleep(0.5)
+            return False
+
+        wait_ready(self._proc, answers, timeout, "The Schema Registry", self.log_tail)
 
     def log_tail(self, lines: int = 30) -> str:
         if not self.log_file.is_file():
@@ -264,7 +261,7 @@ class LocalSchemaRegistry:
     def stop(self, timeout: float = 30.0) -> None:
         if self._proc is None:
             return
-        _terminate(self._proc.pid, timeout, self._proc)
+        terminate(self._proc.pid, timeout, self._proc)
         self._proc = None
 
     def __enter__(self) -> LocalSchemaRegistry:

@@ -28,7 +28,7 @@ from types import TracebackType
 from typing import Any
 
 from upsert_kafka_ops.errors import LocalServiceError, ToolchainError
-from upsert_kafka_ops.local.kafka import _java, free_port
+from upsert_kafka_ops.local.process import free_port, java_executable
 
 
 def spark_home() -> Path:
@@ -136,7 +136,7 @@ class LocalSparkCluster:
         """
         if self._procs:
             raise LocalServiceError("This Spark cluster is already started.")
-        _java()  # a clear error when Java is missing
+        java_executable()  # a clear error when Java is missing
         self.dir.mkdir(parents=True, exist_ok=True)
         (self.dir / "work").mkdir(exist_ok=True)
         env = self._env()

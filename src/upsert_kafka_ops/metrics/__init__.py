@@ -5,17 +5,15 @@ Stdlib only: importing this package needs neither pyspark nor prometheus_client.
 
 from __future__ import annotations
 
-from upsert_kafka_ops.metrics.documents import jobs_lag_document, lag_document, run_document
-from upsert_kafka_ops.metrics.lineage import (
+from upsert_kafka_ops.jobs.datasets import (
     Dataset,
-    RunLineage,
     job_datasets,
     kafka_dataset,
     postgres_dataset,
-    run_event,
     table_dataset,
-    transport_from_env,
 )
+from upsert_kafka_ops.metrics.documents import jobs_lag_document, lag_document, run_document
+from upsert_kafka_ops.metrics.lineage import RunLineage, run_event, transport_from_env
 from upsert_kafka_ops.metrics.prometheus import (
     CONTENT_TYPE,
     Exposition,

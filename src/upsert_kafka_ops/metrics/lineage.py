@@ -1,8 +1,7 @@
 """OpenLineage: dataset names for Kafka topics and tables (OpenLineage's naming conventions), run
 events as plain dicts, and the transports that send them.
 
-Names: a topic is namespace ``kafka://host:port`` (the first bootstrap server), name = the topic; a
-table is named by its location URI (``file``, ``s3://bucket``, ...) or ``postgres://host:port``.
+Dataset names come from ``jobs.datasets`` (OpenLineage's naming conventions).
 
 Run events (:func:`run_event`, :class:`RunLineage`) are emitted only by the CLI ``run``/``backfill``
 commands and the spark-submit driver, to the transport the environment configures
@@ -21,77 +20,14 @@ import time
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol
-from urllib.parse import urlsplit
 
-from upsert_kafka_ops.errors import SpecError, UpsertKafkaOpsError
-from upsert_kafka_ops.spec.connection import KafkaConnection
+from upsert_kafka_ops.errors import UpsertKafkaOpsError
+from upsert_kafka_ops.jobs.datasets import Dataset, job_datasets
 
 if TYPE_CHECKING:
     from upsert_kafka_ops.jobs.spec import Pipeline
-
-
-@dataclass(frozen=True)
-class Dataset:
-    """An OpenLineage dataset identifier."""
-
-    namespace: str
-    name: str
-
-    def to_dict(self) -> dict[str, str]:
-        return {"namespace": self.namespace, "name": self.name}
-
-
-def kafka_dataset(bootstrap_servers: str | KafkaConnection, topic: str) -> Dataset:
-    """``kafka://host:port`` (the first bootstrap server) and the topic."""
-    servers = (
-        bootstrap_servers.bootstrap_servers
-        if isinstance(bootstrap_servers, KafkaConnection)
-        else bootstrap_servers
-    )
-    first = servers.split(",")[0].strip()
-    for prefix in ("PLAINTEXT://", "SSL://", "SASL_PLAINTEXT://", "SASL_SSL://"):
-        if first.upper().startswith(prefix):
-            first = first[len(prefix) :]
-    host, sep, port = first.rpartition(":")
-    if not sep or not host or not port.isdigit():
-        raise SpecError("bootstrap_servers", f"{first!r} is not host:port.", "write e.g. 'broker:9092'.")
-    if not topic:
-        raise SpecError("topic", "must not be empty.")
-    return Dataset(f"kafka://{host.lower()}:{port}", topic)
-
-
-def postgres_dataset(host: str, port: int, database: str, schema: str, table: str) -> Dataset:
-    """``postgres://host:port`` and ``database.schema.table``."""
-    return Dataset(f"postgres://{host.lower()}:{port}", f"{database}.{schema}.{table}")
-
-
-def table_dataset(uri: str) -> Dataset:
-    """A table by its location URI: a local path or ``file:`` URI (namespace ``file``), ``s3``/``s3a``
-    (``s3://bucket``), ``gs``, ``hdfs``, ``abfss`` (scheme and authority), name = the path; and
-    ``postgres(ql)://host:port/database.schema.table``."""
-    parts = urlsplit(uri)
-    scheme = parts.scheme.lower()
-    if scheme in ("", "file"):
-        path = parts.path if scheme else uri
-        if not path.startswith("/"):
-            raise SpecError("uri", f"{uri!r} is not an absolute path.", "give an absolute path or a URI.")
-        return Dataset("file", str(PurePosixPath(path)))
-    if scheme in ("postgres", "postgresql"):
-        name = parts.path.lstrip("/")
-        if name.count(".") != 2:
-            raise SpecError("uri", f"{uri!r} does not name database.schema.table.")
-        return Dataset(f"postgres://{(parts.hostname or '').lower()}:{parts.port or 5432}", name)
-    if scheme in ("s3", "s3a", "s3n", "gs", "hdfs", "abfss", "wasbs"):
-        if not parts.netloc:
-            raise SpecError("uri", f"{uri!r} has no bucket or host.")
-        normalized = "s3" if scheme.startswith("s3") else scheme
-        path = parts.path.rstrip("/")
-        return Dataset(f"{normalized}://{parts.netloc}", path if scheme == "hdfs" else path.lstrip("/"))
-    raise SpecError(
-        "uri", f"unsupported table URI scheme {scheme!r}.", "use file, s3, gs, hdfs, abfss or postgres."
-    )
 
 
 # -- run events ------------------------------------------------------------------------------------
@@ -181,51 +117,6 @@ def run_event(
         "producer": PRODUCER,
         "schemaURL": RUN_EVENT_SCHEMA,
     }
-
-
-def _table_topics(table: Any) -> list[str]:
-    return list(table.topic or []) if getattr(table, "topic", None) else []
-
-
-def job_datasets(pipeline: Pipeline, job: str) -> tuple[list[Dataset], list[Dataset]]:
-    """A pipeline job's input and output datasets: Kafka topics as ``kafka://host:port`` + topic (every
-    source of a topic-to-topic job), warehouse tables by their URI (PostgreSQL as
-    ``postgres://host:port`` + ``database.schema.table``), a published Delta table by its path. A
-    source given by a topic pattern has no fixed name and is left out; so is a publish job's query."""
-    from upsert_kafka_ops.jobs.spec import (
-        BackfillJob,
-        DeltaFeedSource,
-        MaterializeJob,
-        PostgresTarget,
-        PublishJob,
-        TopicSink,
-    )
-
-    spec = pipeline.job(job)
-    conns = pipeline.connections
-
-    def topics(connection: str, table: Any) -> list[Dataset]:
-        return [kafka_dataset(conns[connection], t) for t in _table_topics(table)]
-
-    def target(t: Any) -> list[Dataset]:
-        if isinstance(t, TopicSink):
-            return topics(t.connection, t.table)
-        if isinstance(t, PostgresTarget):
-            return [postgres_dataset(t.host, t.port, t.database, t.schema_name, t.table_name)]
-        return [table_dataset(t.uri)]
-
-    if isinstance(spec, MaterializeJob | BackfillJob):
-        return topics(spec.source.connection, spec.source.table), target(spec.target)
-    if isinstance(spec, PublishJob):
-        src = spec.source
-        inputs = [table_dataset(_uri(src.path))] if isinstance(src, DeltaFeedSource) else []
-        return inputs, target(spec.sink)
-    inputs = [d for s in spec.sources.values() for d in topics(s.connection, s.table)]
-    return list(dict.fromkeys(inputs)), target(spec.sink)
-
-
-def _uri(path: str) -> str:
-    return path if "://" in path else Path(path).absolute().as_uri()
 
 
 # -- transports ------------------------------------------------------------------------------------

@@ -5,6 +5,7 @@ Imports pyspark lazily.
 
 from __future__ import annotations
 
+from upsert_kafka_ops.engine.session import build_spark_session, spark_conf
 from upsert_kafka_ops.runtime.execute import (
     LocalRuntime,
     RunHandle,
@@ -12,7 +13,6 @@ from upsert_kafka_ops.runtime.execute import (
     execute_job,
     externalize_secrets,
 )
-from upsert_kafka_ops.runtime.session import build_spark_session, spark_conf
 from upsert_kafka_ops.runtime.submit import (
     SparkSubmitRuntime,
     SubmitHandle,

@@ -36,7 +36,7 @@ from upsert_kafka_ops.spec.connection import KafkaConnection, SecretRef
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from upsert_kafka_ops.jobs.run import JobResult
+    from upsert_kafka_ops.jobs.core import JobResult
 
 Mode = Literal["incremental", "full"]
 
@@ -124,7 +124,8 @@ def execute_job(
     :param workdir: spark-submit's folder for the job file and output (default: a new temporary one).
     :raises JobFailedError: from spark-submit, with the driver's error line.
     """
-    from upsert_kafka_ops.jobs.run import JobResult, run_job
+    from upsert_kafka_ops.jobs.core import JobResult
+    from upsert_kafka_ops.jobs.run import run_job
 
     one = pipeline.only(job)
     handle = handle or RunHandle()
@@ -144,7 +145,7 @@ def execute_job(
         return JobResult.from_dict(result)
 
     local = runtime or LocalRuntime()
-    from upsert_kafka_ops.runtime.session import session_for
+    from upsert_kafka_ops.engine.session import session_for
 
     with (
         contextlib.nullcontext(spark)

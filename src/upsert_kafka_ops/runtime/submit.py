@@ -169,7 +169,7 @@ class SparkSubmitRuntime(SpecModel):
         """The ``--conf`` settings: the project's defaults (unless ``project_conf`` is off), then ``conf``."""
         out: dict[str, str] = {}
         if self.project_conf:
-            from upsert_kafka_ops.runtime.session import spark_conf
+            from upsert_kafka_ops.engine.session import spark_conf
 
             out = spark_conf(self.master)
             for key in ("spark.master", "spark.jars"):  # given as --master and --jars

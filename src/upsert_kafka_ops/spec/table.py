@@ -619,7 +619,7 @@ class KafkaTable(_KafkaTableBase):
 
 
 # -- helpers ---------------------------------------------------------------------------------------
-_UPSERT_OPTIONS = {
+UPSERT_OPTIONS = {
     "key.format": "key_format",
     "value.format": "value_format",
     "key.fields-prefix": "key_fields_prefix",
@@ -641,7 +641,7 @@ _UPSERT_OTHER = (
 
 _T = TypeVar("_T", bound=_KafkaTableBase)
 #: Flink option of each field, so that errors from :meth:`from_options` name the option given.
-_OPTION_OF_FIELD = {field: opt for opt, field in _UPSERT_OPTIONS.items()} | {
+_OPTION_OF_FIELD = {field: opt for opt, field in UPSERT_OPTIONS.items()} | {
     "topic_pattern": "topic-pattern",
     "sink_buffer_flush_interval_ms": "sink.buffer-flush.interval",
     "scan_bounded_mode": "scan.bounded.mode",
@@ -679,7 +679,7 @@ def _upsert_fields(options: dict[str, str]) -> dict[str, Any]:
         raise SpecError("connector", f"is {connector!r}, not 'upsert-kafka'.")
     data: dict[str, Any] = {}
     _common_fields(opts, data)
-    for opt, field in _UPSERT_OPTIONS.items():
+    for opt, field in UPSERT_OPTIONS.items():
         if opt in opts:
             data[field] = opts.pop(opt)
     if "sink.buffer-flush.interval" in opts:
@@ -715,7 +715,7 @@ def _upsert_fields(options: dict[str, str]) -> dict[str, Any]:
                 "topic",
                 "topic-pattern",
                 "properties.*",
-                *_UPSERT_OPTIONS,
+                *UPSERT_OPTIONS,
                 *_UPSERT_OTHER,
                 f"key.{key_fmt}.*",
                 f"value.{value_fmt}.*",

@@ -22,31 +22,30 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import threading
-import time
 from collections.abc import Sequence
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 from upsert_kafka_ops.errors import SpecError, UpsertKafkaOpsError
-from upsert_kafka_ops.jobs.lag import JobLag, pipeline_lag
+from upsert_kafka_ops.jobs.lag import JobLag
 from upsert_kafka_ops.jobs.spec import Pipeline
-from upsert_kafka_ops.kafka.admin import ISOLATIONS, KafkaAdmin
-from upsert_kafka_ops.kafka.evaluation import EvaluationConfig, LagStatus, LagWindow, Schedule, check
-from upsert_kafka_ops.kafka.lag import LagReport, group_lag
+from upsert_kafka_ops.kafka.admin import ISOLATIONS
+from upsert_kafka_ops.kafka.evaluation import EvaluationConfig, LagStatus, Schedule
+from upsert_kafka_ops.kafka.lag import LagReport
 from upsert_kafka_ops.metrics.documents import jobs_lag_document, lag_document
-from upsert_kafka_ops.metrics.prometheus import CONTENT_TYPE, Exposition, lag_exposition
+from upsert_kafka_ops.metrics.exporter import LagMonitor, PipelineLagMonitor, WatchOptions, serve
 from upsert_kafka_ops.spec.connection import KafkaConnection
 
 
 def register(subparsers: Any) -> None:
     """Add the ``lag`` command to the CLI's subparsers."""
     p = subparsers.add_parser("lag", help="consumer group lag and Burrow status; a Prometheus endpoint")
-    _add_arguments(p)
+    add_arguments(p)
+    p.set_defaults(handler=run)
 
 
-def _add_arguments(p: argparse.ArgumentParser) -> None:
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """The ``lag`` command's options."""
     conn = p.add_mutually_exclusive_group()
     conn.add_argument("--bootstrap-servers", help="host:port[,host:port] (PLAINTEXT)")
     conn.add_argument(
@@ -97,151 +96,24 @@ def _connection(args: argparse.Namespace) -> KafkaConnection:
     return KafkaConnection.model_validate(data)
 
 
-def _config(args: argparse.Namespace) -> EvaluationConfig:
+def watch_options(args: argparse.Namespace) -> WatchOptions:
+    """The monitors' options from the ``lag`` command's arguments."""
     schedule = None
     if args.schedule_interval:
         schedule = Schedule(interval_s=args.schedule_interval, grace_s=args.schedule_grace)
-    return EvaluationConfig(intervals=args.intervals, allowed_lag=args.allowed_lag, schedule=schedule)
+    evaluation = EvaluationConfig(intervals=args.intervals, allowed_lag=args.allowed_lag, schedule=schedule)
+    return WatchOptions(isolation=args.isolation, time_lag=not args.no_time_lag, timeout_s=args.timeout,
+                        min_interval_s=args.min_interval, window_file=args.window, evaluation=evaluation)  # fmt: skip
 
 
-class LagMonitor:
-    """One group watched over time: a reused admin client and the window in memory (and in a file)."""
-
-    def __init__(self, args: argparse.Namespace) -> None:
-        self.args = args
-        self.admin = KafkaAdmin(_connection(args), timeout=args.timeout)
-        self.config = _config(args)
-        self.window_file: Path | None = args.window
-        text = (
-            self.window_file.read_text()
-            if self.window_file is not None and self.window_file.is_file()
-            else None
-        )
-        self.window = LagWindow.from_json(text)
-        self.lock = threading.Lock()
-        self.last: tuple[float, LagReport, LagStatus] | None = None
-        self.errors = 0
-        self.duration_s = 0.0
-
-    def evaluate(self, max_age: float = 0.0) -> tuple[LagReport, LagStatus]:
-        with self.lock:
-            if self.last is not None and time.monotonic() - self.last[0] < max_age:
-                return self.last[1], self.last[2]
-            started = time.monotonic()
-            try:
-                report = group_lag(
-                    self.admin, self.args.group, isolation=self.args.isolation, topics=self.args.topic,
-                    fetch_records=not self.args.no_time_lag, history=self.window.points(),
-                )  # fmt: skip
-            except UpsertKafkaOpsError:
-                self.errors += 1
-                raise
-            status, self.window = check(self.window, report, self.config)
-            if self.window_file is not None:
-                self.window_file.write_text(self.window.dumps())
-            self.duration_s = time.monotonic() - started
-            self.last = (time.monotonic(), report, status)
-            return report, status
-
-    def document(self, max_age: float = 0.0) -> dict[str, Any]:
-        report, status = self.evaluate(max_age)
-        return lag_document(report, status)
-
-    def close(self) -> None:
-        self.admin.close()
-
-    def exposition(self) -> str:
-        exp = Exposition()
-        try:
-            report, status = self.evaluate(self.args.min_interval)
-            lag_exposition(report, status, exp)
-        finally:
-            exp.add("lag_scrape_errors_total", "counter", "Evaluations that failed.", self.errors)
-            exp.add(
-                "lag_evaluation_duration_seconds", "gauge", "Time the last evaluation took.", self.duration_s
-            )
-        return exp.render()
+def group_monitor(args: argparse.Namespace) -> LagMonitor:
+    """The monitor of ``--group`` (with ``--bootstrap-servers`` or ``--connection``)."""
+    return LagMonitor(_connection(args), args.group, args.topic, watch_options(args))
 
 
-class PipelineLagMonitor:
-    """A pipeline's jobs watched over time: one admin client per connection, one window per job (in
-    memory, and in ``--window`` as ``{"version": 1, "jobs": {name: window}}``)."""
-
-    def __init__(self, args: argparse.Namespace) -> None:
-        self.args = args
-        self.pipeline = Pipeline.load(args.pipeline)
-        self.names = list(args.job or [j.name for j in self.pipeline.jobs])
-        for name in self.names:
-            self.pipeline.job(name)  # unknown names fail here, naming the jobs there are
-        self.admins: dict[str, KafkaAdmin] = {}
-        self.config = _config(args)
-        self.window_file: Path | None = args.window
-        self.windows: dict[str, LagWindow] = {}
-        if self.window_file is not None and self.window_file.is_file():
-            doc = json.loads(self.window_file.read_text() or "{}")
-            if doc and (doc.get("version") != JOBS_WINDOW_VERSION or "jobs" not in doc):
-                raise SpecError("--window", f"{str(self.window_file)!r} does not hold the windows of a pipeline's jobs.",
-                                "give --pipeline its own window file.")  # fmt: skip
-            self.windows = {str(k): LagWindow.from_json(v) for k, v in doc.get("jobs", {}).items()}
-        self.lock = threading.Lock()
-        self.last: tuple[float, list[tuple[JobLag, LagStatus | None]]] | None = None
-        self.errors: dict[str, int] = dict.fromkeys(self.names, 0)
-        self.duration_s = 0.0
-
-    def evaluate(self, max_age: float = 0.0) -> list[tuple[JobLag, LagStatus | None]]:
-        """Each job's lag and status (status None where the lag could not be read)."""
-        with self.lock:
-            if self.last is not None and time.monotonic() - self.last[0] < max_age:
-                return self.last[1]
-            started = time.monotonic()
-            history = {n: self.windows[n].points() for n in self.names if n in self.windows}
-            jobs = pipeline_lag(
-                self.pipeline, self.names, isolation=self.args.isolation, fetch_records=not self.args.no_time_lag,
-                history=history, timeout=self.args.timeout, admins=self.admins,
-            )  # fmt: skip
-            out: list[tuple[JobLag, LagStatus | None]] = []
-            for jl in jobs:
-                if jl.report is None:
-                    self.errors[jl.job] = self.errors.get(jl.job, 0) + 1
-                    out.append((jl, None))
-                    continue
-                status, self.windows[jl.job] = check(self.windows.get(jl.job), jl.report, self.config)
-                out.append((jl, status))
-            if self.window_file is not None:
-                doc = {
-                    "version": JOBS_WINDOW_VERSION,
-                    "jobs": {n: w.to_json() for n, w in sorted(self.windows.items())},
-                }
-                self.window_file.write_text(json.dumps(doc, sort_keys=True, separators=(",", ":")))
-            self.duration_s = time.monotonic() - started
-            self.last = (time.monotonic(), out)
-            return out
-
-    def document(self, max_age: float = 0.0) -> dict[str, Any]:
-        return jobs_lag_document(self.evaluate(max_age))
-
-    def close(self) -> None:
-        for admin in self.admins.values():
-            admin.close()
-
-    def exposition(self) -> str:
-        exp = Exposition()
-        jobs = self.evaluate(self.args.min_interval)
-        for jl, status in jobs:
-            if jl.report is not None:
-                lag_exposition(jl.report, status, exp, labels={"job": jl.job})
-        for jl, _ in jobs:
-            exp.add("lag_up", "gauge", "1 when the job's lag was read at the last evaluation, else 0.",
-                    0.0 if jl.report is None else 1.0, {"job": jl.job})  # fmt: skip
-        for name in self.names:
-            exp.add("lag_scrape_errors_total", "counter", "Evaluations that failed.", self.errors.get(name, 0),
-                    {"job": name})  # fmt: skip
-        exp.add("lag_evaluation_duration_seconds", "gauge", "Time the last evaluation took.", self.duration_s)
-        return exp.render()
-
-
-#: Version of the ``--window`` file of ``--pipeline`` (each job's window inside is a LagWindow's JSON).
-JOBS_WINDOW_VERSION = 1
+def pipeline_monitor(args: argparse.Namespace) -> PipelineLagMonitor:
+    """The monitor of ``--pipeline``'s jobs (``--job`` to choose)."""
+    return PipelineLagMonitor(Pipeline.load(args.pipeline), args.job, watch_options(args))
 
 
 def _rows(status: LagStatus) -> list[str]:
@@ -281,42 +153,6 @@ def _jobs_table(jobs: Sequence[tuple[JobLag, LagStatus | None]]) -> str:
     return "\n\n".join(blocks) + "\n"
 
 
-def serve(monitor: LagMonitor | PipelineLagMonitor, host: str, port: int) -> ThreadingHTTPServer:
-    """An HTTP server (not started) answering ``/metrics``, ``/status`` and ``/healthz``. A pipeline's
-    monitor labels every series with ``job``."""
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            path = self.path.split("?", 1)[0]
-            try:
-                if path == "/metrics":
-                    self._send(200, CONTENT_TYPE, monitor.exposition())
-                elif path == "/status":
-                    doc = monitor.document(monitor.args.min_interval)
-                    self._send(200, "application/json", json.dumps(doc, sort_keys=True))
-                elif path == "/healthz":
-                    self._send(200, "text/plain; charset=utf-8", "ok\n")
-                else:
-                    self._send(404, "text/plain; charset=utf-8", "try /metrics, /status or /healthz\n")
-            except UpsertKafkaOpsError as exc:
-                self._send(503, "text/plain; charset=utf-8", f"{exc}\n")
-
-        def _send(self, code: int, content_type: str, body: str) -> None:
-            data = body.encode()
-            self.send_response(code)
-            self.send_header("Content-Type", content_type)
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
-        def log_message(self, format: str, *args: Any) -> None:  # no access log on stderr
-            return
-
-    server = ThreadingHTTPServer((host, port), Handler)
-    server.daemon_threads = True
-    return server
-
-
 def _usage_error(args: argparse.Namespace) -> str | None:
     if args.pipeline is not None:
         if args.group is not None:
@@ -342,7 +178,7 @@ def run(args: argparse.Namespace) -> int:
     if args.pipeline is not None:
         return _run_pipeline(args)
     try:
-        monitor = LagMonitor(args)
+        monitor = group_monitor(args)
         if args.serve:
             return _serve(monitor, args, f"group {args.group!r}")
         try:
@@ -378,7 +214,7 @@ def _serve(monitor: LagMonitor | PipelineLagMonitor, args: argparse.Namespace, w
 
 def _run_pipeline(args: argparse.Namespace) -> int:
     try:
-        monitor = PipelineLagMonitor(args)
+        monitor = pipeline_monitor(args)
         if args.serve:
             return _serve(monitor, args, f"{len(monitor.names)} jobs of {str(args.pipeline)!r}")
         try:
@@ -401,7 +237,7 @@ def _run_pipeline(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m upsert_kafka_ops.cli_lag lag ...`` (the same as ``upsert-kafka-ops lag ...``)."""
+    """``python -m upsert_kafka_ops.cli.lag lag ...`` (the same as ``upsert-kafka-ops lag ...``)."""
     parser = argparse.ArgumentParser(prog="upsert-kafka-ops")
     register(parser.add_subparsers(dest="command", required=True))
     return run(parser.parse_args(argv))

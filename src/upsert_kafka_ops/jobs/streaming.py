@@ -1,43 +1,28 @@
-"""Topic-to-topic, publishing and topic backfills.
+"""Topic-to-topic as a Structured Streaming query: ``Trigger.AvailableNow`` over a checkpoint,
+``foreachBatch`` into the upsert sink.
 
-Topic-to-topic picks its execution path from what Spark can compute incrementally and exactly
-(``research/flink-sql-on-spark.md``): when every source is append-only and Spark's streaming checker
-accepts the query in update mode, it runs with Structured Streaming (``Trigger.AvailableNow``, a
-checkpoint, ``foreachBatch`` into the upsert sink). Otherwise (an upsert source, COUNT DISTINCT, an
-aggregation of an aggregation, ...) each run is a bounded recompute written with ``write_snapshot``.
-The result says which path ran and why.
+It runs when every source is append-only and Spark's streaming checker accepts the query in update
+mode (:func:`streaming_verdict`); the checkpoint is tied to the query, its sources and its sink by a
+fingerprint kept beside it, so a changed query is refused instead of continuing from foreign state.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import logging
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from upsert_kafka_ops.engine.warehouse import fault_point
 from upsert_kafka_ops.errors import SpecError, UpsertKafkaOpsError
-from upsert_kafka_ops.jobs.spec import (
-    AppendSource,
-    BackfillJob,
-    PublishJob,
-    QuerySource,
-    TopicSink,
-    TopicToTopicJob,
-    UpsertSource,
-)
+from upsert_kafka_ops.jobs.core import JobResult, RunContext, conform, topic_target
+from upsert_kafka_ops.jobs.spec import AppendSource, TopicToTopicJob
 from upsert_kafka_ops.spec.connection import KafkaConnection
-from upsert_kafka_ops.spec.table import UpsertKafkaTable
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-    from upsert_kafka_ops.engine.results import RunResult
-    from upsert_kafka_ops.jobs.run import JobResult, _Runner
-
-log = logging.getLogger("upsert_kafka_ops.jobs")
 QUERY_FILE = "_upsert_kafka_ops_query.json"
 
 
@@ -45,64 +30,6 @@ class CheckpointMismatch(UpsertKafkaOpsError):
     """The streaming checkpoint was written by a different query or sources."""
 
 
-def _conform(df: DataFrame, table: UpsertKafkaTable, what: str) -> DataFrame:
-    """Columns by position to the sink's names and types (Flink's INSERT INTO rule)."""
-    from pyspark.sql import functions as F
-
-    cols = [c for c in table.columns if not c.virtual]
-    if len(df.columns) != len(cols):
-        raise SpecError(
-            what,
-            f"the query gives {len(df.columns)} columns ({', '.join(df.columns)}) but the sink table has "
-            f"{len(cols)} ({', '.join(c.name for c in cols)}).",
-            "select the sink's columns, in order.",
-        )
-    return df.select(
-        *[
-            F.col(f"`{src}`").cast(c.sql_type.to_spark()).alias(c.name)
-            for src, c in zip(df.columns, cols, strict=True)
-        ]
-    )
-
-
-def _result(runner: _Runner, job: Any, **kw: Any) -> JobResult:
-    from upsert_kafka_ops.jobs.run import JobResult
-
-    return JobResult(job=job.name, kind=job.kind, **kw)
-
-
-# -- backfill into a topic ------------------------------------------------------------------------
-def run_backfill_topic(runner: _Runner, job: BackfillJob, sink: TopicSink) -> JobResult:
-    """Bounded earliest -> end, written with write_snapshot (brings the topic to the snapshot; not
-    atomic: a consumer may see some keys updated before others)."""
-    from upsert_kafka_ops.engine import materialize, write_snapshot
-
-    assert isinstance(job.source, UpsertSource)  # the spec refuses CDC sources with topic targets
-    read = materialize(
-        runner.spark, job.source.table, runner.connection(job.source.connection), until=job.until_bound()
-    )
-    try:
-        written = write_snapshot(read.df, sink.table, runner.connection(sink.connection))
-    finally:
-        read.df.unpersist()
-    r = read.result
-    return _result(
-        runner,
-        job,
-        mode="full",
-        execution="snapshot",
-        target=f"kafka-topic:{','.join(sink.table.topic or [])}",
-        records_read=r.records_in,
-        records_written=written.records_out - written.tombstones_out,
-        tombstones_written=written.tombstones_out,
-        start_offsets=r.start_offsets,
-        end_offsets=r.end_offsets,
-        read=r.to_dict(),
-        write=written.to_dict(),
-    )
-
-
-# -- topic -> topic -------------------------------------------------------------------------------
 def streaming_verdict(
     spark: SparkSession, job: TopicToTopicJob, connections: Mapping[str, KafkaConnection]
 ) -> tuple[bool, str]:
@@ -265,84 +192,22 @@ def reset_checkpoint(job: TopicToTopicJob) -> bool:
     return True
 
 
-def run_topic_to_topic(runner: _Runner, job: TopicToTopicJob) -> JobResult:
-    spark = runner.spark
-    if job.execution == "snapshot":
-        ok, reason = False, "execution: snapshot was requested"
-    else:
-        ok, reason = streaming_verdict(spark, job, runner.pipeline.connections)
-        if job.execution == "streaming" and not ok:
-            raise SpecError(
-                "execution", f"job {job.name!r} cannot stream: {reason}.", "use execution: auto or snapshot."
-            )
-    if ok:
-        return _run_streaming(runner, job, reason)
-    return _run_snapshot(runner, job, reason)
-
-
-def _run_snapshot(runner: _Runner, job: TopicToTopicJob, reason: str) -> JobResult:
-    from upsert_kafka_ops.engine import materialize, read_append, write_snapshot
-    from upsert_kafka_ops.engine.cdc import materialize_cdc
-    from upsert_kafka_ops.formats.cdc_json import is_cdc
-
-    spark = runner.spark
-    reads = []
-    records = 0
-    starts: dict[str, dict[str, int]] = {}
-    ends: dict[str, dict[str, int]] = {}
-    try:
-        for name, src in job.sources.items():
-            conn = runner.connection(src.connection)
-            if isinstance(src, AppendSource) and is_cdc(src.table.value_format):
-                read = materialize_cdc(spark, src.table, conn, key=src.key or None)
-            elif isinstance(src, AppendSource):
-                read = read_append(spark, src.table, conn)
-            else:
-                read = materialize(spark, src.table, conn)
-            reads.append(read)
-            read.df.createOrReplaceTempView(name)
-            records += read.result.records_in
-            starts.update(read.result.start_offsets)
-            ends.update(read.result.end_offsets)
-        df = _conform(spark.sql(job.query), job.sink.table, "query")
-        written = write_snapshot(df, job.sink.table, runner.connection(job.sink.connection))
-    finally:
-        for name in job.sources:
-            spark.catalog.dropTempView(name)
-        for read in reads:
-            read.df.unpersist()
-    return _result(
-        runner,
-        job,
-        mode="full",
-        execution="snapshot",
-        reason=reason,
-        target=f"kafka-topic:{','.join(job.sink.table.topic or [])}",
-        records_read=records,
-        records_written=written.records_out - written.tombstones_out,
-        tombstones_written=written.tombstones_out,
-        start_offsets=starts,
-        end_offsets=ends,
-        write=written.to_dict(),
-    )
-
-
-def _run_streaming(runner: _Runner, job: TopicToTopicJob, reason: str) -> JobResult:
+def run_streaming(ctx: RunContext, job: TopicToTopicJob, reason: str) -> JobResult:
     from pyspark.sql import functions as F
 
     from upsert_kafka_ops.engine import write_changelog
 
-    spark = runner.spark
+    spark = ctx.spark
     location = _checkpoint(job)
-    _check_fingerprint(job, location, runner.pipeline.connections)
+    _check_fingerprint(job, location, ctx.pipeline.connections)
     sink_table = job.sink.table
-    sink_conn = runner.connection(job.sink.connection)
+    sink_conn = ctx.connection(job.sink.connection)
     totals = {"batches": 0, "rows": 0, "tombstones": 0}
 
     def write_batch(batch: DataFrame, batch_id: int) -> None:
         # A projection may give a key several rows in one micro-batch. Without a shuffle each Spark
         # partition is one Kafka partition's range in offset order, so the generated id orders them.
-        rows = _conform(batch, sink_table, "query").withColumn("op", F.lit("+U"))
+        rows = conform(batch, sink_table, "query").withColumn("op", F.lit("+U"))
         rows = rows.withColumn("_seq", F.monotonically_increasing_id()).persist()
         try:
             res = write_changelog(rows, sink_table, sink_conn, order_by="_seq")
@@ -353,7 +218,7 @@ def _run_streaming(runner: _Runner, job: TopicToTopicJob, reason: str) -> JobRes
         totals["tombstones"] += res.tombstones_out
         fault_point("in-foreach-batch")
 
-    views = _register_streams(spark, job, runner.pipeline.connections)
+    views = _register_streams(spark, job, ctx.pipeline.connections)
     try:
         query = (
             spark.sql(job.query)
@@ -388,103 +253,14 @@ def _run_streaming(runner: _Runner, job: TopicToTopicJob, reason: str) -> JobRes
     finally:
         for v in views:
             spark.catalog.dropTempView(v)
-    return _result(
-        runner,
-        job,
+    return ctx.result(
         mode="incremental",
         execution="streaming",
         reason=reason,
-        target=f"kafka-topic:{','.join(sink_table.topic or [])}",
+        target=topic_target(sink_table),
         records_read=records,
         records_written=totals["rows"],
         tombstones_written=totals["tombstones"],
         end_offsets=ends,
         write={"batches": totals["batches"]},
-    )
-
-
-# -- publish --------------------------------------------------------------------------------------
-_CDF_OPS = {"insert": "+I", "update_postimage": "+U", "update_preimage": "-U", "delete": "-D"}
-
-
-def _publish_state_file(job: PublishJob, table_path: str) -> Path:
-    base = Path(job.state_path) if job.state_path else Path(table_path)
-    return base / f"_upsert_kafka_ops_publish_{job.name}.json"
-
-
-def run_publish(runner: _Runner, job: PublishJob) -> JobResult:
-    from pyspark.sql import functions as F
-
-    from upsert_kafka_ops.engine import write_changelog, write_snapshot
-
-    spark = runner.spark
-    sink = job.sink
-    conn = runner.connection(sink.connection)
-    target = f"kafka-topic:{','.join(sink.table.topic or [])}"
-    if isinstance(job.source, QuerySource):
-        df = _conform(spark.sql(job.source.query), sink.table, "source.query")
-        snapshot = write_snapshot(df, sink.table, conn)
-        return _result(
-            runner,
-            job,
-            mode="full",
-            execution="snapshot",
-            target=target,
-            records_read=snapshot.records_in,
-            records_written=snapshot.records_out - snapshot.tombstones_out,
-            tombstones_written=snapshot.tombstones_out,
-            write=snapshot.to_dict(),
-        )
-
-    from delta.tables import DeltaTable
-
-    path = job.source.path
-    state_file = _publish_state_file(job, path)
-    latest_row = DeltaTable.forPath(spark, path).history(1).select("version").first()
-    assert latest_row is not None
-    latest = int(latest_row["version"])
-    last = json.loads(state_file.read_text())["version"] if state_file.exists() else None
-    written: RunResult | None = None
-    if last is None:
-        # first run: publish the table as of `latest` as a snapshot, then follow its change feed
-        snap = spark.read.format("delta").option("versionAsOf", latest).load(path)
-        written = write_snapshot(_conform(snap, sink.table, "source"), sink.table, conn)
-        reason, records = f"first run: snapshot of version {latest}", written.records_in
-    elif last >= latest:
-        reason, records = f"no new Delta version after {last}", 0
-    else:
-        feed = (
-            spark.read.format("delta")
-            .option("readChangeFeed", "true")
-            .option("startingVersion", last + 1)
-            .option("endingVersion", latest)
-            .load(path)
-        )
-        names = [c.name for c in sink.table.columns if not c.virtual]
-        changes = feed.select(
-            F.col("_change_type").alias("_ct"),
-            F.col("_commit_version").alias("_commit_version"),
-            *[F.col(f"`{n}`") for n in names],
-        )
-        mapping = F.create_map(*[x for k, v in _CDF_OPS.items() for x in (F.lit(k), F.lit(v))])
-        # inside one commit an overwrite gives a key both a delete and an insert: the post-image wins
-        post = F.col("_ct").isin("insert", "update_postimage").cast("int")
-        changes = changes.withColumn("op", mapping[F.col("_ct")]).withColumn("_post", post).drop("_ct")
-        written = write_changelog(changes, sink.table, conn, order_by=["_commit_version", "_post"])
-        reason, records = f"change data feed of versions {last + 1}..{latest}", written.records_in
-    fault_point("after-publish-write")
-    tmp = state_file.with_suffix(".tmp")
-    tmp.write_text(json.dumps({"version": latest}))
-    tmp.replace(state_file)
-    return _result(
-        runner,
-        job,
-        mode="incremental" if last is not None else "full",
-        execution="batch",
-        reason=reason,
-        target=target,
-        records_read=records,
-        records_written=(written.records_out - written.tombstones_out) if written else 0,
-        tombstones_written=written.tombstones_out if written else 0,
-        write=written.to_dict() if written else {},
     )

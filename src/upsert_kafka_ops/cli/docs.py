@@ -1,10 +1,12 @@
-"""The configuration reference (docs/configuration.md), generated from the spec models.
-
-``upsert-kafka-ops docs config`` prints it; a test fails when the committed file is stale.
+"""``upsert-kafka-ops docs``: generated documentation. ``docs config`` prints the configuration
+reference (docs/configuration.md, from the spec models); ``docs helm-schema`` the Helm chart's
+values.schema.json. Tests fail when the committed files are stale.
 """
 
 from __future__ import annotations
 
+import argparse
+import sys
 import types
 import typing
 from typing import Any
@@ -12,11 +14,15 @@ from typing import Any
 from pydantic import BaseModel
 from pydantic_core import PydanticUndefined
 
+from upsert_kafka_ops.jobs import spec as jobs
+from upsert_kafka_ops.jobs.gates import LagCondition
+from upsert_kafka_ops.runtime.execute import LocalRuntime
+from upsert_kafka_ops.runtime.submit import SparkSubmitRuntime
 from upsert_kafka_ops.spec.connection import KafkaConnection, SecretRef
-from upsert_kafka_ops.spec.table import _UPSERT_OPTIONS, Column, KafkaTable, UpsertKafkaTable
+from upsert_kafka_ops.spec.table import UPSERT_OPTIONS, Column, KafkaTable, UpsertKafkaTable
 
 MODELS: list[type[BaseModel]] = [UpsertKafkaTable, KafkaTable, Column, KafkaConnection, SecretRef]
-_FLINK_NAMES = {field: option for option, field in _UPSERT_OPTIONS.items()} | {
+_FLINK_NAMES = {field: option for option, field in UPSERT_OPTIONS.items()} | {
     "topic": "topic",
     "topic_pattern": "topic-pattern",
     "properties": "properties.*",
@@ -65,12 +71,6 @@ def render() -> str:
         "Generated from the spec models by `upsert-kafka-ops docs config`; do not edit by hand.",
         "Tables also accept Flink's option names through `from_options()` and `from_flink_ddl()`.",
     ]
-    # the job specs live a layer above; the reference covers them too (imported here, for docs only)
-    from upsert_kafka_ops.jobs import spec as jobs
-    from upsert_kafka_ops.jobs.gates import LagCondition
-    from upsert_kafka_ops.runtime.execute import LocalRuntime
-    from upsert_kafka_ops.runtime.submit import SparkSubmitRuntime
-
     job_models: list[type[BaseModel]] = [
         jobs.Pipeline, jobs.MaterializeJob, jobs.BackfillJob, jobs.TopicToTopicJob, jobs.PublishJob,
         jobs.UpsertSource, jobs.AppendSource, jobs.TopicSink, jobs.DeltaTarget, jobs.PostgresTarget,
@@ -92,3 +92,24 @@ def render() -> str:
             cells += [_type(field.annotation), _default(field), (field.description or "").replace("|", "\\|")]
             out.append("| " + " | ".join(cells) + " |")
     return "\n".join(out) + "\n"
+
+
+def register(sub: Any) -> None:
+    """Add ``docs``."""
+    pdoc = sub.add_parser("docs", help="generated documentation")
+    pdoc.add_argument(
+        "what",
+        choices=["config", "helm-schema"],
+        help="config: the configuration reference (Markdown); helm-schema: the chart's values.schema.json",
+    )
+    pdoc.set_defaults(handler=_command)
+
+
+def _command(args: argparse.Namespace) -> int:
+    if args.what == "helm-schema":
+        from upsert_kafka_ops.deploy.helm_values import values_schema_json
+
+        sys.stdout.write(values_schema_json())
+    else:
+        sys.stdout.write(render())
+    return 0

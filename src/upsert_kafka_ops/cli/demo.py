@@ -13,6 +13,7 @@ the broker's data. A new run starts that folder afresh.
 
 from __future__ import annotations
 
+import argparse
 import json
 import logging
 import os
@@ -26,7 +27,7 @@ from upsert_kafka_ops.errors import LocalServiceError
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-PIPELINE = Path(__file__).resolve().parents[2] / "pipelines" / "demo.yaml"
+PIPELINE = Path(__file__).resolve().parents[3] / "pipelines" / "demo.yaml"
 DEFAULT_DIR = Path("build") / "demo"
 #: a file that marks a folder as the demo's own, so a new run may empty it
 _MARKER = ".upsert-kafka-ops-demo"
@@ -60,7 +61,7 @@ def _produce_pageviews(config: dict[str, Any], events: list[tuple[int, int]], mi
 
 
 def _round(spark: SparkSession, pipeline: Any, title: str) -> list[dict[str, Any]]:
-    from upsert_kafka_ops.cli_jobs import results_table
+    from upsert_kafka_ops.cli.jobs import results_table
     from upsert_kafka_ops.jobs import run_job
 
     results = [run_job(pipeline, job.name, spark=spark).to_dict() for job in pipeline.jobs]
@@ -165,3 +166,17 @@ def run_demo(
                 spark.stop()
     print(_summary(Path(work), pipeline_file, pipeline, time.monotonic() - began), end="")
     return result
+
+
+def register(sub: Any) -> None:
+    """Add ``demo``."""
+    pd = sub.add_parser("demo", help="run the main job on the embedded default")
+    pd.add_argument("--jars-dir", type=Path, default=None, help="jar cache folder")
+    pd.add_argument("--dir", type=Path, default=None,
+                    help="folder for the demo's tables and broker, kept afterwards (default: build/demo)")  # fmt: skip
+    pd.set_defaults(handler=_command)
+
+
+def _command(args: argparse.Namespace) -> int:
+    run_demo(jars_dir=args.jars_dir, folder=args.dir or DEFAULT_DIR)
+    return 0

@@ -11,11 +11,46 @@ import argparse
 import json
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 from upsert_kafka_ops.errors import SpecError, UpsertKafkaOpsError
 from upsert_kafka_ops.jobs.spec import Pipeline, TopicToTopicJob, as_backfill
 from upsert_kafka_ops.spec.connection import KafkaConnection
+
+
+def register(sub: Any) -> None:
+    """Add ``run``, ``backfill``, ``reset-checkpoint`` and ``describe-topic``."""
+    pr = sub.add_parser("run", help="run a pipeline's jobs (all, in file order, or one)")
+    pr.add_argument("pipeline", type=Path, help="pipeline file (YAML or JSON)")
+    pr.add_argument("--job", action="append", help="only this job (repeat)")
+    pr.add_argument("--mode", choices=["incremental", "full"], help="override materialize jobs' mode")
+    pr.add_argument("--json", action="store_true", help="print the results as JSON")
+    pr.add_argument("--lock-timeout", type=float, default=60.0, help="seconds to wait for a running run")
+    pr.set_defaults(handler=run)
+
+    pb = sub.add_parser("backfill", help="bounded earliest -> end rebuild of a job's target")
+    pb.add_argument("pipeline", type=Path, help="pipeline file (YAML or JSON)")
+    pb.add_argument("--job", required=True, help="a backfill or materialize job")
+    pb.add_argument("--until", default=None,
+                    help="'latest' (default), epoch milliseconds, or offsets JSON {topic: {partition: offset}}")  # fmt: skip
+    pb.add_argument("--rewind", action="store_true", help="allow an end older than the target's offsets")
+    pb.add_argument("--json", action="store_true", help="print the result as JSON")
+    pb.set_defaults(handler=backfill)
+
+    pc = sub.add_parser("reset-checkpoint", help="delete a topic-to-topic job's streaming checkpoint")
+    pc.add_argument("pipeline", type=Path)
+    pc.add_argument("--job", required=True)
+    pc.set_defaults(handler=reset_checkpoint)
+
+    pt = sub.add_parser("describe-topic", help="partitions, offsets and the config that matters for upserts")
+    pt.add_argument("topic")
+    where = pt.add_mutually_exclusive_group(required=True)
+    where.add_argument("--bootstrap-servers", help="host:port[,host:port] (PLAINTEXT)")
+    where.add_argument("--pipeline", type=Path, help="take the connection from this pipeline file")
+    pt.add_argument("--connection", help="connection name in the pipeline (default: the only one)")
+    pt.add_argument("--json", action="store_true")
+    pt.set_defaults(handler=describe_topic)
 
 
 def results_table(results: list[dict[str, Any]]) -> str:
@@ -109,7 +144,7 @@ def backfill(args: argparse.Namespace) -> int:
 
 
 def reset_checkpoint(args: argparse.Namespace) -> int:
-    from upsert_kafka_ops.jobs.flows import reset_checkpoint as reset
+    from upsert_kafka_ops.jobs.streaming import reset_checkpoint as reset
 
     job = Pipeline.load(args.pipeline).job(args.job)
     if not isinstance(job, TopicToTopicJob):

@@ -1,0 +1,75 @@
+"""The ``upsert-kafka-ops`` command line.
+
+Commands:
+
+- ``jars fetch [--dir D] [--group kafka|spark]``: resolve the JVM jars from Maven Central.
+- ``jars path [--group G]``: print a group's folder (for scripts).
+- ``run PIPELINE [--job NAME] [--mode full|incremental] [--json]``: run a pipeline's jobs.
+- ``backfill PIPELINE --job NAME [--until latest|MILLIS|OFFSETS_JSON] [--rewind] [--json]``: a bounded
+  earliest -> end rebuild of a job's target.
+- ``reset-checkpoint PIPELINE --job NAME``: forget a topic-to-topic job's streaming checkpoint.
+- ``describe-topic TOPIC (--bootstrap-servers S | --pipeline FILE [--connection NAME]) [--json]``.
+- ``lag ...``: consumer lag and Burrow status (see ``upsert-kafka-ops lag --help``).
+- ``local kafka|postgres start|stop|status [--dir D]``: the embedded broker and warehouse.
+- ``docs config``: print the configuration reference (docs/configuration.md); ``docs helm-schema``:
+  the Helm chart's values.schema.json.
+- ``demo``: the main job on the embedded default (local broker, local Spark).
+
+``-v`` (before or after the command) brings back Spark's INFO logs, the JVM's start-up notices and
+this package's debug lines; without it a run prints its progress, its results and its errors only.
+
+Exit codes: 0 success; 1 a job failed; 2 bad input or a service error; 3 ``status`` of a stopped
+service.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+
+from upsert_kafka_ops.cli import demo, docs, jobs, lag, local
+from upsert_kafka_ops.errors import UpsertKafkaOpsError
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The command line's parser (the Helm chart's tests parse its container arguments with it)."""
+    p = argparse.ArgumentParser(prog="upsert-kafka-ops", description=__doc__.splitlines()[0])
+    sub = p.add_subparsers(dest="command", required=True)
+    for commands in (local, jobs, lag, docs, demo):
+        commands.register(sub)
+    verbose = "Spark's INFO logs, the JVM's notices and debug lines (default: progress, results, errors)"
+    p.add_argument("-v", "--verbose", action="store_true", help=verbose)
+    for command in sub.choices.values():  # also after the command; SUPPRESS keeps the top level's value
+        command.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS, help=verbose)
+    return p
+
+
+def configure_output(verbose: bool) -> None:
+    """What a command prints: this package's progress lines (INFO; DEBUG with ``verbose``) on stderr,
+    and Spark's logs at ERROR (INFO with ``verbose``) in every session the process builds. An
+    explicit ``$UPSERT_KAFKA_OPS_SPARK_LOG_LEVEL`` wins over the quiet default."""
+    from upsert_kafka_ops.engine.session import ENV_LOG_LEVEL
+
+    if verbose:
+        os.environ[ENV_LOG_LEVEL] = "info"
+    else:
+        os.environ.setdefault(ENV_LOG_LEVEL, "error")
+    logger = logging.getLogger("upsert_kafka_ops")
+    if not any(getattr(h, "name", None) == "upsert-kafka-ops-cli" for h in logger.handlers):
+        handler = logging.StreamHandler(sys.stderr)
+        handler.set_name("upsert-kafka-ops-cli")
+        handler.setFormatter(logging.Formatter("%(asctime)s %(message)s", "%H:%M:%S"))
+        logger.addHandler(handler)
+    logger.setLevel(logging.DEBUG if verbose else logging.INFO)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    configure_output(args.verbose)
+    try:
+        return int(args.handler(args))
+    except UpsertKafkaOpsError as exc:
+        print(f"upsert-kafka-ops: error: {exc}", file=sys.stderr)
+        return 2

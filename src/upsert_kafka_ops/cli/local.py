@@ -1,0 +1,130 @@
+"""The service commands of the CLI: ``jars fetch|path`` and ``local kafka|postgres|registry``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+from upsert_kafka_ops import jars
+from upsert_kafka_ops.errors import UpsertKafkaOpsError
+
+
+def register(sub: Any) -> None:
+    """Add ``jars`` and ``local``."""
+    pj = sub.add_parser("jars", help="JVM artifacts from Maven Central")
+    pj.set_defaults(handler=_jars)
+    jsub = pj.add_subparsers(dest="jars_command", required=True)
+    for name, text in (("fetch", "resolve the jars (a no-op when up to date)"), ("path", "print folders")):
+        sp = jsub.add_parser(name, help=text)
+        sp.add_argument("--dir", type=Path, default=None, help=f"cache folder (default: ${jars.ENV_JARS_DIR} "
+                        "or the user cache directory)")  # fmt: skip
+        sp.add_argument("--group", action="append", choices=sorted(jars.GROUPS), help="only this group")
+
+    pl = sub.add_parser("local", help="local services for development and tests")
+    lsub = pl.add_subparsers(dest="service", required=True)
+    pk = lsub.add_parser("kafka", help="a single-node KRaft broker on 127.0.0.1")
+    pk.add_argument("action", choices=["start", "stop", "status"])
+    pk.add_argument("--dir", type=Path, default=None, help="state folder (default: under the user state dir)")
+    pk.add_argument("--jars-dir", type=Path, default=None, help="jar cache folder")
+    pk.add_argument("--port", type=int, default=None, help="start: the listener's port (default: a free one)")
+    pk.add_argument(
+        "--topic",
+        action="append",
+        default=[],
+        metavar="NAME[:PARTITIONS]",
+        help="start: create this compacted topic (repeat; 1 partition unless given)",
+    )
+    pk.set_defaults(handler=_local_kafka)
+    pp = lsub.add_parser("postgres", help="a PostgreSQL server on 127.0.0.1 (the local warehouse)")
+    pp.add_argument("action", choices=["start", "stop", "status"])
+    pp.add_argument("--dir", type=Path, default=None, help="state folder")
+    pp.set_defaults(handler=_local_postgres)
+    pg = lsub.add_parser(
+        "registry",
+        help="a Schema-Registry-compatible server on 127.0.0.1 (Apicurio, Confluent API), in the "
+        "foreground until interrupted; prints its URL as JSON",
+    )
+    pg.add_argument("--dir", type=Path, default=None, help="folder for its log (default: a temp folder)")
+    pg.add_argument("--jars-dir", type=Path, default=None, help="jar cache folder (the build lands there)")
+    pg.set_defaults(handler=_local_registry)
+
+
+def _jars(args: argparse.Namespace) -> int:
+    if args.jars_command == "fetch":
+        jars.fetch(groups=args.group, jars_dir=args.dir)
+    else:
+        for name in args.group or sorted(jars.GROUPS):
+            print(jars.group_dir(name, args.dir))
+    return 0
+
+
+def _local_kafka(args: argparse.Namespace) -> int:
+    from upsert_kafka_ops.local import kafka as lk
+
+    state_dir = args.dir or lk.default_state_dir()
+    if args.action == "start":
+        topics = dict(_topic_arg(t) for t in args.topic)
+        broker = lk.start_detached(state_dir, jars_dir=args.jars_dir, port=args.port, topics=topics)
+        print(
+            json.dumps(
+                {"bootstrap_servers": broker.bootstrap_servers, "pid": broker.pid, "dir": str(state_dir)}
+            )
+        )
+    elif args.action == "stop":
+        stopped = lk.stop_detached(state_dir)
+        print("stopped" if stopped else "not running")
+    else:
+        status = lk.detached_status(state_dir)
+        print(json.dumps(status))
+        return 0 if status["running"] else 3
+    return 0
+
+
+def _topic_arg(text: str) -> tuple[str, int]:
+    name, sep, count = text.partition(":")
+    if not name or (sep and not count.isdigit()) or count == "0":
+        raise UpsertKafkaOpsError(f"--topic {text!r}: write NAME or NAME:PARTITIONS (a positive number).")
+    return name, int(count or 1)
+
+
+def _local_postgres(args: argparse.Namespace) -> int:
+    from upsert_kafka_ops.local import postgres as lp
+
+    state_dir = args.dir or lp.default_state_dir()
+    if args.action == "start":
+        server = lp.start_detached(state_dir)
+        print(json.dumps({"jdbc_url": server.jdbc_url, "port": server.port, "user": server.user,
+                          "password_file": str(server.password_file), "dir": str(state_dir)}))  # fmt: skip
+    elif args.action == "stop":
+        print("stopped" if lp.stop_detached(state_dir) else "not running")
+    else:
+        status = lp.detached_status(state_dir)
+        print(json.dumps(status))
+        return 0 if status["running"] else 3
+    return 0
+
+
+def _local_registry(args: argparse.Namespace) -> int:
+    import signal
+    import tempfile
+
+    from upsert_kafka_ops.local.schema_registry import LocalSchemaRegistry, build
+
+    build(args.jars_dir, log=True)  # its lines go to stderr: stdout is the JSON below
+    work = args.dir or Path(tempfile.mkdtemp(prefix="uko-registry-"))
+    stop = {"now": False}
+
+    def _stop(signum: int, frame: object) -> None:
+        stop["now"] = True
+
+    signal.signal(signal.SIGTERM, _stop)
+    with LocalSchemaRegistry(work, jars_dir=args.jars_dir) as registry:
+        print(json.dumps({"url": registry.url, "log": str(registry.log_file)}), flush=True)
+        try:
+            while not stop["now"]:
+                signal.pause()
+        except KeyboardInterrupt:
+            pass
+    return 0

@@ -1,0 +1,113 @@
+"""Whether an incremental run can continue from a target's stored offsets.
+
+A run that cannot continue either fails (the stored offsets name a topic that was recreated or
+truncated: a person decides) or rebuilds from the earliest offset and says why (the target lacks a
+column, or tombstones may have been compacted away since the last run).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import TYPE_CHECKING, Any
+
+from upsert_kafka_ops.jobs import state as st
+from upsert_kafka_ops.jobs.core import OffsetsError
+from upsert_kafka_ops.jobs.spec import DeltaTarget, ParquetTarget, PostgresTarget
+from upsert_kafka_ops.spec.connection import KafkaConnection
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+
+def target_gaps(spark: SparkSession, target: DeltaTarget | PostgresTarget | ParquetTarget, table: Any) -> str:
+    """Why an incremental run cannot continue the target (it must be rebuilt), or ''."""
+    wanted = [c.name for c in table.columns]
+    if isinstance(target, DeltaTarget):
+        from delta.tables import DeltaTable
+
+        if not DeltaTable.isDeltaTable(spark, target.path):
+            return "the Delta table is missing: it is rebuilt from the earliest offset"
+        have = set(spark.read.format("delta").load(target.path).columns)
+    elif isinstance(target, PostgresTarget):
+        import psycopg
+
+        with psycopg.connect(**target.conninfo(), autocommit=True) as pg:
+            rows = pg.execute(
+                "SELECT column_name FROM information_schema.columns WHERE table_schema = %s AND table_name = %s",
+                (target.schema_name, target.table_name),
+            ).fetchall()
+        if not rows:
+            return "the PostgreSQL table is missing: it is rebuilt from the earliest offset"
+        have = {r[0] for r in rows}
+    else:
+        return ""
+    added = [c for c in wanted if c not in have]
+    if added:
+        return (
+            f"column(s) {', '.join(added)} added to the spec: rows outside one run's range need them too, "
+            "so the target is rebuilt from the earliest offset"
+        )
+    return ""
+
+
+def topic_ids(conn: KafkaConnection, topics: list[str]) -> dict[str, str]:
+    """Each topic's id: a topic deleted and created again has a new one."""
+    from upsert_kafka_ops.kafka.admin import KafkaAdmin
+
+    if not topics:
+        return {}
+    with KafkaAdmin(conn) as admin:
+        return admin.topic_ids(topics)
+
+
+def check_stored(table: Any, conn: KafkaConnection, stored: st.StoredState) -> str:
+    """Fail when the stored offsets cannot continue; return why the run must rebuild instead
+    (a tombstone may have been compacted away since the last run), or ''."""
+    from upsert_kafka_ops.kafka import offsets as ko
+    from upsert_kafka_ops.kafka.admin import KafkaAdmin
+
+    topics = sorted({t for t, _ in stored.offsets})
+    with KafkaAdmin(conn) as admin:
+        ids = admin.topic_ids(topics) if topics else {}
+        configs = admin.topic_configs(topics) if topics else {}
+    for t, old in sorted(dict(stored.extra.get("topic_ids", {})).items()):
+        if t in ids and ids[t] != old:
+            raise OffsetsError(
+                f"topic {t} was deleted and created again (topic id {old} is now {ids[t]}): the stored offsets "
+                "belong to the old topic. Rebuild the target: run with mode full."
+            )
+
+    config = conn.to_librdkafka()
+    parts = ko.topic_partitions(config, topics=table.topic, pattern=table.topic_pattern)
+    earliest = ko.earliest_offsets(config, parts)
+    latest = ko.end_offsets(config, parts, read_committed=False)
+    for tp, off in sorted(stored.offsets.items()):
+        t, p = tp
+        if tp not in latest:
+            raise OffsetsError(
+                f"stored offsets name {t}[{p}], which the topic no longer has (deleted or recreated). "
+                "Rebuild the target: run with mode full."
+            )
+        if off > latest[tp]:
+            raise OffsetsError(
+                f"stored offset {off} of {t}[{p}] is beyond its end offset {latest[tp]}: the topic was "
+                "recreated or truncated. Rebuild the target: run with mode full."
+            )
+        if off < earliest[tp]:
+            raise OffsetsError(
+                f"stored offset {off} of {t}[{p}] is below its log start offset {earliest[tp]}: records were "
+                "deleted (retention or DeleteRecords) before this job read them. Rebuild the target from the "
+                "topic: run with mode full."
+            )
+    if stored.committed_at:
+        age_ms = (
+            dt.datetime.now(dt.UTC) - dt.datetime.fromisoformat(stored.committed_at)
+        ).total_seconds() * 1000
+        for t, cfg in sorted(configs.items()):
+            if cfg.compacted and cfg.delete_retention_ms is not None and age_ms > cfg.delete_retention_ms:
+                return (
+                    f"the last run was {age_ms / 3_600_000:.1f} h ago, longer than {t}'s delete.retention.ms "
+                    f"({cfg.delete_retention_ms / 3_600_000:.1f} h): tombstones may have been compacted away, so "
+                    "the target is rebuilt from the earliest offset"
+                )
+    return ""

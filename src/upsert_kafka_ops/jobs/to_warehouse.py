@@ -1,0 +1,287 @@
+"""Topic -> warehouse: materialize and warehouse backfills.
+
+A run locks its target (a lock file beside a local table, a PostgreSQL advisory lock), reads the
+offsets the target stored with its data, decides whether it can continue from them (else it rebuilds
+from the earliest offset and says why), folds the changelog and writes rows and offsets in one commit
+(``jobs.warehouse_writes``). After a successful run the offsets also go to the consumer group
+``upsert-kafka-ops.<job>``, for monitoring only.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from upsert_kafka_ops.engine.warehouse import fault_point
+from upsert_kafka_ops.errors import SpecError
+from upsert_kafka_ops.jobs import state as st
+from upsert_kafka_ops.jobs.continuity import check_stored, target_gaps, topic_ids
+from upsert_kafka_ops.jobs.core import (
+    ConcurrentRunError,
+    JobResult,
+    OffsetsError,
+    RunContext,
+    commit_group_offsets,
+)
+from upsert_kafka_ops.jobs.spec import (
+    AppendSource,
+    BackfillJob,
+    DeltaTarget,
+    MaterializeJob,
+    ParquetTarget,
+    PostgresTarget,
+    UpsertSource,
+    source_table,
+)
+from upsert_kafka_ops.jobs.warehouse_writes import write_target
+from upsert_kafka_ops.spec.connection import KafkaConnection
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from upsert_kafka_ops.engine.source import Read
+
+WarehouseJob = MaterializeJob | BackfillJob
+WarehouseTarget = DeltaTarget | PostgresTarget | ParquetTarget
+
+
+def run_materialize(ctx: RunContext, job: MaterializeJob) -> JobResult:
+    """Bring the target up to the topic's latest offsets (incremental unless it must rebuild)."""
+    return run_to_warehouse(ctx, job, job.target, ctx.mode_override or job.mode, until="latest", rewind=True)
+
+
+def run_to_warehouse(
+    ctx: RunContext, job: WarehouseJob, target: WarehouseTarget, mode: str, until: Any, rewind: bool
+) -> JobResult:
+    """Hold the target's lock, read what it stored, fold and write; commit the group's offsets."""
+    conn = ctx.connection(job.source.connection)
+    result = ctx.result(target=target.uri)
+    if isinstance(target, PostgresTarget):
+        import psycopg
+
+        from upsert_kafka_ops.engine.warehouse import pg_lock_key
+
+        with (
+            psycopg.connect(**target.conninfo(), autocommit=True) as lock_conn,
+            _pg_lock(lock_conn, pg_lock_key(target.uri), ctx.lock_timeout_s, target.uri),
+        ):
+            stored = st.read_postgres_state(lock_conn, target.offsets_table, target.table)
+            _read_and_write(ctx, job, target, conn, stored, None, mode, until, rewind, result)
+    else:
+        if "://" in target.path and not target.path.startswith("file:"):
+            raise SpecError(
+                "target.path",
+                f"{target.path!r}: remote paths are not supported yet (the stored offsets and the run lock "
+                "live beside the table and are read through the local file system).",
+                "use a local or mounted path (e.g. a volume mounted at /lake).",
+            )
+        local = st.local_path(target.path)
+        with _file_lock(
+            local.parent / f".{local.name}.upsert-kafka-ops.lock", ctx.lock_timeout_s, target.uri
+        ):
+            txns: dict[str, int] = {}
+            if isinstance(target, DeltaTarget):
+                log_state = st.read_delta_log(target.path)
+                stored, txns = log_state.state, log_state.txn_versions
+            else:
+                stored = st.read_parquet_state(target.path)
+            _read_and_write(ctx, job, target, conn, stored, txns, mode, until, rewind, result)
+    fault_point("after-commit")
+    commit_group_offsets(conn, job.consumer_group, result.end_offsets)
+    return result
+
+
+def fold_source(
+    spark: SparkSession,
+    source: UpsertSource | AppendSource,
+    conn: KafkaConnection,
+    *,
+    until: Any = None,
+    strict: bool = False,
+    validation: Literal["winners", "full"] = "winners",
+) -> Read:
+    """The latest row per key of a warehouse job's source from the earliest offset to ``until``: an
+    upsert table's fold, or a CDC table's changes folded per its key (an engine ``Read``)."""
+    from upsert_kafka_ops.engine import materialize
+    from upsert_kafka_ops.engine.cdc import materialize_cdc
+
+    if isinstance(source, AppendSource):
+        return materialize_cdc(spark, source.table, conn, key=source.key, until=until)
+    return materialize(
+        spark, source.table, conn, start="earliest", until=until, strict=strict, validation=validation
+    )
+
+
+# -- one locked run -------------------------------------------------------------------------------
+def _read_and_write(
+    ctx: RunContext,
+    job: WarehouseJob,
+    target: WarehouseTarget,
+    conn: KafkaConnection,
+    stored: st.StoredState | None,
+    txns: dict[str, int] | None,
+    mode: str,
+    until: Any,
+    rewind: bool,
+    result: JobResult,
+) -> None:
+    table = source_table(job.source)
+    mode = _choose_mode(ctx, target, table, conn, stored, mode, result)
+    run = (stored.run if stored else 0) + 1
+    if txns:
+        run = max(run, txns.get(job.name, 0) + 1)
+    result.run = run
+    if mode == "incremental":
+        assert stored is not None
+        read = _read_since(ctx, job, table, conn, stored, until)
+    else:
+        read = _read_from_earliest(ctx, job, target, table, conn, stored, until, rewind, result)
+    r = read.result
+    result.records_read = r.records_in
+    result.read = r.to_dict()
+    result.start_offsets, result.end_offsets = r.start_offsets, r.end_offsets
+    end = {(t, int(p)): int(o) for t, parts in r.end_offsets.items() for p, o in parts.items()}
+    payload = st.state_payload(job.name, run, end, mode, topic_ids=topic_ids(conn, sorted(r.end_offsets)))
+    fault_point("after-read")
+    try:
+        write_target(ctx.spark, job, target, read.df, mode, run, payload, result)
+    finally:
+        read.df.unpersist()
+
+
+def _choose_mode(
+    ctx: RunContext,
+    target: WarehouseTarget,
+    table: Any,
+    conn: KafkaConnection,
+    stored: st.StoredState | None,
+    mode: str,
+    result: JobResult,
+) -> str:
+    """``incremental`` when the stored offsets can be continued, else ``full`` with the reason."""
+    if isinstance(target, ParquetTarget):
+        mode = "full"
+    if mode == "incremental" and stored is None:
+        mode, result.reason = (
+            "full",
+            "no stored offsets: first run builds the target from the earliest offset",
+        )
+    if mode == "incremental":
+        missing = target_gaps(ctx.spark, target, table)
+        if missing:
+            mode, result.reason = "full", missing
+    result.mode = mode
+    if mode == "incremental":
+        assert stored is not None
+        horizon = check_stored(table, conn, stored)
+        if horizon:
+            mode = result.mode = "full"
+            result.reason = horizon
+    return mode
+
+
+def _read_since(
+    ctx: RunContext, job: WarehouseJob, table: Any, conn: KafkaConnection, stored: st.StoredState, until: Any
+) -> Read:
+    """The changes after the stored offsets: the last change per key."""
+    from upsert_kafka_ops.engine import read_changes
+    from upsert_kafka_ops.engine.cdc import last_changes
+
+    if isinstance(job.source, AppendSource):  # a CDC source: the last change per key
+        return last_changes(
+            ctx.spark, job.source.table, conn, key=job.source.key, start=stored.offsets, until=until
+        )
+    return read_changes(
+        ctx.spark,
+        table,
+        conn,
+        start=stored.offsets,
+        until=until,
+        strict=getattr(job, "strict", False),
+        validation=getattr(job, "validation", "winners"),
+    )
+
+
+def _read_from_earliest(
+    ctx: RunContext,
+    job: WarehouseJob,
+    target: WarehouseTarget,
+    table: Any,
+    conn: KafkaConnection,
+    stored: st.StoredState | None,
+    until: Any,
+    rewind: bool,
+    result: JobResult,
+) -> Read:
+    """The fold from the earliest offset to ``until``; a backfill may not take the target back in
+    time unless it says ``rewind``."""
+    from upsert_kafka_ops.engine import resolve_bounds
+
+    snapshot = isinstance(job, BackfillJob) and job.snapshot
+    if snapshot:  # the snapshot's time: the end's, else when the end offsets are fixed
+        as_of = until.get("timestamp_ms") if isinstance(until, dict) else None
+        result.write["as_of_ms"] = int(as_of if as_of is not None else time.time() * 1000)
+    bounds = resolve_bounds(table, conn.to_librdkafka(), "earliest", until)
+    if stored is not None and not rewind and not snapshot:
+        behind = {
+            tp: (off, bounds.end.get(tp, 0))
+            for tp, off in stored.offsets.items()
+            if bounds.end.get(tp, 0) < off
+        }
+        if behind:
+            sample = ", ".join(f"{t}[{p}] {e} < stored {o}" for (t, p), (o, e) in sorted(behind.items())[:3])
+            raise OffsetsError(
+                f"the backfill's end is older than what {target.uri} already holds ({sample}). "
+                "Set rewind: true to take the target back to that point."
+            )
+    return fold_source(
+        ctx.spark,
+        job.source,
+        conn,
+        until=bounds.end,
+        strict=getattr(job, "strict", False),
+        validation=getattr(job, "validation", "winners"),
+    )
+
+
+# -- locks ----------------------------------------------------------------------------------------
+@contextmanager
+def _file_lock(path: Path, timeout: float, what: str) -> Iterator[None]:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a+") as fh:
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    raise ConcurrentRunError(
+                        f"{what} is being written by another run (lock {path} held for {timeout:.0f} s). "
+                        "Runs of one target are serialized: wait for the other run, or raise lock_timeout_s."
+                    ) from None
+                time.sleep(0.2)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+@contextmanager
+def _pg_lock(conn: Any, key: int, timeout: float, what: str) -> Iterator[None]:
+    deadline = time.monotonic() + timeout
+    while not conn.execute("SELECT pg_try_advisory_lock(%s)", (key,)).fetchone()[0]:
+        if time.monotonic() >= deadline:
+            raise ConcurrentRunError(
+                f"{what} is being written by another run (PostgreSQL advisory lock {key} held for "
+                f"{timeout:.0f} s). Runs of one target are serialized: wait for the other run."
+            )
+        time.sleep(0.2)
+    try:
+        yield
+    finally:
+        conn.execute("SELECT pg_advisory_unlock(%s)", (key,))

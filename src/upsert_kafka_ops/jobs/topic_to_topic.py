@@ -1,0 +1,84 @@
+"""Topic -> topic: a Spark SQL query over Kafka sources into an upsert sink.
+
+The path is chosen from what Spark can compute incrementally and exactly (Flink's retractions have
+no Spark equivalent): append-only sources and a query Spark's streaming checker accepts run as a
+stream (``jobs.streaming``); otherwise (an upsert or CDC source, COUNT DISTINCT, an aggregation of an
+aggregation, ...) each run recomputes the result and ``write_snapshot`` sends only what changed.
+The result says which path ran and why.
+"""
+
+from __future__ import annotations
+
+import re
+
+from upsert_kafka_ops.errors import SpecError
+from upsert_kafka_ops.jobs.core import JobResult, RunContext, commit_group_offsets, conform, topic_target
+from upsert_kafka_ops.jobs.spec import AppendSource, TopicToTopicJob
+from upsert_kafka_ops.jobs.streaming import run_streaming, streaming_verdict
+
+
+def run_topic_to_topic(ctx: RunContext, job: TopicToTopicJob) -> JobResult:
+    """Run the query as a stream when Spark can, else recompute it; commit each source's offsets."""
+    if job.execution == "snapshot":
+        ok, reason = False, "execution: snapshot was requested"
+    else:
+        ok, reason = streaming_verdict(ctx.spark, job, ctx.pipeline.connections)
+        if job.execution == "streaming" and not ok:
+            raise SpecError(
+                "execution", f"job {job.name!r} cannot stream: {reason}.", "use execution: auto or snapshot."
+            )
+    result = run_streaming(ctx, job, reason) if ok else _run_snapshot(ctx, job, reason)
+    for src in job.sources.values():  # each source's offsets go to its own cluster
+        topics = set(src.table.topic or []) | {
+            t
+            for t in result.end_offsets
+            if src.table.topic_pattern and re.fullmatch(src.table.topic_pattern, t)
+        }
+        mine = {t: o for t, o in result.end_offsets.items() if t in topics}
+        commit_group_offsets(ctx.connection(src.connection), job.consumer_group, mine)
+    return result
+
+
+def _run_snapshot(ctx: RunContext, job: TopicToTopicJob, reason: str) -> JobResult:
+    from upsert_kafka_ops.engine import materialize, read_append, write_snapshot
+    from upsert_kafka_ops.engine.cdc import materialize_cdc
+    from upsert_kafka_ops.formats.cdc_json import is_cdc
+
+    spark = ctx.spark
+    reads = []
+    records = 0
+    starts: dict[str, dict[str, int]] = {}
+    ends: dict[str, dict[str, int]] = {}
+    try:
+        for name, src in job.sources.items():
+            conn = ctx.connection(src.connection)
+            if isinstance(src, AppendSource) and is_cdc(src.table.value_format):
+                read = materialize_cdc(spark, src.table, conn, key=src.key or None)
+            elif isinstance(src, AppendSource):
+                read = read_append(spark, src.table, conn)
+            else:
+                read = materialize(spark, src.table, conn)
+            reads.append(read)
+            read.df.createOrReplaceTempView(name)
+            records += read.result.records_in
+            starts.update(read.result.start_offsets)
+            ends.update(read.result.end_offsets)
+        df = conform(spark.sql(job.query), job.sink.table, "query")
+        written = write_snapshot(df, job.sink.table, ctx.connection(job.sink.connection))
+    finally:
+        for name in job.sources:
+            spark.catalog.dropTempView(name)
+        for read in reads:
+            read.df.unpersist()
+    return ctx.result(
+        mode="full",
+        execution="snapshot",
+        reason=reason,
+        target=topic_target(job.sink.table),
+        records_read=records,
+        records_written=written.records_out - written.tombstones_out,
+        tombstones_written=written.tombstones_out,
+        start_offsets=starts,
+        end_offsets=ends,
+        write=written.to_dict(),
+    )

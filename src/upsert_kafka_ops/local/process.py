@@ -1,0 +1,104 @@
+"""The process helpers the local services share: a free port, Java, waiting for a service to answer,
+and stopping a process (SIGTERM, then SIGKILL)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from upsert_kafka_ops.errors import LocalServiceError, ToolchainError
+
+
+def free_port(port: int = 0) -> int:
+    """A TCP port on 127.0.0.1 that was free a moment ago: any (``0``), or ``port`` itself.
+
+    :raises LocalServiceError: when the given port is taken.
+    """
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError as exc:
+            raise LocalServiceError(
+                f"Port {port} on 127.0.0.1 is in use ({exc.strerror}): choose another port, or none for a free one."
+            ) from None
+        return int(s.getsockname()[1])
+
+
+def java_executable() -> str:
+    """``$JAVA_HOME/bin/java`` or ``java``, checked to be Java 17 or newer."""
+    home = os.environ.get("JAVA_HOME")
+    java = str(Path(home) / "bin" / "java") if home else "java"
+    try:
+        out = subprocess.run([java, "-version"], capture_output=True, text=True, check=False).stderr
+    except FileNotFoundError as exc:
+        raise ToolchainError(
+            "Java 17 or newer is required to run the Kafka broker and Spark; it was not found. "
+            "Install it (Debian: apt-get install -y openjdk-17-jdk-headless) or set JAVA_HOME."
+        ) from exc
+    version = out.split('"')[1] if '"' in out else ""
+    major = int(version.split(".")[0]) if version[:2].isdigit() else 0
+    if major < 17:
+        raise ToolchainError(f"Java 17 or newer is required, found {version or out.strip()!r}.")
+    return java
+
+
+def alive(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie does not)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    # a zombie still answers kill(0); read its state
+    with contextlib.suppress(OSError):
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        if stat.rsplit(")", 1)[1].split()[0] == "Z":
+            return False
+    return True
+
+
+def terminate(pid: int, timeout: float, proc: subprocess.Popen[bytes] | None = None) -> None:
+    """SIGTERM, then SIGKILL after ``timeout``; returns once the process has exited."""
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc is not None:
+            if proc.poll() is not None:
+                return
+        elif not alive(pid):
+            return
+        time.sleep(0.1)
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGKILL)
+    if proc is not None:
+        proc.wait(timeout=10)
+    else:
+        end = time.monotonic() + 10
+        while alive(pid) and time.monotonic() < end:
+            time.sleep(0.1)
+
+
+def wait_ready(
+    proc: subprocess.Popen[bytes] | None,
+    ready: Callable[[float], bool],
+    timeout: float,
+    what: str,
+    log_tail: Callable[[], str],
+) -> None:
+    """Return once ``ready(seconds_left)`` is true; fail when ``proc`` exits first or ``timeout`` passes,
+    with ``log_tail()`` (the service's own account) in the error."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc is not None and proc.poll() is not None:
+            raise LocalServiceError(f"{what} exited with code {proc.returncode} during start.\n{log_tail()}")
+        if ready(deadline - time.monotonic()):
+            return
+    raise LocalServiceError(f"{what} did not answer within {timeout:g}s.\n{log_tail()}")

@@ -1,0 +1,226 @@
+"""Lag watched over time and served to Prometheus: a group's or a pipeline's jobs' lag, evaluated
+Burrow-style over a window kept in memory (and in a file), answered at ``/metrics`` (the exposition
+format), ``/status`` (JSON) and ``/healthz``.
+
+The ``upsert-kafka-ops lag --serve`` command and the Helm chart's exporter run this; stdlib only.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+from upsert_kafka_ops.errors import SpecError, UpsertKafkaOpsError
+from upsert_kafka_ops.jobs.lag import JobLag, pipeline_lag
+from upsert_kafka_ops.jobs.spec import Pipeline
+from upsert_kafka_ops.kafka.admin import Isolation, KafkaAdmin
+from upsert_kafka_ops.kafka.evaluation import EvaluationConfig, LagStatus, LagWindow, check
+from upsert_kafka_ops.kafka.lag import LagReport, group_lag
+from upsert_kafka_ops.metrics.documents import jobs_lag_document, lag_document
+from upsert_kafka_ops.metrics.prometheus import CONTENT_TYPE, Exposition, lag_exposition
+from upsert_kafka_ops.spec.connection import KafkaConnection
+
+#: Version of a pipeline's window file (each job's window inside is a LagWindow's JSON).
+JOBS_WINDOW_VERSION = 1
+
+
+@dataclass(frozen=True)
+class WatchOptions:
+    """How lag is read and evaluated between scrapes."""
+
+    isolation: Isolation = "read_committed"
+    #: read records to estimate each partition's time lag
+    time_lag: bool = True
+    #: seconds per broker call
+    timeout_s: float = 10.0
+    #: reuse an evaluation younger than this many seconds
+    min_interval_s: float = 5.0
+    #: a JSON file keeping the evaluation window between processes
+    window_file: Path | None = None
+    evaluation: EvaluationConfig = field(default_factory=EvaluationConfig)
+
+
+class LagMonitor:
+    """One group watched over time: a reused admin client and the window in memory (and in a file)."""
+
+    def __init__(
+        self,
+        connection: KafkaConnection,
+        group: str,
+        topics: list[str] | None = None,
+        options: WatchOptions | None = None,
+    ) -> None:
+        self.options = options or WatchOptions()
+        self.group, self.topics = group, topics
+        self.admin = KafkaAdmin(connection, timeout=self.options.timeout_s)
+        self.config = self.options.evaluation
+        self.window_file = self.options.window_file
+        text = (
+            self.window_file.read_text()
+            if self.window_file is not None and self.window_file.is_file()
+            else None
+        )
+        self.window = LagWindow.from_json(text)
+        self.lock = threading.Lock()
+        self.last: tuple[float, LagReport, LagStatus] | None = None
+        self.errors = 0
+        self.duration_s = 0.0
+
+    def evaluate(self, max_age: float = 0.0) -> tuple[LagReport, LagStatus]:
+        with self.lock:
+            if self.last is not None and time.monotonic() - self.last[0] < max_age:
+                return self.last[1], self.last[2]
+            started = time.monotonic()
+            try:
+                report = group_lag(
+                    self.admin, self.group, isolation=self.options.isolation, topics=self.topics,
+                    fetch_records=self.options.time_lag, history=self.window.points(),
+                )  # fmt: skip
+            except UpsertKafkaOpsError:
+                self.errors += 1
+                raise
+            status, self.window = check(self.window, report, self.config)
+            if self.window_file is not None:
+                self.window_file.write_text(self.window.dumps())
+            self.duration_s = time.monotonic() - started
+            self.last = (time.monotonic(), report, status)
+            return report, status
+
+    def document(self, max_age: float = 0.0) -> dict[str, Any]:
+        report, status = self.evaluate(max_age)
+        return lag_document(report, status)
+
+    def close(self) -> None:
+        self.admin.close()
+
+    def exposition(self) -> str:
+        exp = Exposition()
+        try:
+            report, status = self.evaluate(self.options.min_interval_s)
+            lag_exposition(report, status, exp)
+        finally:
+            exp.add("lag_scrape_errors_total", "counter", "Evaluations that failed.", self.errors)
+            exp.add(
+                "lag_evaluation_duration_seconds", "gauge", "Time the last evaluation took.", self.duration_s
+            )
+        return exp.render()
+
+
+class PipelineLagMonitor:
+    """A pipeline's jobs watched over time: one admin client per connection, one window per job (in
+    memory, and in the window file as ``{"version": 1, "jobs": {name: window}}``)."""
+
+    def __init__(
+        self, pipeline: Pipeline, jobs: list[str] | None = None, options: WatchOptions | None = None
+    ) -> None:
+        self.options = options or WatchOptions()
+        self.pipeline = pipeline
+        self.names = list(jobs or [j.name for j in self.pipeline.jobs])
+        for name in self.names:
+            self.pipeline.job(name)  # unknown names fail here, naming the jobs there are
+        self.admins: dict[str, KafkaAdmin] = {}
+        self.config = self.options.evaluation
+        self.window_file = self.options.window_file
+        self.windows: dict[str, LagWindow] = {}
+        if self.window_file is not None and self.window_file.is_file():
+            doc = json.loads(self.window_file.read_text() or "{}")
+            if doc and (doc.get("version") != JOBS_WINDOW_VERSION or "jobs" not in doc):
+                raise SpecError("window_file", f"{str(self.window_file)!r} does not hold the windows of a pipeline's jobs.",
+                                "give the pipeline its own window file.")  # fmt: skip
+            self.windows = {str(k): LagWindow.from_json(v) for k, v in doc.get("jobs", {}).items()}
+        self.lock = threading.Lock()
+        self.last: tuple[float, list[tuple[JobLag, LagStatus | None]]] | None = None
+        self.errors: dict[str, int] = dict.fromkeys(self.names, 0)
+        self.duration_s = 0.0
+
+    def evaluate(self, max_age: float = 0.0) -> list[tuple[JobLag, LagStatus | None]]:
+        """Each job's lag and status (status None where the lag could not be read)."""
+        with self.lock:
+            if self.last is not None and time.monotonic() - self.last[0] < max_age:
+                return self.last[1]
+            started = time.monotonic()
+            history = {n: self.windows[n].points() for n in self.names if n in self.windows}
+            jobs = pipeline_lag(
+                self.pipeline, self.names, isolation=self.options.isolation, fetch_records=self.options.time_lag,
+                history=history, timeout=self.options.timeout_s, admins=self.admins,
+            )  # fmt: skip
+            out: list[tuple[JobLag, LagStatus | None]] = []
+            for jl in jobs:
+                if jl.report is None:
+                    self.errors[jl.job] = self.errors.get(jl.job, 0) + 1
+                    out.append((jl, None))
+                    continue
+                status, self.windows[jl.job] = check(self.windows.get(jl.job), jl.report, self.config)
+                out.append((jl, status))
+            if self.window_file is not None:
+                doc = {
+                    "version": JOBS_WINDOW_VERSION,
+                    "jobs": {n: w.to_json() for n, w in sorted(self.windows.items())},
+                }
+                self.window_file.write_text(json.dumps(doc, sort_keys=True, separators=(",", ":")))
+            self.duration_s = time.monotonic() - started
+            self.last = (time.monotonic(), out)
+            return out
+
+    def document(self, max_age: float = 0.0) -> dict[str, Any]:
+        return jobs_lag_document(self.evaluate(max_age))
+
+    def close(self) -> None:
+        for admin in self.admins.values():
+            admin.close()
+
+    def exposition(self) -> str:
+        exp = Exposition()
+        jobs = self.evaluate(self.options.min_interval_s)
+        for jl, status in jobs:
+            if jl.report is not None:
+                lag_exposition(jl.report, status, exp, labels={"job": jl.job})
+        for jl, _ in jobs:
+            exp.add("lag_up", "gauge", "1 when the job's lag was read at the last evaluation, else 0.",
+                    0.0 if jl.report is None else 1.0, {"job": jl.job})  # fmt: skip
+        for name in self.names:
+            exp.add("lag_scrape_errors_total", "counter", "Evaluations that failed.", self.errors.get(name, 0),
+                    {"job": name})  # fmt: skip
+        exp.add("lag_evaluation_duration_seconds", "gauge", "Time the last evaluation took.", self.duration_s)
+        return exp.render()
+
+
+def serve(monitor: LagMonitor | PipelineLagMonitor, host: str, port: int) -> ThreadingHTTPServer:
+    """An HTTP server (not started) answering ``/metrics``, ``/status`` and ``/healthz``. A pipeline's
+    monitor labels every series with ``job``."""
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            path = self.path.split("?", 1)[0]
+            try:
+                if path == "/metrics":
+                    self._send(200, CONTENT_TYPE, monitor.exposition())
+                elif path == "/status":
+                    doc = monitor.document(monitor.options.min_interval_s)
+                    self._send(200, "application/json", json.dumps(doc, sort_keys=True))
+                elif path == "/healthz":
+                    self._send(200, "text/plain; charset=utf-8", "ok\n")
+                else:
+                    self._send(404, "text/plain; charset=utf-8", "try /metrics, /status or /healthz\n")
+            except UpsertKafkaOpsError as exc:
+                self._send(503, "text/plain; charset=utf-8", f"{exc}\n")
+
+        def _send(self, code: int, content_type: str, body: str) -> None:
+            data = body.encode()
+            self.send_response(code)
+            self.send_header("Content-Type", content_type)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def log_message(self, format: str, *args: Any) -> None:  # no access log on stderr
+            return
+
+    server = ThreadingHTTPServer((host, port), Handler)
+    server.daemon_threads = True
+    return server
