@@ -222,80 +222,22 @@ def _fold(
         if not bad.isEmpty():
             raise first_error(bad, "value", table.value_format)
 
-    # 1. per distinct key bytes and partition: the last record, its largest timestamp, counts
-    per_bytes = raw.groupBy("key", "topic", "partition").agg(
-        F.max("offset").alias("offset"),
-        F.max("timestamp").alias("ts"),
-        F.max_by(F.col("value").isNull(), "offset").alias("tomb"),
-        F.count(F.lit(1)).alias("n"),
-        F.sum(F.col("value").isNull().cast("long")).alias("tombs"),
-        F.sum(F.coalesce(F.length("key"), F.lit(0)) + F.coalesce(F.length("value"), F.lit(0))).alias("bytes"),
-    )
-    kd = kcodec.decode(F.col("key"))
-    per_bytes = per_bytes.select(
-        *[kd.value.getField(table.key_field_name(k)).alias(k) for k in key_names],
-        F.col("key").isNull().alias("null_key"),
-        (F.col("key").isNotNull() & kd.error).alias("key_error"),
-        "topic",
-        "partition",
-        "offset",
-        "ts",
-        "tomb",
-        "n",
-        "tombs",
-        "bytes",
-    ).persist(StorageLevel.MEMORY_AND_DISK)
+    per_bytes = _per_key_bytes(table, raw, kcodec, key_names).persist(StorageLevel.MEMORY_AND_DISK)
     try:
-        # 2. per logical key and partition, then 3. per logical key across partitions
-        good = per_bytes.where(~F.col("null_key") & ~F.col("key_error"))
-        per_part = good.groupBy(*key_names, "topic", "partition").agg(
-            F.max_by(F.struct("offset", "tomb"), "offset").alias("last"), F.max("ts").alias("ts")
-        )
-        winners = (
-            per_part.groupBy(*key_names)
-            .agg(
-                F.max_by(
-                    F.struct("topic", "partition", "last.offset", "last.tomb", "ts"),
-                    F.struct("ts", "topic", "partition"),
-                ).alias("w"),
-                F.count(F.lit(1)).alias("parts"),
-            )
-            .select(*key_names, "w.*", "parts")
-            .persist(StorageLevel.MEMORY_AND_DISK)
-        )
+        winners = _winners(per_bytes, key_names).persist(StorageLevel.MEMORY_AND_DISK)
         try:
-            # the input statistics and the key counts in one Spark job (each job costs a scheduling
-            # round; both read only the small cached aggregates)
-            input_stats = per_bytes.agg(
-                F.coalesce(F.sum("n"), F.lit(0)).alias("records"),
-                F.coalesce(F.sum("bytes"), F.lit(0)).alias("bytes"),
-                F.coalesce(F.sum("tombs"), F.lit(0)).alias("tombs"),
-                F.coalesce(F.sum(F.when(F.col("null_key"), F.col("n"))), F.lit(0)).alias("null_keys"),
-                F.coalesce(F.sum(F.when(F.col("key_error"), F.col("n"))), F.lit(0)).alias("key_errors"),
-            )
-            key_counts = winners.agg(
-                F.count(F.lit(1)).alias("keys"),
-                F.count(F.when(F.col("parts") > 1, 1)).alias("multi"),
-            )
-            stats = input_stats.crossJoin(key_counts).first()
-            assert stats is not None
-            counts = stats
+            stats = _fold_stats(per_bytes, winners)
             if stats["key_errors"] and not _ignores_errors(table, "key"):
                 raise first_error(per_bytes.where("key_error"), "key", table.key_format)
-            if strict and counts["multi"]:
+            if strict and stats["multi"]:
                 sample = winners.where("parts > 1").select(*key_names).limit(5).collect()
                 raise DataError(
-                    f"{counts['multi']} key(s) appear in more than one partition (e.g. {[tuple(r) for r in sample]}); "
+                    f"{stats['multi']} key(s) appear in more than one partition (e.g. {[tuple(r) for r in sample]}); "
                     "their order across partitions is not defined by Kafka. Re-key the topic, or read with strict=False "
                     "to take the newest record by timestamp."
                 )
             df, parse_skipped, records_out = _winning_rows(
-                table,
-                raw,
-                winners,
-                key_names,
-                vcodec,
-                keep_deletes,
+                table, raw, winners, key_names, vcodec, keep_deletes
             )
         finally:
             winners.unpersist()
@@ -309,14 +251,80 @@ def _fold(
         tombstones_in=int(stats["tombs"]),
         null_keys_dropped=int(stats["null_keys"]),
         parse_errors_skipped=int(stats["key_errors"]) + parse_skipped,
-        distinct_keys=int(counts["keys"]),
-        keys_in_several_partitions=int(counts["multi"]),
+        distinct_keys=int(stats["keys"]),
+        keys_in_several_partitions=int(stats["multi"]),
         records_out=records_out,
         start_offsets=offsets_to_json(bounds.start),
         end_offsets=offsets_to_json(bounds.end),
         duration_s=round(time.monotonic() - began, 3),
     )
     return Read(df, result)
+
+
+def _per_key_bytes(table: UpsertKafkaTable, raw: DataFrame, kcodec: Any, key_names: list[str]) -> DataFrame:
+    """Step 1 of the fold: per distinct key bytes and partition, the last record's offset and whether
+    it is a tombstone, the largest timestamp and the counts; the key decoded once per distinct bytes."""
+    from pyspark.sql import functions as F
+
+    per_bytes = raw.groupBy("key", "topic", "partition").agg(
+        F.max("offset").alias("offset"),
+        F.max("timestamp").alias("ts"),
+        F.max_by(F.col("value").isNull(), "offset").alias("tomb"),
+        F.count(F.lit(1)).alias("n"),
+        F.sum(F.col("value").isNull().cast("long")).alias("tombs"),
+        F.sum(F.coalesce(F.length("key"), F.lit(0)) + F.coalesce(F.length("value"), F.lit(0))).alias("bytes"),
+    )
+    kd = kcodec.decode(F.col("key"))
+    return per_bytes.select(
+        *[kd.value.getField(table.key_field_name(k)).alias(k) for k in key_names],
+        F.col("key").isNull().alias("null_key"),
+        (F.col("key").isNotNull() & kd.error).alias("key_error"),
+        "topic", "partition", "offset", "ts", "tomb", "n", "tombs", "bytes",
+    )  # fmt: skip
+
+
+def _winners(per_bytes: DataFrame, key_names: list[str]) -> DataFrame:
+    """Steps 2 and 3: per logical key and partition the last record, then per logical key the one
+    with the newest timestamp (Kafka defines no order across partitions), with how many partitions
+    the key is in."""
+    from pyspark.sql import functions as F
+
+    good = per_bytes.where(~F.col("null_key") & ~F.col("key_error"))
+    per_part = good.groupBy(*key_names, "topic", "partition").agg(
+        F.max_by(F.struct("offset", "tomb"), "offset").alias("last"), F.max("ts").alias("ts")
+    )
+    return (
+        per_part.groupBy(*key_names)
+        .agg(
+            F.max_by(
+                F.struct("topic", "partition", "last.offset", "last.tomb", "ts"),
+                F.struct("ts", "topic", "partition"),
+            ).alias("w"),
+            F.count(F.lit(1)).alias("parts"),
+        )
+        .select(*key_names, "w.*", "parts")
+    )
+
+
+def _fold_stats(per_bytes: DataFrame, winners: DataFrame) -> Any:
+    """The input statistics and the key counts as one row, in one Spark job (each job costs a
+    scheduling round; both read only the small cached aggregates)."""
+    from pyspark.sql import functions as F
+
+    input_stats = per_bytes.agg(
+        F.coalesce(F.sum("n"), F.lit(0)).alias("records"),
+        F.coalesce(F.sum("bytes"), F.lit(0)).alias("bytes"),
+        F.coalesce(F.sum("tombs"), F.lit(0)).alias("tombs"),
+        F.coalesce(F.sum(F.when(F.col("null_key"), F.col("n"))), F.lit(0)).alias("null_keys"),
+        F.coalesce(F.sum(F.when(F.col("key_error"), F.col("n"))), F.lit(0)).alias("key_errors"),
+    )
+    key_counts = winners.agg(
+        F.count(F.lit(1)).alias("keys"),
+        F.count(F.when(F.col("parts") > 1, 1)).alias("multi"),
+    )
+    stats = input_stats.crossJoin(key_counts).first()
+    assert stats is not None
+    return stats
 
 
 def _winning_rows(
@@ -485,7 +493,6 @@ def read_changelog(
     In both modes a value identical to the key's current row emits nothing, and a tombstone for a key
     that is absent emits nothing. Every value is decoded (a changelog row carries it).
     """
-    from pyspark import StorageLevel
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
@@ -497,8 +504,46 @@ def read_changelog(
     headers = any(c.metadata == "headers" for c in table.metadata_columns)
     raw = read_raw(spark, table, conn, bounds, headers)
     progress.expect(bounds.span())  # scanned once into the cache below
-    vcodec = value_codec(table)
     key_names = [c.name for c in table.key_columns]
+    rows, stats = _decoded_records(table, raw)
+    good = rows.where("NOT _null_key AND NOT _key_error AND NOT _error")
+
+    row_cols = [c.name for c in table.columns]
+    ordered = _with_changelog_order(good, key_names)
+    w = Window.partitionBy(*key_names).orderBy("_order")
+    ordered = ordered.withColumn("_row", F.when(~F.col("_is_null"), F.struct(*row_cols)))
+    ordered = ordered.withColumn("_prev", F.lag("_row").over(w))
+    if strict:
+        spread = good.groupBy(*key_names).agg(F.countDistinct("_topic", "_partition").alias("parts"))
+        if not spread.where("parts > 1").isEmpty():
+            raise DataError(
+                "A key appears in more than one partition; read with strict=False to order by timestamp."
+            )
+
+    out = _changelog_events(table, ordered, mode)
+
+    result = RunResult(
+        operation=f"read_changelog:{mode}",
+        topics=sorted({t for t, _ in bounds.partitions()}),
+        records_in=int(stats["records"] or 0),
+        tombstones_in=int(stats["tombs"] or 0),
+        null_keys_dropped=int(stats["null_keys"] or 0),
+        parse_errors_skipped=int(stats["key_errors"] or 0) + int(stats["value_errors"] or 0),
+        start_offsets=offsets_to_json(bounds.start),
+        end_offsets=offsets_to_json(bounds.end),
+        duration_s=round(time.monotonic() - began, 3),
+    )
+    return Read(out, result)
+
+
+def _decoded_records(table: UpsertKafkaTable, raw: DataFrame) -> tuple[DataFrame, Any]:
+    """Every record with its key and value decoded, cached (the checks, the counts and the changelog
+    all read it: the topic is scanned once), and its counts; an undecodable key or value stops the
+    read here unless the format ignores parse errors."""
+    from pyspark import StorageLevel
+    from pyspark.sql import functions as F
+
+    vcodec = value_codec(table)
     kd = key_codec(table).decode(F.col("key"))
 
     flagged = raw.select(
@@ -506,7 +551,6 @@ def read_changelog(
         F.col("key").isNull().alias("_null_key"),
         (F.col("key").isNotNull() & kd.error).alias("_key_error"),
     )
-    # cached: the checks, the counts and the changelog all read it; the topic is scanned once
     rows = _rows(table, flagged, vcodec, key_from_value=False, keep=("_null_key", "_key_error"))
     rows = rows.withColumn("_value_error", F.col("_error") & ~F.col("_null_key") & ~F.col("_key_error"))
     rows = rows.persist(StorageLevel.MEMORY_AND_DISK)
@@ -523,19 +567,13 @@ def read_changelog(
         raise first_error(rows.where("_key_error").withColumnsRenamed(renamed), "key", table.key_format)
     if stats["value_errors"] and not _ignores_errors(table, "value"):
         raise first_error(rows.where("_value_error").withColumnsRenamed(renamed), "value", table.value_format)
-    good = rows.where("NOT _null_key AND NOT _key_error AND NOT _error")
+    return rows, stats
 
-    row_cols = [c.name for c in table.columns]
-    ordered = _with_changelog_order(good, key_names)
-    w = Window.partitionBy(*key_names).orderBy("_order")
-    ordered = ordered.withColumn("_row", F.when(~F.col("_is_null"), F.struct(*row_cols)))
-    ordered = ordered.withColumn("_prev", F.lag("_row").over(w))
-    if strict:
-        spread = good.groupBy(*key_names).agg(F.countDistinct("_topic", "_partition").alias("parts"))
-        if not spread.where("parts > 1").isEmpty():
-            raise DataError(
-                "A key appears in more than one partition; read with strict=False to order by timestamp."
-            )
+
+def _changelog_events(table: UpsertKafkaTable, ordered: DataFrame, mode: str) -> DataFrame:
+    """Each record's changelog rows from its row (``_row``, null for a tombstone) and the key's
+    previous row (``_prev``): nothing, -D, +I, or +U (after -U in retract mode)."""
+    from pyspark.sql import functions as F
 
     # compare on the data columns only (metadata such as offset differs on every record)
     data_cols = [c.name for c in table.physical_columns]
@@ -554,20 +592,7 @@ def read_changelog(
     if mode == "retract":
         update.insert(0, ev(F.lit("-U").alias("op"), F.col("_prev").alias("row")))
     events = events.otherwise(F.array(*update))
-    out = ordered.select(F.explode(events).alias("e"), *POSITION).select("e.op", "e.row.*", *POSITION)
-
-    result = RunResult(
-        operation=f"read_changelog:{mode}",
-        topics=sorted({t for t, _ in bounds.partitions()}),
-        records_in=int(stats["records"] or 0),
-        tombstones_in=int(stats["tombs"] or 0),
-        null_keys_dropped=int(stats["null_keys"] or 0),
-        parse_errors_skipped=int(stats["key_errors"] or 0) + int(stats["value_errors"] or 0),
-        start_offsets=offsets_to_json(bounds.start),
-        end_offsets=offsets_to_json(bounds.end),
-        duration_s=round(time.monotonic() - began, 3),
-    )
-    return Read(out, result)
+    return ordered.select(F.explode(events).alias("e"), *POSITION).select("e.op", "e.row.*", *POSITION)
 
 
 # -- plain append-only topics ---------------------------------------------------------------------

@@ -6,7 +6,13 @@ A warehouse target goes through ``jobs.to_warehouse`` (full mode, with the backf
 
 from __future__ import annotations
 
-from upsert_kafka_ops.jobs.core import JobResult, RunContext, commit_group_offsets, topic_target
+from upsert_kafka_ops.jobs.core import (
+    JobResult,
+    RunContext,
+    commit_group_offsets,
+    topic_target,
+    written_to_topic,
+)
 from upsert_kafka_ops.jobs.spec import BackfillJob, TopicSink, UpsertSource
 from upsert_kafka_ops.jobs.to_warehouse import run_to_warehouse
 
@@ -39,10 +45,8 @@ def _backfill_topic(ctx: RunContext, job: BackfillJob, sink: TopicSink) -> JobRe
         execution="snapshot",
         target=topic_target(sink.table),
         records_read=r.records_in,
-        records_written=written.records_out - written.tombstones_out,
-        tombstones_written=written.tombstones_out,
+        **written_to_topic(written),
         start_offsets=r.start_offsets,
         end_offsets=r.end_offsets,
         read=r.to_dict(),
-        write=written.to_dict(),
     )

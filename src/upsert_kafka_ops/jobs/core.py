@@ -21,6 +21,8 @@ from upsert_kafka_ops.spec.table import UpsertKafkaTable
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
+    from upsert_kafka_ops.engine.results import RunResult
+
 log = logging.getLogger("upsert_kafka_ops.jobs")
 JOB_RESULT_VERSION = 1
 AnyJob = MaterializeJob | BackfillJob | TopicToTopicJob | PublishJob
@@ -86,6 +88,17 @@ class RunContext:
     def result(self, **fields: Any) -> JobResult:
         """A result of this run's job."""
         return JobResult(job=self.job.name, kind=self.job.kind, **fields)
+
+
+def written_to_topic(written: RunResult | None) -> dict[str, Any]:
+    """A result's write fields from the sink's result (rows, tombstones and the sink's own record)."""
+    if written is None:
+        return {"records_written": 0, "tombstones_written": 0, "write": {}}
+    return {
+        "records_written": written.records_out - written.tombstones_out,
+        "tombstones_written": written.tombstones_out,
+        "write": written.to_dict(),
+    }
 
 
 def topic_target(table: UpsertKafkaTable) -> str:

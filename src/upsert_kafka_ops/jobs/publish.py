@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from upsert_kafka_ops.engine.warehouse import fault_point
-from upsert_kafka_ops.jobs.core import JobResult, RunContext, conform, topic_target
+from upsert_kafka_ops.jobs.core import JobResult, RunContext, conform, topic_target, written_to_topic
 from upsert_kafka_ops.jobs.spec import PublishJob, QuerySource
 
 if TYPE_CHECKING:
@@ -45,9 +45,7 @@ def _publish_query(ctx: RunContext, job: PublishJob, source: QuerySource) -> Job
         execution="snapshot",
         target=topic_target(sink.table),
         records_read=snapshot.records_in,
-        records_written=snapshot.records_out - snapshot.tombstones_out,
-        tombstones_written=snapshot.tombstones_out,
-        write=snapshot.to_dict(),
+        **written_to_topic(snapshot),
     )
 
 
@@ -85,9 +83,7 @@ def _publish_delta(ctx: RunContext, job: PublishJob, path: str) -> JobResult:
         reason=reason,
         target=topic_target(sink.table),
         records_read=records,
-        records_written=(written.records_out - written.tombstones_out) if written else 0,
-        tombstones_written=written.tombstones_out if written else 0,
-        write=written.to_dict() if written else {},
+        **written_to_topic(written),
     )
 
 

@@ -239,17 +239,7 @@ def run_streaming(ctx: RunContext, job: TopicToTopicJob, reason: str) -> JobResu
                     f"with `upsert-kafka-ops reset-checkpoint PIPELINE --job {job.name}`."
                 ) from None
             raise
-        progress = [p for p in query.recentProgress if p]
-        records = sum(int(p.get("numInputRows", 0)) for p in progress) if progress else 0
-        ends: dict[str, dict[str, int]] = {}
-        for p in progress:
-            for s in p.get("sources", []):
-                end = s.get("endOffset")
-                if isinstance(end, str):
-                    end = json.loads(end)
-                if isinstance(end, dict):
-                    for t, parts in end.items():
-                        ends.setdefault(t, {}).update({str(k): int(v) for k, v in parts.items()})
+        records, ends = _progress_totals(query.recentProgress)
     finally:
         for v in views:
             spark.catalog.dropTempView(v)
@@ -264,3 +254,19 @@ def run_streaming(ctx: RunContext, job: TopicToTopicJob, reason: str) -> JobResu
         end_offsets=ends,
         write={"batches": totals["batches"]},
     )
+
+
+def _progress_totals(progress: list[Any]) -> tuple[int, dict[str, dict[str, int]]]:
+    """The records a query's batches read and the end offsets they reached, from its progress."""
+    batches = [p for p in progress if p]
+    records = sum(int(p.get("numInputRows", 0)) for p in batches)
+    ends: dict[str, dict[str, int]] = {}
+    for p in batches:
+        for source in p.get("sources", []):
+            end = source.get("endOffset")
+            if isinstance(end, str):
+                end = json.loads(end)
+            if isinstance(end, dict):
+                for t, parts in end.items():
+                    ends.setdefault(t, {}).update({str(k): int(v) for k, v in parts.items()})
+    return records, ends

@@ -12,7 +12,14 @@ from __future__ import annotations
 import re
 
 from upsert_kafka_ops.errors import SpecError
-from upsert_kafka_ops.jobs.core import JobResult, RunContext, commit_group_offsets, conform, topic_target
+from upsert_kafka_ops.jobs.core import (
+    JobResult,
+    RunContext,
+    commit_group_offsets,
+    conform,
+    topic_target,
+    written_to_topic,
+)
 from upsert_kafka_ops.jobs.spec import AppendSource, TopicToTopicJob
 from upsert_kafka_ops.jobs.streaming import run_streaming, streaming_verdict
 
@@ -76,9 +83,7 @@ def _run_snapshot(ctx: RunContext, job: TopicToTopicJob, reason: str) -> JobResu
         reason=reason,
         target=topic_target(job.sink.table),
         records_read=records,
-        records_written=written.records_out - written.tombstones_out,
-        tombstones_written=written.tombstones_out,
+        **written_to_topic(written),
         start_offsets=starts,
         end_offsets=ends,
-        write=written.to_dict(),
     )

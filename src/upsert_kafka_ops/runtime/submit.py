@@ -402,6 +402,46 @@ def submit_driver(
     """
     check_master_reachable(runtime.master)
     workdir = Path(workdir).resolve()
+    cmd = _prepare(runtime, job_json, workdir, function)
+    log.info("running %s", shlex.join(cmd))
+    output = _Output(runtime, workdir, tail_lines)
+    started = time.monotonic()
+    code, timed_out = _run_process(runtime, cmd, workdir, output, handle)
+    elapsed = time.monotonic() - started
+    result, problem = _run_result(runtime, output)
+    if not timed_out and code == 0 and result is not None and result.get("status") == "succeeded":
+        log.info("spark-submit finished in %.1fs", elapsed)
+        return result
+    if handle is not None and handle.killed:
+        what = "spark-submit was stopped on request (killed)"
+    elif timed_out:
+        what = f"spark-submit did not finish within {runtime.timeout_s:g}s and was killed"
+    elif code != 0:
+        what = f"spark-submit failed (exit {code})"
+    elif result is None:
+        what = problem or "the driver returned no run result"
+    else:
+        what = f"the job failed (status {result.get('status')!r})"
+    driver_error = None
+    if result is not None and result.get("error"):
+        driver_error = runtime.redact(str(result["error"]))
+    if driver_error is None:
+        driver_error = _driver_error(list(output.lines))
+    lines = list(output.tail)
+    message = (
+        f"{what}; master {runtime.master}, {runtime.deploy_mode} mode, output in {workdir}.\n"
+        f"Driver error: {driver_error or '(none found in the output)'}\n"
+        f"--- last {len(lines)} lines of spark-submit's output\n" + "\n".join(lines)
+    )
+    raise JobFailedError(
+        message, driver_error=driver_error, returncode=None if timed_out else code, result=result
+    )
+
+
+def _prepare(
+    runtime: SparkSubmitRuntime, job_json: dict[str, Any], workdir: Path, function: str | None
+) -> list[str]:
+    """Write the job file (and a cluster driver's environment) into ``workdir``; the command to run."""
     workdir.mkdir(parents=True, exist_ok=True)
     job_file = workdir / "job.json"
     job_file.write_text(json.dumps(job_json, indent=2, sort_keys=True) + "\n")
@@ -413,11 +453,14 @@ def submit_driver(
     if runtime.deploy_mode == "cluster" and runtime.env:
         properties = workdir / "driver-env.properties"
         _cluster_env_properties(runtime, properties)
-    cmd = submit_command(runtime, job_file, function=function, properties_file=properties)
-    log.info("running %s", shlex.join(cmd))
+    return submit_command(runtime, job_file, function=function, properties_file=properties)
 
-    output = _Output(runtime, workdir, tail_lines)
-    started = time.monotonic()
+
+def _run_process(
+    runtime: SparkSubmitRuntime, cmd: list[str], workdir: Path, output: _Output, handle: SubmitHandle | None
+) -> tuple[int | None, bool]:
+    """Run spark-submit with its output pumped into ``output``: (exit code, whether it timed out). An
+    interruption (Ctrl-C, a task killed by the orchestrator) takes Spark down too."""
     try:
         proc = subprocess.Popen(
             cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
@@ -439,48 +482,22 @@ def submit_driver(
     except subprocess.TimeoutExpired:
         timed_out = True
         _kill_group(proc)
-    except BaseException:  # interrupted (Ctrl-C, a task killed by the orchestrator): take Spark down too
+    except BaseException:
         _kill_group(proc)
         raise
     for t in pumps:
         t.join(timeout=30)
-    elapsed = time.monotonic() - started
+    return proc.returncode, timed_out
 
-    result: dict[str, Any] | None = None
-    problem = ""
+
+def _run_result(runtime: SparkSubmitRuntime, output: _Output) -> tuple[dict[str, Any] | None, str]:
+    """The driver's run result (its result file in cluster mode, else its marker line), or why not."""
     try:
         if runtime.deploy_mode == "cluster":
-            result = _read_result_file(runtime)
-        elif output.marker_lines:
+            return _read_result_file(runtime), ""
+        if output.marker_lines:
             parsed = json.loads(output.marker_lines[-1])
-            result = parsed if isinstance(parsed, dict) else None
+            return (parsed if isinstance(parsed, dict) else None), ""
     except (OSError, ValueError) as exc:
-        problem = f"the run result could not be read: {exc}"
-
-    code = None if timed_out else proc.returncode
-    if not timed_out and code == 0 and result is not None and result.get("status") == "succeeded":
-        log.info("spark-submit finished in %.1fs", elapsed)
-        return result
-
-    driver_error = None
-    if result is not None and result.get("error"):
-        driver_error = runtime.redact(str(result["error"]))
-    if driver_error is None:
-        driver_error = _driver_error(list(output.lines))
-    if handle is not None and handle.killed:
-        what = "spark-submit was stopped on request (killed)"
-    elif timed_out:
-        what = f"spark-submit did not finish within {runtime.timeout_s:g}s and was killed"
-    elif code != 0:
-        what = f"spark-submit failed (exit {code})"
-    elif result is None:
-        what = problem or "the driver returned no run result"
-    else:
-        what = f"the job failed (status {result.get('status')!r})"
-    lines = list(output.tail)
-    message = (
-        f"{what}; master {runtime.master}, {runtime.deploy_mode} mode, output in {workdir}.\n"
-        f"Driver error: {driver_error or '(none found in the output)'}\n"
-        f"--- last {len(lines)} lines of spark-submit's output\n" + "\n".join(lines)
-    )
-    raise JobFailedError(message, driver_error=driver_error, returncode=code, result=result)
+        return None, f"the run result could not be read: {exc}"
+    return None, ""
