@@ -22,7 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +35,8 @@ from upsert_kafka_ops.kafka.lag import LagReport
 from upsert_kafka_ops.metrics.documents import jobs_lag_document, lag_document
 from upsert_kafka_ops.metrics.exporter import LagMonitor, PipelineLagMonitor, WatchOptions, serve
 from upsert_kafka_ops.spec.connection import KafkaConnection
+
+Monitor = LagMonitor | PipelineLagMonitor
 
 
 def register(subparsers: Any) -> None:
@@ -177,17 +179,10 @@ def run(args: argparse.Namespace) -> int:
         return 2
     if args.pipeline is not None:
         return _run_pipeline(args)
-    try:
-        monitor = group_monitor(args)
-        if args.serve:
-            return _serve(monitor, args, f"group {args.group!r}")
-        try:
-            report, status = monitor.evaluate()
-        finally:
-            monitor.close()
-    except UpsertKafkaOpsError as exc:
-        print(f"upsert-kafka-ops: error: {exc}", file=sys.stderr)
-        return 2
+    report_status, code = _evaluate(group_monitor, args)
+    if report_status is None:
+        return code
+    report, status = report_status
     if args.json:
         print(json.dumps(lag_document(report, status), sort_keys=True, indent=2))
     else:
@@ -195,8 +190,28 @@ def run(args: argparse.Namespace) -> int:
     return 1 if args.fail_on and status.at_least(args.fail_on) else 0
 
 
-def _serve(monitor: LagMonitor | PipelineLagMonitor, args: argparse.Namespace, what: str) -> int:
+def _evaluate(build: Callable[[argparse.Namespace], Monitor], args: argparse.Namespace) -> tuple[Any, int]:
+    """Build the monitor, then serve it (``(None, exit code)``) or evaluate it once (``(evaluation, 0)``);
+    an error reading the lag is ``(None, 2)``, printed."""
+    try:
+        monitor = build(args)
+        if args.serve:
+            return None, _serve(monitor, args)
+        try:
+            return monitor.evaluate(), 0
+        finally:
+            monitor.close()
+    except UpsertKafkaOpsError as exc:
+        print(f"upsert-kafka-ops: error: {exc}", file=sys.stderr)
+        return None, 2
+
+
+def _serve(monitor: Monitor, args: argparse.Namespace) -> int:
     server = serve(monitor, args.host, args.port)
+    if isinstance(monitor, PipelineLagMonitor):
+        what = f"{len(monitor.names)} jobs of {str(args.pipeline)!r}"
+    else:
+        what = f"group {args.group!r}"
     print(
         f"serving http://{args.host}:{server.server_address[1]}/metrics for {what}",
         file=sys.stderr,
@@ -213,17 +228,9 @@ def _serve(monitor: LagMonitor | PipelineLagMonitor, args: argparse.Namespace, w
 
 
 def _run_pipeline(args: argparse.Namespace) -> int:
-    try:
-        monitor = pipeline_monitor(args)
-        if args.serve:
-            return _serve(monitor, args, f"{len(monitor.names)} jobs of {str(args.pipeline)!r}")
-        try:
-            jobs = monitor.evaluate()
-        finally:
-            monitor.close()
-    except UpsertKafkaOpsError as exc:
-        print(f"upsert-kafka-ops: error: {exc}", file=sys.stderr)
-        return 2
+    jobs, code = _evaluate(pipeline_monitor, args)
+    if jobs is None:
+        return code
     if args.json:
         print(json.dumps(jobs_lag_document(jobs), sort_keys=True, indent=2))
     else:

@@ -37,7 +37,7 @@ from upsert_kafka_ops.jobs.spec import (
     UpsertSource,
     source_table,
 )
-from upsert_kafka_ops.jobs.warehouse_writes import write_target
+from upsert_kafka_ops.jobs.warehouse_writes import Write, write_target
 from upsert_kafka_ops.spec.connection import KafkaConnection
 
 if TYPE_CHECKING:
@@ -148,7 +148,7 @@ def _read_and_write(
     payload = st.state_payload(job.name, run, end, mode, topic_ids=topic_ids(conn, sorted(r.end_offsets)))
     fault_point("after-read")
     try:
-        write_target(ctx.spark, job, target, read.df, mode, run, payload, result)
+        write_target(ctx.spark, target, Write(job, read.df, mode, run, payload, result))
     finally:
         read.df.unpersist()
 

@@ -8,6 +8,7 @@ JDBC, then one transaction applies them and stores the offsets.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from upsert_kafka_ops.engine.warehouse import fault_point
@@ -26,41 +27,36 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 
-def write_target(
-    spark: SparkSession,
-    job: MaterializeJob | BackfillJob,
-    target: DeltaTarget | PostgresTarget | ParquetTarget,
-    df: DataFrame,
-    mode: str,
-    run: int,
-    payload: dict[str, Any],
-    result: JobResult,
-) -> None:
-    """Write ``df`` (the latest row per key, or the changes of an incremental run) and ``payload``
-    (the offsets) into ``target``; the counts go into ``result``."""
+@dataclass(frozen=True)
+class Write:
+    """One run's write: ``df`` (the latest row per key, or an incremental run's changes) and
+    ``payload`` (the offsets and run number stored with it); the counts go into ``result``."""
+
+    job: MaterializeJob | BackfillJob
+    df: DataFrame
+    mode: str
+    run: int
+    payload: dict[str, Any]
+    result: JobResult
+
+
+def write_target(spark: SparkSession, target: DeltaTarget | PostgresTarget | ParquetTarget, w: Write) -> None:
+    """Write rows and offsets into ``target`` in one commit."""
     from upsert_kafka_ops.engine import warehouse as wh
 
     if isinstance(target, DeltaTarget):
-        _write_delta(spark, job, target, df, mode, run, payload, result)
+        _write_delta(spark, target, w)
     elif isinstance(target, ParquetTarget):
-        wh.parquet_overwrite(df, target.path, source_table(job.source))
-        st.write_parquet_state(target.path, payload)
+        wh.parquet_overwrite(w.df, target.path, source_table(w.job.source))
+        st.write_parquet_state(target.path, w.payload)
     else:
-        _write_postgres(job, target, df, mode, run, payload, result)
+        _write_postgres(target, w)
 
 
-def _write_delta(
-    spark: SparkSession,
-    job: MaterializeJob | BackfillJob,
-    target: DeltaTarget,
-    df: DataFrame,
-    mode: str,
-    run: int,
-    payload: dict[str, Any],
-    result: JobResult,
-) -> None:
+def _write_delta(spark: SparkSession, target: DeltaTarget, w: Write) -> None:
     from upsert_kafka_ops.engine import warehouse as wh
 
+    job, df, mode, run, payload, result = w.job, w.df, w.mode, w.run, w.payload, w.result
     table = source_table(job.source)
     path = target.path
     as_of = target.as_of_column
@@ -84,19 +80,12 @@ def _write_delta(
     result.rows_upserted, result.rows_deleted = counts["upserted"], counts["deleted"]
 
 
-def _write_postgres(
-    job: MaterializeJob | BackfillJob,
-    target: PostgresTarget,
-    df: DataFrame,
-    mode: str,
-    run: int,
-    payload: dict[str, Any],
-    result: JobResult,
-) -> None:
+def _write_postgres(target: PostgresTarget, w: Write) -> None:
     import psycopg
 
     from upsert_kafka_ops.engine import warehouse as wh
 
+    job, df, mode, run, payload, result = w.job, w.df, w.mode, w.run, w.payload, w.result
     table = source_table(job.source)
     info = target.conninfo()
     qualified = f"{target.schema_name}.{target.table_name}"  # never resolved through search_path
