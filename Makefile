@@ -18,8 +18,13 @@ TOOLS_DIR ?= $(HOME)/.cache/upsert-kafka-ops/tools
 HELM_BUILT := $(TOOLS_DIR)/helm-$(HELM_VERSION)/helm
 HELM := .tools/bin/helm
 GO ?= $(shell command -v go || echo /usr/local/go/bin/go)
+# Real Flink, the conformance tests' oracle: PyFlink in its own virtualenv (its pins clash with
+# pyspark's world), Flink's Kafka connector jar through the project's jar fetcher.
+FLINK_VENV := .venv-flink
+FLINK_STAMP := $(FLINK_VENV)/.installed-stamp
+FLINK_VERSION := 2.2.1
 
-.PHONY: help toolchain install jars lint unit check helm chart integration test demo bench constraints clean
+.PHONY: help toolchain install jars flink lint unit check helm chart integration test demo bench constraints clean
 
 help:
 	@echo "make demo   - install, fetch jars, run the main job on a local Kafka broker and local Spark"
@@ -42,6 +47,16 @@ install: toolchain
 
 jars: install
 	@$(TIMED) jars $(BIN)/upsert-kafka-ops jars fetch
+
+$(FLINK_STAMP): constraints-flink.txt
+	$(PYTHON) -m venv $(FLINK_VENV)
+	$(FLINK_VENV)/bin/pip install -q "pip==$(PIP_VERSION)"
+	$(FLINK_VENV)/bin/pip install -q -c constraints-flink.txt "apache-flink==$(FLINK_VERSION)"
+	@touch $@
+
+flink: install
+	@$(TIMED) "flink oracle" $(MAKE) --no-print-directory $(FLINK_STAMP)
+	@$(TIMED) "flink jars" $(BIN)/upsert-kafka-ops jars fetch --group flink
 
 lint: install
 	$(BIN)/ruff check $(LINT_PATHS)
@@ -66,9 +81,10 @@ helm: $(HELM)
 chart: install $(HELM)
 	@$(TIMED) "chart tests" env UKO_HELM=$(CURDIR)/$(HELM) $(BIN)/pytest tests/helm
 
-# The suites with real services, side by side in their own pytest processes (scripts/run-suites.sh).
-integration: jars
-	@$(TIMED) "integration, airflow and dagster tests" scripts/run-suites.sh $(BIN)/pytest build/test-logs
+# The suites with real services, side by side in their own pytest processes (scripts/run-suites.sh);
+# the conformance suite compares the engine with real Flink.
+integration: jars flink
+	@$(TIMED) "integration, conformance, airflow and dagster tests" env UKO_FLINK_PYTHON=$(CURDIR)/$(FLINK_VENV)/bin/python scripts/run-suites.sh $(BIN)/pytest build/test-logs
 
 test: jars lint unit chart integration
 
@@ -88,4 +104,4 @@ constraints: install
 	@mv constraints.txt.new constraints.txt
 
 clean:
-	rm -rf $(VENV) .tools build dist src/*.egg-info .pytest_cache .mypy_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) $(FLINK_VENV) .tools build dist src/*.egg-info .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -3,7 +3,8 @@
 # process (one broker, one PostgreSQL, one SparkSession each; Airflow and Dagster each configure their
 # framework on import, so they cannot share a process): the integration suite in two xdist workers
 # (whole files per worker, so a file's fixtures start once), the Airflow and the Dagster suites beside
-# it. On 2 cores one suite alone leaves a core idle while a JVM starts or a test waits on Kafka.
+# it, and the conformance suite (the engine against real Flink). On 2 cores one suite alone leaves a
+# core idle while a JVM starts or a test waits on Kafka.
 # Each suite's output goes to LOGDIR/<suite>.log; its slowest tests and summary are printed at the
 # end, and the whole log when it failed. Exits non-zero when any suite failed.
 set -uo pipefail
@@ -15,16 +16,17 @@ declare -A cmd=(
   [integration]="$pytest tests/integration -n 2 --dist loadfile --durations=15"
   [airflow]="$pytest tests/airflow --durations=5"
   [dagster]="$pytest tests/dagster --durations=5"
+  [conformance]="$pytest tests/conformance --durations=5"
 )
 declare -A pid start
-for suite in integration airflow dagster; do
+for suite in integration conformance airflow dagster; do
   start[$suite]=$(date +%s)
   ${cmd[$suite]} >"$logs/$suite.log" 2>&1 &
   pid[$suite]=$!
 done
 
 rc=0
-for suite in integration airflow dagster; do
+for suite in integration conformance airflow dagster; do
   wait "${pid[$suite]}"
   code=$?
   echo

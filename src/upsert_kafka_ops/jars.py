@@ -35,6 +35,8 @@ DELTA_VERSION = "4.0.0"
 #: Apache Kafka broker and tools (KRaft only, Java 17+).
 KAFKA_VERSION = "4.3.1"
 POSTGRESQL_JDBC_VERSION = "42.7.8"
+#: Flink's Kafka SQL connector (a shaded jar) for the PyFlink release the conformance tests run.
+FLINK_KAFKA_CONNECTOR_VERSION = "5.0.0-2.2"
 LOG4J_VERSION = "2.25.4"
 
 MAVEN_CENTRAL = "https://repo.maven.apache.org/maven2"
@@ -104,7 +106,16 @@ SPARK_GROUP = JarGroup(
     ),
 )
 
-GROUPS: dict[str, JarGroup] = {g.name: g for g in (KAFKA_GROUP, SPARK_GROUP)}
+#: Real Flink's side of the conformance tests and benchmarks (PyFlink 2.2.1 runs it in its own
+#: virtualenv); not fetched unless asked for.
+FLINK_GROUP = JarGroup(
+    name="flink",
+    artifacts=(Artifact("org.apache.flink", "flink-sql-connector-kafka", FLINK_KAFKA_CONNECTOR_VERSION),),
+)
+
+GROUPS: dict[str, JarGroup] = {g.name: g for g in (KAFKA_GROUP, SPARK_GROUP, FLINK_GROUP)}
+#: What ``fetch()`` and ``upsert-kafka-ops jars fetch`` resolve when no group is named.
+DEFAULT_GROUPS = (KAFKA_GROUP.name, SPARK_GROUP.name)
 
 
 def default_jars_dir() -> Path:
@@ -244,7 +255,7 @@ def fetch(
 ) -> dict[str, Path]:
     """Resolve the groups with Maven into ``jars_dir/<group>``; a no-op for groups already fetched.
 
-    :param groups: group names (``kafka``, ``spark``); all by default.
+    :param groups: group names (``kafka``, ``spark``, ``flink``); :data:`DEFAULT_GROUPS` by default.
     :param jars_dir: cache folder; :func:`default_jars_dir` by default.
     :param repo_url: Maven repository; ``$UPSERT_KAFKA_OPS_MAVEN_REPO`` or Maven Central.
     :returns: group name -> folder.
@@ -253,7 +264,7 @@ def fetch(
     base = jars_dir or default_jars_dir()
     repo = repo_url or os.environ.get(ENV_MAVEN_REPO) or MAVEN_CENTRAL
     out: dict[str, Path] = {}
-    for name in groups or list(GROUPS):
+    for name in groups or list(DEFAULT_GROUPS):
         if name not in GROUPS:
             raise JarsError(f"Unknown jar group {name!r}; choose from {sorted(GROUPS)}.")
         g = GROUPS[name]

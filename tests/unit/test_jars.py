@@ -80,10 +80,20 @@ def test_fetch_of_an_up_to_date_group_runs_no_maven(tmp_path: Path, monkeypatch:
 
 
 def test_unknown_group_is_named(tmp_path: Path) -> None:
-    with pytest.raises(JarsError, match="'flink'"):
-        jars.fetch(["flink"], jars_dir=tmp_path, log=False)
+    with pytest.raises(JarsError, match="'storm'"):
+        jars.fetch(["storm"], jars_dir=tmp_path, log=False)
 
 
 def test_jars_dir_env_override(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(jars.ENV_JARS_DIR, str(tmp_path / "cache"))
     assert jars.default_jars_dir() == (tmp_path / "cache").resolve()
+
+
+def test_fetch_without_groups_leaves_the_flink_oracle_out(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    resolved: list[str] = []
+    monkeypatch.setattr(jars, "_resolve", lambda g, *a: resolved.append(g.name))
+    assert sorted(jars.fetch(jars_dir=tmp_path, log=False)) == ["kafka", "spark"]
+    assert resolved == ["kafka", "spark"]
+    assert "flink" in jars.GROUPS and "flink" not in jars.DEFAULT_GROUPS

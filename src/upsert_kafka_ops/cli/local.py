@@ -55,7 +55,7 @@ def _jars(args: argparse.Namespace) -> int:
     if args.jars_command == "fetch":
         jars.fetch(groups=args.group, jars_dir=args.dir)
     else:
-        for name in args.group or sorted(jars.GROUPS):
+        for name in args.group or jars.DEFAULT_GROUPS:
             print(jars.group_dir(name, args.dir))
     return 0
 
