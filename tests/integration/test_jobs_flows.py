@@ -103,6 +103,47 @@ def test_an_aggregation_over_an_append_topic_streams_and_each_run_reads_only_new
     assert (r3.execution, r3.records_read) == ("streaming", 43)
 
 
+META_QUERY = (
+    "SELECT page, COUNT(*) AS n, MAX(`offset`) AS last_offset, MIN(topic) AS t, SUM(`partition`) AS psum "
+    "FROM clicks GROUP BY page"
+)
+
+
+@pytest.mark.parametrize("execution", ["streaming", "snapshot"])
+def test_metadata_columns_named_topic_partition_and_offset_reach_the_query(
+    kafka: LocalKafka, new_topic: Callable[..., str], spark: SparkSession, tmp_path: Path, execution: str
+) -> None:
+    servers = kafka.bootstrap_servers
+    src, sink = new_topic(partitions=2), new_topic(partitions=1, config={"cleanup.policy": "compact"})
+    meta = [{"name": n, "type": t, "metadata": n, "virtual": True}
+            for n, t in (("topic", "STRING"), ("partition", "INT"), ("offset", "BIGINT"))]  # fmt: skip
+    clicks = {**json.loads(json.dumps(CLICKS).replace("{topic}", src))}
+    clicks["columns"] = [*clicks["columns"], *meta]
+    columns = [
+        ("page", "STRING"),
+        ("n", "BIGINT"),
+        ("last_offset", "BIGINT"),
+        ("t", "STRING"),
+        ("psum", "BIGINT"),
+    ]
+    sink_table = {"name": "per_page", "options": {"connector": "upsert-kafka", "topic": sink, "key.format": "json",
+                  "value.format": "json"}, "columns": [{"name": n, "type": t} for n, t in columns],
+                  "primary_key": ["page"]}  # fmt: skip
+    job = {"name": "meta", "kind": "topic-to-topic", "execution": execution, "query": META_QUERY,
+           "sources": {"clicks": {"kind": "kafka", "connection": "main", "table": clicks}},
+           "checkpoint_location": str(tmp_path / "ckpt"), "sink": {"connection": "main", "table": sink_table}}  # fmt: skip
+    _clicks(servers, src, [(random.Random(i).choice("abc"), i) for i in range(30)])
+    result = run_job(pipeline(servers, [job]), spark=spark)
+    assert (result.execution, result.records_read) == (execution, 30)
+    want: dict[str, list[Any]] = {}
+    for r in read_all(servers, [src]):
+        page = json.loads(r.value or b"{}")["page"]
+        n, last, _, psum = want.get(page, [0, -1, src, 0])
+        want[page] = [n + 1, max(last, r.offset), src, psum + r.partition]
+    got = fold(read_all(servers, [sink]), lambda k: json.loads(k)["page"], json.loads)
+    assert {k: [v["n"], v["last_offset"], v["t"], v["psum"]] for k, v in got.items()} == want
+
+
 def test_count_distinct_takes_the_snapshot_path_and_says_why(
     kafka: LocalKafka, new_topic: Callable[..., str], spark: SparkSession, tmp_path: Path
 ) -> None:

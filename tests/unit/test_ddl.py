@@ -509,3 +509,26 @@ def test_a_statement_that_never_closes_runs_to_the_end() -> None:
 def test_no_statements() -> None:
     assert find_create_tables("") == []
     assert find_create_tables("Use CREATE TABLE statements to declare tables; CREATE TABLE is DDL.") == []
+
+
+@pytest.mark.parametrize(
+    ("literal", "value"),
+    [
+        ("U&'\\0001'", "\x01"),
+        ("u&'tab\\0009end'", "tab\tend"),
+        ("U&'\\+01F600'", "\U0001f600"),
+        ("U&'back\\\\slash'", "back\\slash"),
+        ("U&'it''s'", "it's"),
+        ("U&'!0041!!' UESCAPE '!'", "A!"),
+    ],
+)
+def test_unicode_literals_read_as_flink_reads_them(literal: str, value: str) -> None:
+    ddl = parse_create_table(f"CREATE TABLE t (id BIGINT) WITH ('connector' = 'kafka', 'x' = {literal})")
+    assert ddl.options["x"] == value
+
+
+@pytest.mark.parametrize("literal", ["U&'\\00G1'", "U&'\\12'", "U&'\\+FFFFFF'", "U&'x' UESCAPE '+'"])
+def test_a_bad_unicode_literal_is_an_error_naming_it(literal: str) -> None:
+    with pytest.raises(DdlError) as info:
+        parse_create_table(f"CREATE TABLE t (id BIGINT) WITH ('x' = {literal})")
+    assert info.value.construct in ("Unicode literal", "UESCAPE") and info.value.line == 1

@@ -177,3 +177,14 @@ def test_materialize_jobs_take_a_cdc_source_only_with_its_key() -> None:
         Pipeline.model_validate(
             _pipeline(kind="backfill", source={**src, "key": ["id"]}, target=topic_target)
         )
+
+
+def test_a_sink_table_with_several_topics_is_refused_when_the_pipeline_is_read() -> None:
+    from upsert_kafka_ops.errors import SpecError
+    from upsert_kafka_ops.jobs.spec import TopicSink
+
+    table = {"name": "s", "options": {"connector": "upsert-kafka", "topic": "t1;t2", "key.format": "json",
+             "value.format": "json"}, "columns": [{"name": "id", "type": "BIGINT"}], "primary_key": ["id"]}  # fmt: skip
+    with pytest.raises(SpecError, match="exactly one topic") as info:
+        TopicSink.model_validate({"connection": "main", "table": table})
+    assert info.value.field == "sink.table.topic" and "'t1;t2'" in str(info.value)

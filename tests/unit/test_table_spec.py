@@ -185,17 +185,38 @@ def test_v1_all_unsupported_options_are_named_sorted() -> None:
 
 
 @pytest.mark.parametrize(
-    "option",
+    ("option", "why"),
     [
-        "scan.parallelism",
-        "scan.topic-partition-discovery.interval",
-        "sink.transactional-id-prefix",
-        "sink.transaction-naming-strategy",
+        ("scan.parallelism", "Spark sizes the read"),
+        ("scan.topic-partition-discovery.interval", "each run reads the partitions the topic has"),
+        ("sink.transactional-id-prefix", "exactly-once"),
+        ("sink.transaction-naming-strategy", "exactly-once"),
     ],
 )
-def test_options_flink_accepts_that_mean_nothing_here_are_accepted(option: str) -> None:
-    t = upsert(**{option: "2"})
-    assert option not in t.to_options()
+def test_options_that_would_mean_nothing_here_are_refused_not_ignored(option: str, why: str) -> None:
+    with raises(why, option):
+        upsert(**{option: "2"})
+
+
+@pytest.mark.parametrize(
+    ("option", "value"),
+    [
+        ("scan.startup.mode", "latest-offset"),
+        ("scan.startup.timestamp-millis", "1"),
+        ("scan.bounded.mode", "latest-offset"),
+        ("sink.partitioner", "fixed"),
+        ("scan.header-filter", "depart:toy"),
+    ],
+)
+def test_kafka_table_options_not_implemented_are_refused(option: str, value: str) -> None:
+    with raises("not implemented|not an option of the 'kafka' connector", option):
+        KafkaTable.from_options({"topic": "t", "format": "json", option: value}, KAFKA_COLUMNS)
+
+
+def test_a_kafka_table_built_directly_is_checked_the_same() -> None:
+    data = KafkaTable.from_options({"topic": "t", "format": "json"}, KAFKA_COLUMNS).model_dump()
+    with raises("not implemented yet", "scan.startup.mode"):
+        KafkaTable(**{**data, "scan_options": {"scan.startup.mode": "group-offsets"}})
 
 
 def test_options_from_another_connector_are_rejected() -> None:
@@ -774,8 +795,6 @@ CREATE TABLE user_behavior (
   'properties.bootstrap.servers' = 'localhost:9092',
   'properties.group.id' = 'testGroup',
   'scan.startup.mode' = 'earliest-offset',
-  'scan.bounded.mode' = 'latest-offset',
-  'sink.partitioner' = 'fixed',
   'format' = 'json',
   'json.fail-on-missing-field' = 'false',
   'json.ignore-parse-errors' = 'true'
@@ -808,8 +827,8 @@ def test_kafka_table_from_ddl() -> None:
         "value.json.fail-on-missing-field": "false",
         "value.json.ignore-parse-errors": "true",
     }
-    assert t.scan_options == {"scan.startup.mode": "earliest-offset", "scan.bounded.mode": "latest-offset"}
-    assert t.sink_options == {"sink.partitioner": "fixed"}
+    assert t.scan_options == {"scan.startup.mode": "earliest-offset"}
+    assert t.sink_options == {}
     assert t.properties == {"bootstrap.servers": "localhost:9092", "group.id": "testGroup"}
     meta = {c.name: (c.metadata, c.virtual) for c in t.metadata_columns}
     assert meta == {"ts": ("timestamp", False), "partition": ("partition", True), "src": ("topic", True)}

@@ -99,8 +99,9 @@ def register(sub: Any) -> None:
     pdoc = sub.add_parser("docs", help="generated documentation")
     pdoc.add_argument(
         "what",
-        choices=["config", "helm-schema"],
-        help="config: the configuration reference (Markdown); helm-schema: the chart's values.schema.json",
+        choices=["config", "options", "helm-schema"],
+        help="config: the configuration reference (Markdown); options: what each Flink option does here "
+        "(Markdown); helm-schema: the chart's values.schema.json",
     )
     pdoc.set_defaults(handler=_command)
 
@@ -110,6 +111,10 @@ def _command(args: argparse.Namespace) -> int:
         from upsert_kafka_ops.deploy.helm_values import values_schema_json
 
         sys.stdout.write(values_schema_json())
+    elif args.what == "options":
+        from upsert_kafka_ops.spec.options import render as render_options
+
+        sys.stdout.write(render_options())
     else:
         sys.stdout.write(render())
     return 0

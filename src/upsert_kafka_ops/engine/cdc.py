@@ -98,10 +98,7 @@ def read_cdc(
     )
     assert stats is not None
     if stats["bad"] and _options(table).get("ignore-parse-errors", "false").lower() != "true":
-        first = changes.where("_bad").withColumnsRenamed(
-            {"_topic": "topic", "_partition": "partition", "_offset": "offset"}
-        )
-        error = first_error(first, "value", table.value_format)
+        error = first_error(changes.where("_bad"), "value", table.value_format)
         changes.unpersist()
         raise error
     good = changes.where(~F.col("_bad")).drop("_bad")

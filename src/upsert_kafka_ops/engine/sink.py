@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from upsert_kafka_ops.engine import progress
 from upsert_kafka_ops.engine.results import RunResult
-from upsert_kafka_ops.engine.source import DataError, key_codec, resolve_connection, value_codec
+from upsert_kafka_ops.engine.source import DataError, resolve_connection
 from upsert_kafka_ops.errors import SpecError
 from upsert_kafka_ops.spec.connection import KafkaConnection
 from upsert_kafka_ops.spec.table import UpsertKafkaTable
@@ -64,16 +64,28 @@ def _encoded(table: UpsertKafkaTable, df: DataFrame) -> tuple[Column, Column]:
         raise SpecError("columns", f"the DataFrame lacks the table's column(s): {', '.join(missing)}.")
     key = F.struct(*[F.col(c.name).alias(table.key_field_name(c.name)) for c in table.key_columns])
     value = F.struct(*[F.col(c.name) for c in table.value_columns])
-    return key_codec(table).encode(key), value_codec(table).encode(value)
+    return table.key_codec().encode(key), table.value_codec().encode(value)
+
+
+def producer_options(table: UpsertKafkaTable, conn: KafkaConnection) -> dict[str, str]:
+    """Spark's Kafka writer options: the table's ``properties.*`` over this sink's defaults (acks=all,
+    an idempotent producer, as Flink leaves Kafka's own defaults: idempotence is on unless acks says
+    otherwise), then the connection's settings."""
+    options = {f"kafka.{k}": v for k, v in table.properties.items() if k != "bootstrap.servers"}
+    options.setdefault("kafka.acks", _PRODUCER["kafka.acks"])
+    idempotent = options["kafka.acks"] in ("all", "-1")
+    options.setdefault(
+        "kafka.enable.idempotence", _PRODUCER["kafka.enable.idempotence"] if idempotent else "false"
+    )
+    options.update(conn.to_spark_options())
+    return options
 
 
 def _write(table: UpsertKafkaTable, conn: KafkaConnection, records: DataFrame) -> None:
     """Write (key, value) binary rows; a NULL value is a tombstone."""
     if table.sink_parallelism is not None:
         records = records.repartition(table.sink_parallelism)
-    options = {f"kafka.{k}": v for k, v in table.properties.items() if k != "bootstrap.servers"}
-    options.update(_PRODUCER)
-    options.update(conn.to_spark_options())
+    options = producer_options(table, conn)
     writer = records.write.format("kafka").mode("append")  # Spark's V2 Kafka writer appends only
     writer.options(**options).option("topic", _sink_topic(table)).save()
 
@@ -107,6 +119,7 @@ def write_changelog(
     from pyspark.sql import functions as F
 
     began = time.monotonic()
+    _sink_topic(table)  # a table without exactly one topic fails here, before any Spark work
     conn = resolve_connection(table, connection)
     topic = _sink_topic(table)
     if "op" not in df.columns:
@@ -172,6 +185,7 @@ def write_snapshot(
     from upsert_kafka_ops.engine.source import read_raw
 
     began = time.monotonic()
+    _sink_topic(table)  # a table without exactly one topic fails here, before any Spark work
     conn = resolve_connection(table, connection)
     topic = _sink_topic(table)
     pk = table.primary_key

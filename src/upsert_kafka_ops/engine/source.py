@@ -21,7 +21,6 @@ from upsert_kafka_ops.engine import progress
 from upsert_kafka_ops.engine.bounds import Bounds, offsets_to_json, resolve_bounds
 from upsert_kafka_ops.engine.results import RunResult
 from upsert_kafka_ops.errors import SpecError, UpsertKafkaOpsError
-from upsert_kafka_ops.formats.codecs import make_codec
 from upsert_kafka_ops.formats.registry import FORMATS
 from upsert_kafka_ops.spec.connection import KafkaConnection
 from upsert_kafka_ops.spec.table import KafkaTable, UpsertKafkaTable
@@ -44,27 +43,8 @@ class Read(NamedTuple):
 
 
 # -- options and codecs ---------------------------------------------------------------------------
-def _side_options(table: UpsertKafkaTable, side: str, fmt: str) -> dict[str, str]:
-    head = f"{side}.{fmt}."
-    return {k[len(head) :]: v for k, v in table.format_options.items() if k.startswith(head)}
-
-
-def _ignores_errors(table: UpsertKafkaTable, side: str) -> bool:
-    fmt = table.key_format if side == "key" else table.value_format
-    return _side_options(table, side, fmt).get("ignore-parse-errors", "false").lower() == "true"
-
-
-def key_codec(table: UpsertKafkaTable) -> Any:
-    # Flink makes PRIMARY KEY columns NOT NULL: an avro key is a plain record, not a union
-    fields = [(table.key_field_name(c.name), c.sql_type.with_nullable(False)) for c in table.key_columns]
-    opts = _side_options(table, "key", table.key_format)
-    return make_codec(table.key_format, fields, opts, tuple(table.topic or ()), "key")
-
-
-def value_codec(table: UpsertKafkaTable) -> Any:
-    fields = [(c.name, c.sql_type) for c in table.value_columns]
-    opts = _side_options(table, "value", table.value_format)
-    return make_codec(table.value_format, fields, opts, tuple(table.topic or ()), "value")
+def _ignores_errors(table: UpsertKafkaTable, side: Literal["key", "value"]) -> bool:
+    return table.side_options(side).get("ignore-parse-errors", "false").lower() == "true"
 
 
 def resolve_connection(
@@ -130,8 +110,14 @@ def _metadata_value(c: Any, raw: Mapping[str, Column]) -> Column:
 
 
 def first_error(df: DataFrame, what: str, fmt: str | None = None) -> DataError:
-    """The error naming the first undecodable record of ``df`` (by topic, partition and offset)."""
-    row = df.orderBy("topic", "partition", "offset").select("topic", "partition", "offset").first()
+    """The error naming the first undecodable record of ``df`` (by topic, partition and offset: the
+    ``_topic``, ``_partition``, ``_offset`` columns where it has them, else Kafka's own names)."""
+    from pyspark.sql import functions as F
+
+    names = (
+        ("_topic", "_partition", "_offset") if "_topic" in df.columns else ("topic", "partition", "offset")
+    )
+    row = df.orderBy(*names).select(*[F.col(n).alias(n.lstrip("_")) for n in names]).first()
     assert row is not None
     where = (
         f"Cannot decode the {what} of the record at topic {row['topic']!r}, partition {row['partition']}, "
@@ -211,7 +197,7 @@ def _fold(
     bounds = resolve_bounds(table, conn.to_librdkafka(), start, until)
     headers = any(c.metadata == "headers" for c in table.metadata_columns)
     raw = read_raw(spark, table, conn, bounds, headers)
-    kcodec, vcodec = key_codec(table), value_codec(table)
+    kcodec, vcodec = table.key_codec(), table.value_codec()
     key_names = [c.name for c in table.key_columns]
     # the range is scanned for the fold and again for the winning values (and first for a full check)
     progress.expect(2 * bounds.span())
@@ -372,13 +358,7 @@ def _winning_rows(
         if tally["bad"]:
             bad = decoded.where("_error")
             if not _ignores_errors(table, "value"):
-                raise first_error(
-                    bad.withColumnsRenamed(
-                        {"_topic": "topic", "_partition": "partition", "_offset": "offset"}
-                    ),
-                    "value",
-                    table.value_format,
-                )
+                raise first_error(bad, "value", table.value_format)
             # Flink drops a bad record: the key keeps its previous state. Fold the affected keys
             # again over their decodable records only.
             affected = bad.select(*key_names).distinct()
@@ -400,7 +380,7 @@ def _rows(
     (undecodable value), ``_is_null`` (tombstone), and the ``keep`` columns of ``raw``."""
     from pyspark.sql import functions as F
 
-    kd = key_codec(table).decode(F.col("key"))
+    kd = table.key_codec().decode(F.col("key"))
     vd = vcodec.decode(F.col("value"))
     cols = {c: F.col(c) for c in raw.columns}
     out = []
@@ -426,7 +406,7 @@ def _rows(
 def _affected_records(table: UpsertKafkaTable, raw: DataFrame, affected: DataFrame) -> DataFrame:
     from pyspark.sql import functions as F
 
-    kd = key_codec(table).decode(F.col("key"))
+    kd = table.key_codec().decode(F.col("key"))
     key_names = [c.name for c in table.key_columns]
     keyed = raw.where(F.col("key").isNotNull()).select(
         "*", *[kd.value.getField(table.key_field_name(k)).alias(f"__k_{k}") for k in key_names]
@@ -543,8 +523,8 @@ def _decoded_records(table: UpsertKafkaTable, raw: DataFrame) -> tuple[DataFrame
     from pyspark import StorageLevel
     from pyspark.sql import functions as F
 
-    vcodec = value_codec(table)
-    kd = key_codec(table).decode(F.col("key"))
+    vcodec = table.value_codec()
+    kd = table.key_codec().decode(F.col("key"))
 
     flagged = raw.select(
         "*",
@@ -562,11 +542,10 @@ def _decoded_records(table: UpsertKafkaTable, raw: DataFrame) -> tuple[DataFrame
         F.sum(F.col("_value_error").cast("long")).alias("value_errors"),
     ).first()
     assert stats is not None
-    renamed = {"_topic": "topic", "_partition": "partition", "_offset": "offset"}
     if stats["key_errors"] and not _ignores_errors(table, "key"):
-        raise first_error(rows.where("_key_error").withColumnsRenamed(renamed), "key", table.key_format)
+        raise first_error(rows.where("_key_error"), "key", table.key_format)
     if stats["value_errors"] and not _ignores_errors(table, "value"):
-        raise first_error(rows.where("_value_error").withColumnsRenamed(renamed), "value", table.value_format)
+        raise first_error(rows.where("_value_error"), "value", table.value_format)
     return rows, stats
 
 
@@ -626,12 +605,12 @@ def read_append(
     raw = read_raw(spark, table, conn, bounds, headers)
     progress.expect(bounds.span())
     rows = decode_append(table, raw)
-    vopts = _format_options(table, "value", table.value_format)
+    vopts = table.side_options("value")
     stats = rows.agg(F.count(F.lit(1)).alias("n"), F.count(F.when(F.col("_bad"), 1)).alias("bad")).first()
     assert stats is not None
     if stats["bad"] and vopts.get("ignore-parse-errors", "false").lower() != "true":
         raise first_error(rows.where("_bad"), "value", table.value_format)
-    df = rows.where(~F.col("_bad")).drop("_bad", "topic", "partition", "offset")
+    df = rows.where(~F.col("_bad")).drop("_bad", "_topic", "_partition", "_offset")
     result = RunResult(
         operation="read_append",
         topics=sorted({t for t, _ in bounds.partitions()}),
@@ -645,32 +624,20 @@ def read_append(
     return Read(df, result)
 
 
-def _format_options(table: KafkaTable, side: str, fmt: str) -> dict[str, str]:
-    head = f"{side}.{fmt}."
-    return {k[len(head) :]: v for k, v in table.format_options.items() if k.startswith(head)}
-
-
 def decode_append(table: KafkaTable, raw: DataFrame) -> DataFrame:
     """Decode raw Kafka records (batch or streaming) into a plain table's columns, plus ``_bad`` (a
-    tombstone or an undecodable value) and the record's ``topic``, ``partition`` and ``offset``."""
+    tombstone or an undecodable value) and the record's ``_topic``, ``_partition`` and ``_offset``
+    (underscored: the table may have columns named topic, partition or offset)."""
     from pyspark.sql import functions as F
 
     in_key = set(table.key_fields)
-    value_cols = [
-        c for c in table.physical_columns if table.value_fields_include == "ALL" or c.name not in in_key
-    ]
-    vopts = _format_options(table, "value", table.value_format)
-    topics = tuple(table.topic or ())
-    vfields = [(c.name, c.sql_type) for c in value_cols]
-    vd = make_codec(table.value_format, vfields, vopts, topics, "value").decode(F.col("value"))
+    vd = table.value_codec().decode(F.col("value"))
     cols = {c: F.col(c) for c in raw.columns}
     out = []
     key_value = None
-    if table.key_format:
-        kopts = _format_options(table, "key", table.key_format)
-        by_name = {c.name: c for c in table.columns}
-        kfields = [(k[len(table.key_fields_prefix) :], by_name[k].sql_type) for k in table.key_fields]
-        key_value = make_codec(table.key_format, kfields, kopts, topics, "key").decode(F.col("key")).value
+    kcodec = table.key_codec()
+    if kcodec is not None:
+        key_value = kcodec.decode(F.col("key")).value
     for c in table.columns:
         if c.metadata is not None:
             out.append(_metadata_value(c, cols).alias(c.name))
@@ -679,4 +646,5 @@ def decode_append(table: KafkaTable, raw: DataFrame) -> DataFrame:
         else:
             out.append(vd.value.getField(c.name).alias(c.name))
     bad = F.col("value").isNull() | vd.error
-    return raw.select(*out, bad.alias("_bad"), "topic", "partition", "offset")
+    position = [F.col(n).alias(f"_{n}") for n in ("topic", "partition", "offset")]
+    return raw.select(*out, bad.alias("_bad"), *position)

@@ -29,9 +29,26 @@ class JsonCodec:
     def __init__(self, fields: Fields, options: dict[str, str]) -> None:
         self.fields = fields
         self.options = options
-        if options.get("fail-on-missing-field", "false").lower() == "true":
+        self.fail_on_missing = _flag(options, "fail-on-missing-field")
+        if self.fail_on_missing and _flag(options, "ignore-parse-errors"):
             raise SpecError(
-                "json.fail-on-missing-field", "'true' is not supported yet.", "leave it at 'false'."
+                "json.fail-on-missing-field",
+                "fail-on-missing-field and ignore-parse-errors shouldn't both be true.",
+                "keep one of them.",
+            )
+        nested = [n for n, t in fields if "ROW" in t.to_flink()]
+        if self.fail_on_missing and nested:
+            raise SpecError(
+                "json.fail-on-missing-field",
+                f"'true' checks top-level fields only here, and {', '.join(nested)} hold ROW fields.",
+                "leave it at 'false' for tables with ROW columns.",
+            )
+        mode = options.get("map-null-key.mode", "FAIL").upper()
+        if mode not in ("FAIL", "DROP", "LITERAL"):
+            # Spark maps cannot hold a null key, so the mode never has one to act on; its value is still
+            # checked as Flink checks it
+            raise SpecError(
+                "json.map-null-key.mode", f"unsupported value {mode!r}.", "use FAIL, DROP or LITERAL."
             )
         self.row_type = SqlType("ROW", fields=tuple(row_fields(fields)))
 
@@ -45,6 +62,10 @@ class JsonCodec:
             {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": "__corrupt"},
         )
         value, field_error = from_text(parsed, self.row_type)
+        if self.fail_on_missing:  # a top-level field absent from the object (an explicit null is present)
+            keys = F.json_object_keys(data.cast("string"))
+            for f in self.row_type.fields:
+                field_error = field_error | F.coalesce(~F.array_contains(keys, f.name), F.lit(False))
         error = data.isNotNull() & (parsed.isNull() | parsed.getField("__corrupt").isNotNull() | field_error)
         return Decoded(F.when(data.isNull(), F.lit(None)).otherwise(value), error)
 
@@ -54,6 +75,13 @@ class JsonCodec:
         from pyspark.sql import functions as F
 
         return F.encode(_json_value(row, self.row_type, self.options), "UTF-8")
+
+
+def _flag(options: dict[str, str], name: str) -> bool:
+    value = options.get(name, "false").lower()
+    if value not in ("true", "false"):
+        raise SpecError(f"json.{name}", f"must be 'true' or 'false', got {value!r}.")
+    return value == "true"
 
 
 def json_string(c: Column) -> Column:

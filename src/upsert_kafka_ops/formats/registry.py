@@ -22,6 +22,16 @@ class FormatInfo:
     supported: bool = True
     #: map-typed options given as ``<option>.<key>`` (avro-confluent's ``properties.*``)
     option_prefixes: frozenset[str] = frozenset()
+    #: options that differ from Flink or are refused here: option -> (``differs`` | ``refused``, why);
+    #: every other option does what Flink's does (docs/options.md lists them all)
+    notes: tuple[tuple[str, str, str], ...] = ()
+
+    def status(self, option: str) -> tuple[str, str]:
+        """(``same`` | ``differs`` | ``refused``, why) of an option of this format."""
+        for name, status, why in self.notes:
+            if name == option:
+                return status, why
+        return "same", ""
 
 
 #: options the JSON-based CDC formats share
@@ -52,6 +62,24 @@ FORMATS: dict[str, FormatInfo] = {
                     "decode.json-parser.enabled",
                 }
             ),
+            notes=(
+                (
+                    "fail-on-missing-field",
+                    "differs",
+                    "'true' checks the top-level fields; with ROW columns it is refused (nested fields are not checked).",
+                ),
+                (
+                    "map-null-key.mode",
+                    "same",
+                    "The value is checked as Flink checks it; a Spark map cannot hold a null key, so no mode has one "
+                    "to act on.",
+                ),
+                (
+                    "decode.json-parser.enabled",
+                    "same",
+                    "Flink's choice of parser implementation; the values read are the same.",
+                ),
+            ),
         ),
         FormatInfo(
             "csv",
@@ -69,8 +97,18 @@ FORMATS: dict[str, FormatInfo] = {
                 }
             ),
         ),
-        FormatInfo("raw", frozenset({"charset", "endianness"})),
-        FormatInfo("avro", frozenset({"encoding", "timestamp_mapping.legacy"})),
+        FormatInfo(
+            "raw",
+            frozenset({"charset", "endianness"}),
+            notes=(
+                ("endianness", "differs", "'big-endian' (Flink's default) only; 'little-endian' is refused."),
+            ),
+        ),
+        FormatInfo(
+            "avro",
+            frozenset({"encoding", "timestamp_mapping.legacy"}),
+            notes=(("encoding", "differs", "'binary' (Flink's default) only; 'json' is refused."),),
+        ),
         FormatInfo(
             "avro-confluent",
             frozenset(
@@ -89,6 +127,13 @@ FORMATS: dict[str, FormatInfo] = {
                 }
             ),
             option_prefixes=frozenset({"properties."}),
+            notes=(
+                (
+                    "schema",
+                    "refused",
+                    "The Avro schema is always derived from the table's columns (Flink's default without it).",
+                ),
+            ),
         ),
         FormatInfo(
             "debezium-json",
@@ -110,6 +155,7 @@ FORMATS: dict[str, FormatInfo] = {
             frozenset({"ignore-parse-errors", "timestamp-format.standard"}),
             insert_only=False,
             supported=False,
+            notes=(("*", "refused", "The ogg-json format is not implemented."),),
         ),
     )
 }

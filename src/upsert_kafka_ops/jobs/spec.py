@@ -175,6 +175,17 @@ class TopicSink(_TableOnConnection):
     connection: str = Field(description="Name of a connection in the pipeline's 'connections'.")
     table: UpsertKafkaTable = Field(description="The sink table (its topic, key and formats).")
 
+    @model_validator(mode="after")
+    def _one_topic(self) -> TopicSink:
+        if self.table.topic_pattern is not None or len(self.table.topic or []) != 1:
+            raise SpecError(
+                "sink.table.topic",
+                f"a sink writes to exactly one topic; {self.table.name!r} names "
+                f"{self.table.topic_pattern or ';'.join(self.table.topic or [])!r}.",
+                "set 'topic' to a single topic name.",
+            )
+        return self
+
 
 # -- warehouse targets -----------------------------------------------------------------------------
 class DeltaTarget(SpecModel):

@@ -102,15 +102,15 @@ def _register_streams(
                     F.col("_bad"),
                     F.raise_error(
                         F.concat(
-                            F.lit("Cannot decode the value of the record at topic "), F.col("topic"),
-                            F.lit(", partition "), F.col("partition").cast("string"), F.lit(", offset "),
-                            F.col("offset").cast("string"),
+                            F.lit("Cannot decode the value of the record at topic "), F.col("_topic"),
+                            F.lit(", partition "), F.col("_partition").cast("string"), F.lit(", offset "),
+                            F.col("_offset").cast("string"),
                             F.lit(". Set 'value.<format>.ignore-parse-errors' = 'true' to skip such records."),
                         )
                     ),
                 ).otherwise(F.lit(True))
             )  # fmt: skip
-        decoded = decoded.drop("_bad", "topic", "partition", "offset")
+        decoded = decoded.drop("_bad", "_topic", "_partition", "_offset")
         decoded.createOrReplaceTempView(name)
         views.append(name)
     return views

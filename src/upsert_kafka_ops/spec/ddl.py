@@ -32,6 +32,7 @@ _AFTER_TYPE = {"METADATA", "COMMENT", "PRIMARY", "CONSTRAINT"}
 _LEXEME = re.compile(
     r"(?P<space>\s+)"
     r"|(?P<comment>--[^\n]*|/\*.*?(?:\*/|\Z))"
+    r"|(?P<ustring>[Uu]&'(?:[^']|'')*')"
     r"|(?P<word>[^\W\d]\w*)"
     r"|(?P<name>`(?:[^`]|``)*`)"
     r"|(?P<string>'(?:[^']|'')*')"
@@ -233,11 +234,51 @@ class _Parser:
         return self.error("syntax error", tok, f"syntax error: unexpected {found}", f"expected {what}")
 
     def string(self, what: str) -> str:
+        """A character literal: ``'text'`` (``''`` is a quote) or a Unicode literal ``U&'\\0001'``
+        (``\\XXXX`` or ``\\+XXXXXX`` code points, ``\\\\`` a backslash, another escape
+        character with ``UESCAPE 'c'``), as Flink's SQL parser reads them."""
         tok = self.peek()
-        if tok.kind != "string":
+        if tok.kind not in ("string", "ustring"):
             raise self.unexpected(what)
         self.pos += 1
-        return tok.text[1:-1].replace("''", "'")
+        if tok.kind == "string":
+            return tok.text[1:-1].replace("''", "'")
+        escape = "\\"
+        if self.accept("UESCAPE"):
+            esc = self.peek()
+            escape = self.string("an escape character in quotes, e.g. UESCAPE '!'")
+            if len(escape) != 1 or escape in "+'\"" or escape.isspace() or escape in "0123456789abcdefABCDEF":
+                raise self.error(
+                    "UESCAPE", esc, f"invalid escape character {escape!r}", "use one character such as '!'"
+                )
+        return self._unicode(tok, tok.text[3:-1].replace("''", "'"), escape)
+
+    def _unicode(self, tok: _Token, body: str, escape: str) -> str:
+        out, i = [], 0
+        while i < len(body):
+            if body[i] != escape:
+                out.append(body[i])
+                i += 1
+                continue
+            if body[i + 1 : i + 2] == escape:
+                out.append(escape)
+                i += 2
+                continue
+            long = body[i + 1 : i + 2] == "+"
+            digits = body[i + 2 : i + 8] if long else body[i + 1 : i + 5]
+            if len(digits) != (6 if long else 4) or not all(c in "0123456789abcdefABCDEF" for c in digits):
+                raise self.error(
+                    "Unicode literal", tok, f"invalid escape in {tok.text}",
+                    f"write {escape}XXXX (4 hex digits), {escape}+XXXXXX (6) or {escape}{escape}",
+                )  # fmt: skip
+            code = int(digits, 16)
+            if code > 0x10FFFF:
+                raise self.error(
+                    "Unicode literal", tok, f"code point {digits} is out of range", "use at most 10FFFF"
+                )
+            out.append(chr(code))
+            i += len(digits) + (2 if long else 1)
+        return "".join(out)
 
     def identifier(self, what: str) -> str:
         tok = self.peek()

@@ -20,14 +20,18 @@ from __future__ import annotations
 
 import re
 from functools import cached_property
-from typing import Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from pydantic import Field, field_validator, model_validator
 
 from upsert_kafka_ops.errors import SpecError
 from upsert_kafka_ops.formats.registry import FORMATS
 from upsert_kafka_ops.spec.base import SpecModel
+from upsert_kafka_ops.spec.options import check_refused
 from upsert_kafka_ops.spec.types import SqlType, parse_type
+
+if TYPE_CHECKING:
+    from upsert_kafka_ops.formats.codecs import Codec
 
 #: Kafka client properties that the connector sets itself (Flink rejects or overrides them).
 OWNED_CLIENT_PROPERTIES = frozenset(
@@ -204,6 +208,11 @@ class _KafkaTableBase(SpecModel):
     )
 
     _topic = field_validator("topic", mode="before")(lambda cls, v: _split_topics(v))
+
+    def side_options(self, side: Literal["key", "value"]) -> dict[str, str]:
+        """The key's or the value's format options without their ``<side>.<format>.`` prefix."""
+        head = f"{side}.{getattr(self, f'{side}_format')}."
+        return {k[len(head) :]: v for k, v in self.format_options.items() if k.startswith(head)}
 
     @model_validator(mode="after")
     def _check_common(self) -> _KafkaTableBase:
@@ -396,6 +405,7 @@ class UpsertKafkaTable(_KafkaTableBase):
         _format_options(
             "value", self.value_format, {k: v for k, v in self.format_options.items() if k not in fmt_opts}
         )
+        self.key_codec(), self.value_codec()  # a format's option values and column types, checked now
         return self
 
     def bounded_offsets(self) -> dict[int, int]:
@@ -427,6 +437,16 @@ class UpsertKafkaTable(_KafkaTableBase):
     def key_field_name(self, column: str) -> str:
         """The field name of a key column inside the key format (the prefix stripped)."""
         return column[len(self.key_fields_prefix) :]
+
+    def key_codec(self) -> Codec:
+        """The key format's codec: the key columns, named without the prefix and NOT NULL (Flink makes
+        PRIMARY KEY columns NOT NULL, so an avro key is a plain record, not a union)."""
+        fields = [(self.key_field_name(c.name), c.sql_type.with_nullable(False)) for c in self.key_columns]
+        return _codec(self, "key", self.key_format, fields)
+
+    def value_codec(self) -> Codec:
+        """The value format's codec: every physical column, or those not in the key."""
+        return _codec(self, "value", self.value_format, [(c.name, c.sql_type) for c in self.value_columns])
 
     # -- Flink options -----------------------------------------------------------------------------
     @classmethod
@@ -517,6 +537,18 @@ class KafkaTable(_KafkaTableBase):
 
     @model_validator(mode="after")
     def _check_plain(self) -> KafkaTable:
+        check_refused("kafka", {**self.scan_options, **self.sink_options})
+        unknown = sorted(set(self.scan_options) - {"scan.startup.mode"}) + sorted(self.sink_options)
+        if unknown:
+            raise SpecError(unknown[0], "is not an option of the 'kafka' connector.", "remove it.")
+        mode = self.scan_options.get("scan.startup.mode", "earliest-offset").lower()
+        if mode != "earliest-offset":
+            raise SpecError(
+                "scan.startup.mode",
+                f"'{mode}' is not implemented yet: a snapshot run reads from the earliest offset and a "
+                "streaming run from its checkpoint.",
+                "leave it unset or 'earliest-offset'.",
+            )
         _check_format("value.format", self.value_format, upsert=False)
         if self.key_format is not None:
             _check_format("key.format", self.key_format, upsert=False)
@@ -545,7 +577,26 @@ class KafkaTable(_KafkaTableBase):
         _format_options(
             "value", self.value_format, {k: v for k, v in self.format_options.items() if k not in key_opts}
         )
+        if FORMATS[self.value_format].insert_only:  # a CDC format's envelope is decoded by engine.cdc
+            self.key_codec(), self.value_codec()
         return self
+
+    @property
+    def value_fields(self) -> list[Column]:
+        """The physical columns the value format holds (all, or those not in ``key.fields``)."""
+        keys = set(self.key_fields)
+        return [c for c in self.physical_columns if self.value_fields_include == "ALL" or c.name not in keys]
+
+    def key_codec(self) -> Codec | None:
+        """The key format's codec over ``key.fields`` (named without the prefix), if a key is read."""
+        if self.key_format is None:
+            return None
+        by_name = {c.name: c for c in self.columns}
+        fields = [(k[len(self.key_fields_prefix) :], by_name[k].sql_type) for k in self.key_fields]
+        return _codec(self, "key", self.key_format, fields)
+
+    def value_codec(self) -> Codec:
+        return _codec(self, "value", self.value_format, [(c.name, c.sql_type) for c in self.value_fields])
 
     @classmethod
     def from_options(
@@ -629,14 +680,7 @@ UPSERT_OPTIONS = {
     "sink.delivery-guarantee": "sink_delivery_guarantee",
 }
 _BOUNDED = ("scan.bounded.mode", "scan.bounded.specific-offsets", "scan.bounded.timestamp-millis")
-_UPSERT_OTHER = (
-    "sink.buffer-flush.interval",
-    "sink.transactional-id-prefix",
-    "sink.transaction-naming-strategy",
-    "scan.parallelism",
-    *_BOUNDED,
-    "scan.topic-partition-discovery.interval",
-)
+_UPSERT_OTHER = ("sink.buffer-flush.interval", *_BOUNDED)
 
 
 _T = TypeVar("_T", bound=_KafkaTableBase)
@@ -677,6 +721,11 @@ def _upsert_fields(options: dict[str, str]) -> dict[str, Any]:
     connector = opts.pop("connector", "upsert-kafka")
     if connector != "upsert-kafka":
         raise SpecError("connector", f"is {connector!r}, not 'upsert-kafka'.")
+    if opts.get("sink.delivery-guarantee", "").lower() != "exactly-once":  # else that refusal explains
+        check_refused("upsert-kafka", opts)
+    else:
+        for key in ("sink.transactional-id-prefix", "sink.transaction-naming-strategy"):
+            opts.pop(key, None)
     data: dict[str, Any] = {}
     _common_fields(opts, data)
     for opt, field in UPSERT_OPTIONS.items():
@@ -686,10 +735,6 @@ def _upsert_fields(options: dict[str, str]) -> dict[str, Any]:
         data["sink_buffer_flush_interval_ms"] = parse_duration_ms(
             opts.pop("sink.buffer-flush.interval"), "sink.buffer-flush.interval"
         )
-    for key in ("sink.transactional-id-prefix", "sink.transaction-naming-strategy"):
-        opts.pop(key, None)  # only used with exactly-once, which the model rejects with its reason
-    for key in ("scan.parallelism", "scan.topic-partition-discovery.interval"):
-        opts.pop(key, None)  # Spark plans its own tasks and discovers partitions per run
     for opt, field in (
         ("scan.bounded.mode", "scan_bounded_mode"),
         ("scan.bounded.specific-offsets", "scan_bounded_specific_offsets"),
@@ -729,6 +774,18 @@ def _upsert_fields(options: dict[str, str]) -> dict[str, Any]:
     return data
 
 
+def _codec(table: _KafkaTableBase, side: Literal["key", "value"], fmt: str, fields: list[Any]) -> Codec:
+    """``make_codec`` for one side of ``table``; its errors name the side's option (``value.json.x``)."""
+    from upsert_kafka_ops.formats.codecs import make_codec
+
+    try:
+        return make_codec(fmt, fields, table.side_options(side), tuple(table.topic or ()), side)
+    except SpecError as exc:
+        if exc.field == fmt or exc.field.startswith(f"{fmt}."):
+            raise SpecError(f"{side}.{exc.field}", exc.message, exc.fix) from None
+        raise
+
+
 def _topic_options(table: _KafkaTableBase) -> dict[str, str]:
     if table.topic_pattern is not None:
         return {"topic-pattern": table.topic_pattern}
@@ -744,7 +801,18 @@ def _quote(name: str) -> str:
 
 
 def _literal(text: str) -> str:
-    return "'" + text.replace("'", "''") + "'"
+    """A SQL character literal; one with control characters as a Unicode literal (``U&'\\0001'``)."""
+    if all(c.isprintable() for c in text):
+        return "'" + text.replace("'", "''") + "'"
+    return "U&'" + "".join(map(_unicode_char, text)).replace("'", "''") + "'"
+
+
+def _unicode_char(c: str) -> str:
+    if c == "\\":
+        return "\\\\"
+    if c.isprintable():
+        return c
+    return f"\\{ord(c):04X}" if ord(c) <= 0xFFFF else f"\\+{ord(c):06X}"
 
 
 def _ddl(name: str, columns: list[Column], primary_key: list[str], options: dict[str, str]) -> str:

@@ -55,8 +55,8 @@ CREATE TABLE until_offsets (
   'scan.bounded.specific-offsets' = 'partition:0,offset:42;partition:1,offset:300'
 );
 
--- Options that steer Flink's parallel source: Spark plans its own tasks.
--- expect: upsert-kafka scan_bounded_mode=unbounded
+-- Options that steer Flink's parallel source mean nothing to a Spark run: refused, not ignored.
+-- expect: spec-error scan.parallelism: Spark sizes the read from the topic's partitions
 CREATE TABLE flink_source_tuning (
   id BIGINT,
   v STRING,
@@ -70,7 +70,8 @@ CREATE TABLE flink_source_tuning (
   'scan.topic-partition-discovery.interval' = '5 min'
 );
 
--- expect: kafka scan_options.scan.startup.mode=timestamp
+-- Start modes of a plain kafka source other than earliest-offset are not implemented yet.
+-- expect: spec-error scan.bounded.mode: A plain 'kafka' source is read to its end offsets
 CREATE TABLE from_a_time (
   id BIGINT,
   v STRING
@@ -131,4 +132,16 @@ CREATE TABLE group_without_id (
   'key.format' = 'json',
   'value.format' = 'json',
   'scan.bounded.mode' = 'group-offsets'
+);
+
+-- expect: spec-error scan.topic-partition-discovery.interval: each run reads the partitions the topic has when it starts
+CREATE TABLE discovering (
+  id BIGINT,
+  PRIMARY KEY (id) NOT ENFORCED
+) WITH (
+  'connector' = 'upsert-kafka',
+  'topic' = 'discovering',
+  'key.format' = 'json',
+  'value.format' = 'json',
+  'scan.topic-partition-discovery.interval' = '5 min'
 );

@@ -280,3 +280,29 @@ CREATE TABLE registry_literal_secret (
   'value.avro-confluent.url' = 'http://registry:8081',
   'value.avro-confluent.basic-auth.user-info' = 'etl:hunter2'
 );
+
+-- A control character as the CSV delimiter, written as Flink's docs write it: a Unicode literal.
+-- expect: upsert-kafka value_format=csv key_format=csv
+CREATE TABLE ctrl_a_delimited (
+  id BIGINT,
+  v STRING,
+  PRIMARY KEY (id) NOT ENFORCED
+) WITH (
+  'connector' = 'upsert-kafka',
+  'topic' = 'ctrl_a_delimited',
+  'key.format' = 'csv',
+  'value.format' = 'csv',
+  'value.csv.field-delimiter' = U&'\0001'
+);
+
+-- expect: ddl-error Unicode literal at 9:33
+CREATE TABLE bad_escape (
+  id BIGINT,
+  PRIMARY KEY (id) NOT ENFORCED
+) WITH (
+  'connector' = 'upsert-kafka',
+  'topic' = 'bad_escape',
+  'key.format' = 'csv',
+  'value.format' = 'csv',
+  'value.csv.field-delimiter' = U&'\00G1'
+);

@@ -75,7 +75,19 @@ CREATE TABLE buffered_sink (
   'sink.parallelism' = '2',
   'sink.buffer-flush.max-rows' = '1000',
   'sink.buffer-flush.interval' = '2s',
-  'sink.delivery-guarantee' = 'at-least-once',
+  'sink.delivery-guarantee' = 'at-least-once'
+);
+
+-- A transactional id prefix without exactly-once would mean nothing: refused, not ignored.
+-- expect: spec-error sink.transactional-id-prefix: it applies to 'exactly-once' delivery
+CREATE TABLE prefix_without_transactions (
+  id BIGINT,
+  PRIMARY KEY (id) NOT ENFORCED
+) WITH (
+  'connector' = 'upsert-kafka',
+  'topic' = 'prefix_without_transactions',
+  'key.format' = 'json',
+  'value.format' = 'json',
   'sink.transactional-id-prefix' = 'users-tx'
 );
 
@@ -155,4 +167,16 @@ CREATE TABLE upsert_startup_mode (
   'key.format' = 'json',
   'value.format' = 'json',
   'scan.startup.mode' = 'latest-offset'
+);
+
+-- expect: spec-error sink.transaction-naming-strategy: it applies to 'exactly-once' delivery
+CREATE TABLE naming_without_transactions (
+  id BIGINT,
+  PRIMARY KEY (id) NOT ENFORCED
+) WITH (
+  'connector' = 'upsert-kafka',
+  'topic' = 'naming_without_transactions',
+  'key.format' = 'json',
+  'value.format' = 'json',
+  'sink.transaction-naming-strategy' = 'POOLING'
 );
