@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -21,23 +22,50 @@ from values import canon, time_text, timestamp_text
 
 def _error(exc: BaseException) -> str:
     """The innermost cause's first line: what Flink says went wrong, not the wrappers' lines."""
-    text = str(exc)
-    causes = [line.strip() for line in text.splitlines() if line.strip().startswith("Caused by:")]
-    return (causes[-1] if causes else text.strip().splitlines()[0] if text.strip() else type(exc).__name__)[
-        :2000
-    ]
+    lines = [line.strip().lstrip(": ") for line in str(exc).splitlines() if line.strip()]
+    causes = [line for line in lines if line.startswith("Caused by:")]
+    thrown = [line for line in lines if re.match(r"^[\w.$]+(Exception|Error)\b", line)]
+    return (causes or thrown or lines or [type(exc).__name__])[-1 if causes else 0][:2000]
 
 
 def _text_kind(sql_type: str) -> str:
-    """``timestamp`` or ``time`` for the types read as text, else ''."""
-    if sql_type.startswith("TIMESTAMP") and "LOCAL TIME ZONE" not in sql_type:
+    """How a column crosses to Python where PyFlink's own conversion would lose or break it:
+    ``timestamp``, ``time`` and ``date`` as Flink's text (PyFlink rounds times, and Python's dates
+    end at year 9999), ``float`` widened to DOUBLE (PyFlink cannot convert a FLOAT NaN); else ''."""
+    if sql_type.startswith(("TIMESTAMP", "LOCALZONEDTIMESTAMP")):  # LTZ: its text in the session zone, UTC
         return "timestamp"
-    return "time" if sql_type.startswith("TIME") and not sql_type.startswith("TIMESTAMP") else ""
+    if sql_type.startswith("TIME"):
+        return "time"
+    if sql_type.startswith("DATE"):
+        return "date"
+    if sql_type.startswith(("ARRAY", "ROW", "MAP")):
+        return "map" if sql_type.startswith("MAP") else "nested"
+    return "float" if sql_type.startswith("FLOAT") else ""
+
+
+_SELECT = {"timestamp": "CAST({} AS STRING)",
+           # Flink's CAST of TIME to STRING drops the milliseconds it holds: add them back
+           "time": "CONCAT(CAST({0} AS STRING), '.', LPAD(CAST(MOD(EXTRACT(MILLISECOND FROM {0}), 1000) AS STRING), 3, '0'))", "date": "CAST({} AS STRING)",
+           "float": "CAST({} AS DOUBLE)", "nested": "JSON_STRING({})", "map": "JSON_STRING({})", "": "{}"}  # fmt: skip
+
+
+def _rows_as_lists(value: object) -> object:
+    """JSON of a nested value with each ROW (a JSON object) as the list of its field values."""
+    if isinstance(value, dict):
+        return [_rows_as_lists(v) for v in value.values()]
+    if isinstance(value, list):
+        return [_rows_as_lists(v) for v in value]
+    return value
 
 
 def _cell(value: object, kind: str) -> object:
-    if value is None or not kind:
+    if value is None or kind in ("", "float"):
         return canon(value)
+    if kind == "date":
+        return f"date:{value}"
+    if kind in ("nested", "map"):  # nested values cross as JSON (PyFlink 2.2.1 fails to convert some)
+        data = json.loads(str(value))
+        return canon(data if kind == "map" else _rows_as_lists(data))
     return timestamp_text(str(value)) if kind == "timestamp" else time_text(str(value))
 
 
@@ -51,6 +79,7 @@ def main() -> int:
     config.set("parallelism.default", str(job.get("parallelism", 2)))
     config.set("restart-strategy.type", "none")  # a failing read fails at once, with its cause
     config.set("classloader.check-leaked-classloader", "false")
+    config.set("table.local-time-zone", "UTC")  # as the engine's Spark session
     for case in job["cases"]:
         out: dict[str, object] = {"name": case["name"]}
         try:
@@ -59,9 +88,7 @@ def main() -> int:
             names = list(schema.get_column_names())
             kinds = [_text_kind(str(t)) for t in schema.get_column_data_types()]
             # times go through Flink's own text: PyFlink's conversion to Python objects rounds them
-            select = ", ".join(
-                f"CAST(`{n}` AS STRING)" if k else f"`{n}`" for n, k in zip(names, kinds, strict=True)
-            )
+            select = ", ".join(_SELECT[k].format(f"`{n}`") for n, k in zip(names, kinds, strict=True))
             result = env.execute_sql(f"SELECT {select} FROM `{case['table']}`")
             out["columns"] = names
             with result.collect() as rows:

@@ -35,7 +35,7 @@ def canon(value: Any) -> Any:
         return f"bytes:{bytes(value).hex()}"
     if isinstance(value, dict):
         return sorted(([canon(k), canon(v)] for k, v in value.items()), key=repr)
-    if isinstance(value, list | tuple):
+    if isinstance(value, list | tuple) or type(value).__name__ == "Row":  # PyFlink's Row is no tuple
         return [canon(v) for v in value]
     raise TypeError(f"no comparable form for {type(value).__name__}: {value!r}")
 

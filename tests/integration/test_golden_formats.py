@@ -110,11 +110,17 @@ def _want(vector: dict[str, Any]) -> bytes | None:
 
 
 def _checks_decoding(vector: dict[str, Any]) -> bool:
-    """Whether the test decodes Flink's bytes (only where Flink's own decoder gives the row back)."""
+    """Whether the test decodes Flink's bytes (only where Flink's own decoder gives the row back:
+    Flink's JSON and CSV decoders keep the whole seconds of a TIME, so a fraction it wrote does not
+    come back, here as there; tests/conformance/test_value_edges.py checks that against Flink)."""
+    time_fraction = vector["format"] in ("json", "csv") and any(
+        t.startswith("TIME(") and not t.startswith("TIME(0") for _, t in vector["columns"]
+    )
     return (
         vector["id"] not in KNOWN_DIFFERENCES
         and _want(vector) is not None
         and "decode_roundtrip" not in vector
+        and not time_fraction
     )
 
 

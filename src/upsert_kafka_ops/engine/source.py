@@ -21,6 +21,7 @@ from upsert_kafka_ops.engine import progress
 from upsert_kafka_ops.engine.bounds import Bounds, offsets_to_json, resolve_bounds
 from upsert_kafka_ops.engine.results import RunResult
 from upsert_kafka_ops.errors import SpecError, UpsertKafkaOpsError
+from upsert_kafka_ops.formats.columns import Decoded
 from upsert_kafka_ops.formats.registry import FORMATS
 from upsert_kafka_ops.spec.connection import KafkaConnection
 from upsert_kafka_ops.spec.table import KafkaTable, UpsertKafkaTable
@@ -45,6 +46,30 @@ class Read(NamedTuple):
 # -- options and codecs ---------------------------------------------------------------------------
 def _ignores_errors(table: UpsertKafkaTable, side: Literal["key", "value"]) -> bool:
     return table.side_options(side).get("ignore-parse-errors", "false").lower() == "true"
+
+
+def _key_error(table: UpsertKafkaTable, kd: Decoded) -> Column:
+    """True for a record whose key does not decode, or decodes with a NULL PRIMARY KEY column: key
+    columns are NOT NULL, and Flink fails such a record (with ``ignore-parse-errors`` a bad key field
+    is NULL in Flink, and then fails the same way); here it fails the read, or is skipped and counted."""
+    from pyspark.sql import functions as F
+
+    null_column = F.lit(False)
+    for c in table.key_columns:
+        null_column = null_column | kd.value.getField(table.key_field_name(c.name)).isNull()
+    return F.col("key").isNotNull() & (kd.error | null_column)
+
+
+def _value_error(table: UpsertKafkaTable, vd: Decoded) -> Column:
+    """True for a value that does not decode, or (with ``value.fields-include = ALL``, where Flink's
+    row takes the value's copy of the key columns) holds a NULL PRIMARY KEY column."""
+    from pyspark.sql import functions as F
+
+    error = vd.error
+    if table.value_fields_include == "ALL":
+        for c in table.key_columns:
+            error = error | vd.value.getField(c.name).isNull()
+    return F.col("value").isNotNull() & error
 
 
 def resolve_connection(
@@ -121,7 +146,12 @@ def first_error(df: DataFrame, what: str, fmt: str | None = None) -> DataError:
     assert row is not None
     where = (
         f"Cannot decode the {what} of the record at topic {row['topic']!r}, partition {row['partition']}, "
-        f"offset {row['offset']}."
+        f"offset {row['offset']}"
+    )
+    where += (
+        ", or it holds a NULL PRIMARY KEY column (key columns are NOT NULL, as in Flink)."
+        if what == "key"
+        else "."
     )
     if fmt is None or "ignore-parse-errors" in FORMATS[fmt].options:
         option = f"{what}.{fmt or '<format>'}.ignore-parse-errors"
@@ -204,7 +234,7 @@ def _fold(
 
     if validation == "full" and not _ignores_errors(table, "value"):
         progress.expect(bounds.span())
-        bad = raw.where(F.col("value").isNotNull() & vcodec.decode(F.col("value")).error)
+        bad = raw.where(_value_error(table, vcodec.decode(F.col("value"))))
         if not bad.isEmpty():
             raise first_error(bad, "value", table.value_format)
 
@@ -264,7 +294,7 @@ def _per_key_bytes(table: UpsertKafkaTable, raw: DataFrame, kcodec: Any, key_nam
     return per_bytes.select(
         *[kd.value.getField(table.key_field_name(k)).alias(k) for k in key_names],
         F.col("key").isNull().alias("null_key"),
-        (F.col("key").isNotNull() & kd.error).alias("key_error"),
+        _key_error(table, kd).alias("key_error"),
         "topic", "partition", "offset", "ts", "tomb", "n", "tombs", "bytes",
     )  # fmt: skip
 
@@ -397,7 +427,7 @@ def _rows(
         F.col("partition").alias("_partition"),
         F.col("offset").alias("_offset"),
         F.col("timestamp").alias("_timestamp"),
-        (F.col("value").isNotNull() & vd.error).alias("_error"),
+        _value_error(table, vd).alias("_error"),
         F.col("value").isNull().alias("_is_null"),
         *keep,
     )
@@ -419,7 +449,7 @@ def _count_bad_records(table: UpsertKafkaTable, raw: DataFrame, affected: DataFr
     from pyspark.sql import functions as F
 
     recs = _affected_records(table, raw, affected)
-    return int(recs.where(F.col("value").isNotNull() & vcodec.decode(F.col("value")).error).count())
+    return int(recs.where(_value_error(table, vcodec.decode(F.col("value")))).count())
 
 
 def _refold_without_bad(
@@ -529,7 +559,7 @@ def _decoded_records(table: UpsertKafkaTable, raw: DataFrame) -> tuple[DataFrame
     flagged = raw.select(
         "*",
         F.col("key").isNull().alias("_null_key"),
-        (F.col("key").isNotNull() & kd.error).alias("_key_error"),
+        _key_error(table, kd).alias("_key_error"),
     )
     rows = _rows(table, flagged, vcodec, key_from_value=False, keep=("_null_key", "_key_error"))
     rows = rows.withColumn("_value_error", F.col("_error") & ~F.col("_null_key") & ~F.col("_key_error"))

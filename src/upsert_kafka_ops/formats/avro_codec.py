@@ -216,12 +216,12 @@ def to_avro_value(c: Column, t: SqlType) -> Column:
         return F.unix_millis(c)
     if t.name == "TIME":
         parts = F.split(F.regexp_extract(c, "^([0-9]{2}:[0-9]{2}(:[0-9]{2})?)", 1), ":")
-        seconds = F.coalesce(F.element_at(parts, 3).cast("int"), F.lit(0))
+        seconds = F.coalesce(F.try_element_at(parts, F.lit(3)).cast("int"), F.lit(0))
         frac = F.rpad(F.regexp_extract(c, "^[0-9:]{8}[.]([0-9]{1,3})", 1), 3, "0")
         millis = F.when(frac == "", F.lit(0)).otherwise(frac.cast("int"))
         return (
-            F.element_at(parts, 1).cast("int") * 3600000
-            + F.element_at(parts, 2).cast("int") * 60000
+            F.try_element_at(parts, F.lit(1)).cast("int") * 3600000
+            + F.try_element_at(parts, F.lit(2)).cast("int") * 60000
             + seconds * 1000
             + millis
         )

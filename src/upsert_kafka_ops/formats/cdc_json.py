@@ -161,7 +161,7 @@ def _canal(text: Column, options: dict[str, str]) -> tuple[Column, Column]:
         F.transform(
             data,
             lambda d, i: F.array(
-                _event("-U", d, F.coalesce(F.element_at(old, i + 1), F.lit("{}"))), _event("+U", d)
+                _event("-U", d, F.coalesce(F.try_element_at(old, F.lit(i + 1)), F.lit("{}"))), _event("+U", d)
             ),
         )
     )

@@ -9,6 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from upsert_kafka_ops.formats.text_values import JSON, Dialect, scalar
 from upsert_kafka_ops.spec.types import RowField, SqlType
 
 if TYPE_CHECKING:
@@ -16,7 +17,6 @@ if TYPE_CHECKING:
 
 Fields = list[tuple[str, SqlType]]
 INTEGRAL_BYTES = {"TINYINT": 1, "SMALLINT": 2, "INT": 4, "BIGINT": 8}
-TEXT_TYPES = {"STRING", "VARCHAR", "CHAR", "TIME"}
 BINARY_TYPES = {"BYTES", "BINARY", "VARBINARY"}
 
 
@@ -44,18 +44,22 @@ def text_schema(t: SqlType) -> str:
     if t.name == "MAP" and t.key is not None and t.value is not None:
         return f"MAP<{text_schema(t.key)}, {text_schema(t.value)}>"
     if t.name == "DECIMAL":
-        # read exactly: as text, Spark's JSON reader would pass big numbers through a double
-        return t.to_spark()
+        # read exactly: as text, Spark's JSON reader would pass big numbers through a double. At the
+        # widest precision, so that a value past the declared one becomes NULL (as in Flink), not a
+        # broken record
+        return f"DECIMAL(38,{t.params[1] if len(t.params) > 1 else 0})"
     return "STRING"
 
 
-def from_text(c: Column, t: SqlType) -> tuple[Column, Column]:
-    """Convert a column read by :func:`text_schema` to type ``t``: (value, error flag)."""
+def from_text(c: Column, t: SqlType, dialect: Dialect = JSON) -> tuple[Column, Column]:
+    """Convert a column read by :func:`text_schema` to type ``t``: (value, error flag). A nested
+    value that does not convert is NULL where it stands (an element, a field, a map value), as in
+    Flink; the error flag says that something did not."""
     from pyspark.sql import functions as F
 
     false = F.lit(False)
     if t.name == "ROW":
-        parts = [from_text(c.getField(f.name), f.type) for f in t.fields]
+        parts = [from_text(c.getField(f.name), f.type, dialect) for f in t.fields]
         value = F.when(c.isNull(), F.lit(None)).otherwise(
             F.struct(*[p[0].alias(f.name) for p, f in zip(parts, t.fields, strict=True)])
         )
@@ -65,28 +69,28 @@ def from_text(c: Column, t: SqlType) -> tuple[Column, Column]:
         return value, F.when(c.isNull(), false).otherwise(error)
     if t.name == "ARRAY" and t.element is not None:
         elem = t.element
-        value = F.transform(c, lambda x: from_text(x, elem)[0])
-        return value, F.coalesce(F.exists(c, lambda x: from_text(x, elem)[1]), false)
+        value = F.transform(c, lambda x: from_text(x, elem, dialect)[0])
+        return value, F.coalesce(F.exists(c, lambda x: from_text(x, elem, dialect)[1]), false)
     if t.name in ("MAP", "MULTISET"):
         k_type = t.key if t.name == "MAP" else t.element
         v_type = t.value if t.name == "MAP" else SqlType("INT")
         assert k_type is not None and v_type is not None
         value = F.transform_values(
-            F.transform_keys(c, lambda k, _v: from_text(k, k_type)[0]),
-            lambda _k, v: from_text(v, v_type)[0],
+            F.transform_keys(c, lambda k, _v: from_text(k, k_type, dialect)[0]),
+            lambda _k, v: from_text(v, v_type, dialect)[0],
         )
-        error = F.exists(F.map_keys(c), lambda k: from_text(k, k_type)[1]) | F.exists(
-            F.map_values(c), lambda v: from_text(v, v_type)[1]
+        error = F.exists(F.map_keys(c), lambda k: from_text(k, k_type, dialect)[1]) | F.exists(
+            F.map_values(c), lambda v: from_text(v, v_type, dialect)[1]
         )
         return value, F.coalesce(error, false)
-    if t.name in TEXT_TYPES or t.name == "DECIMAL":
+    if t.name in ("STRING", "VARCHAR", "CHAR"):
         return c, false
+    if t.name == "DECIMAL":  # read as DECIMAL(38, s): past the declared precision it is NULL, as in Flink
+        return c.try_cast(t.to_spark()), false
     if t.name == "BOOLEAN":
         # Flink: a JSON boolean as is, any other text through Boolean.parseBoolean ("true", any case)
         return F.when(c.isNull(), F.lit(None)).otherwise(F.lower(F.trim(c)) == "true"), false
-    binary = t.name in BINARY_TYPES
-    value = F.try_to_binary(c, F.lit("base64")) if binary else F.trim(c).try_cast(t.to_spark())
-    return value, c.isNotNull() & value.isNull()
+    return scalar(c, t, dialect)
 
 
 def bind_once(value: Column, body: Callable[[Column], Column]) -> Column:

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 from upsert_kafka_ops.errors import SpecError
 from upsert_kafka_ops.formats.columns import Decoded, Fields, bind_once, from_text
 from upsert_kafka_ops.formats.json_codec import json_decimal
+from upsert_kafka_ops.formats.text_values import CSV, DECIMAL_TEXT
 
 if TYPE_CHECKING:
     from pyspark.sql import Column
@@ -45,8 +46,6 @@ _SCALAR = _NUMERIC | {
     "VARBINARY",
 }
 _MAX_QUOTE_CHECK = 24  # CsvEncoder.MAX_QUOTE_CHECK
-_DECIMAL_TEXT = r"^\s*[+-]?([0-9]+[.]?[0-9]*|[.][0-9]+)([eE][+-]?[0-9]+)?\s*$"
-_TIME_TEXT = r"^[0-9]{2}:[0-9]{2}(:[0-9]{2}([.][0-9]{1,9})?)?$"
 
 
 def _x(ch: str) -> str:
@@ -96,7 +95,7 @@ class CsvCodec:
         if not self.array_delimiter:
             raise SpecError("csv.array-element-delimiter", "must not be empty.")
         self.allow_comments = _bool_option(options, "allow-comments")
-        _bool_option(options, "ignore-parse-errors")  # validated here; applied by the engine
+        self.ignore_errors = _bool_option(options, "ignore-parse-errors")
         self.scientific = _bool_option(options, "write-bigdecimal-in-scientific-notation")
         for name, t in fields:
             _check_type(name, t)
@@ -186,19 +185,21 @@ class CsvCodec:
         bad = (F.length(text) == 0) | ~text.rlike(record) | (F.size(tokens) != len(self.fields))
         if self.allow_comments:
             bad = bad | text.startswith("#")
+        # a field that does not convert fails the record, or with ignore-parse-errors is NULL (Flink)
+        counts = F.lit(not self.ignore_errors)
 
         def convert(vs: Column) -> Column:
             parts = []
             error = F.lit(False)
             for i, (name, t) in enumerate(self.fields):
-                value, field_error = self._from_field_text(F.element_at(vs, i + 1), t)
+                value, field_error = self._from_field_text(F.try_element_at(vs, F.lit(i + 1)), t)
                 parts.append(value.alias(name))
                 error = error | field_error
             return F.struct(F.struct(*parts).alias("value"), error.alias("error"))
 
         # bind the tokenized fields once (a one-element transform) instead of re-splitting per field
-        converted = F.element_at(F.transform(F.array(values), convert), 1)
-        error = data.isNotNull() & F.coalesce(bad | converted.getField("error"), F.lit(True))
+        converted = F.transform(F.array(values), convert)[0]
+        error = data.isNotNull() & F.coalesce(bad | (counts & converted.getField("error")), F.lit(True))
         struct = F.when(data.isNull() | error, F.lit(None)).otherwise(converted.getField("value"))
         return Decoded(struct, error)
 
@@ -270,7 +271,7 @@ class CsvCodec:
             )
         if t.name == "ROW":
             elements = self._split(c)
-            leaves = [_leaf(F.element_at(elements, i + 1), f.type) for i, f in enumerate(t.fields)]
+            leaves = [_leaf(F.try_element_at(elements, F.lit(i + 1)), f.type) for i, f in enumerate(t.fields)]
             error = F.size(elements) != len(t.fields)
             for _, e in leaves:
                 error = error | e
@@ -343,27 +344,18 @@ def _scalar_text(c: Column, t: SqlType) -> Column:
 
 
 def _leaf(c: Column, t: SqlType) -> tuple[Column, Column]:
-    """A scalar from its CSV text: (value, error flag). An empty field of a non-string type is NULL:
-    that is how Flink writes a NULL without a null-literal (Flink itself then fails to read it back)."""
+    """A scalar from its CSV text: (value, error flag). An empty field reads as Flink reads it for
+    STRING (``""``), BOOLEAN (``false``, from ``Boolean.parseBoolean``) and BYTES (no bytes); for the
+    other types it is NULL, which is how Flink writes a NULL without a null-literal (Flink itself
+    then fails to read it back)."""
     from pyspark.sql import functions as F
 
-    value, error = _leaf_text(c, t)
-    if t.name in ("STRING", "VARCHAR", "CHAR"):
+    if t.name == "DECIMAL":  # untrimmed; an overflow is NULL without an error, as in Flink
+        value = F.when(c.rlike(DECIMAL_TEXT), c.try_cast(t.to_spark()))
+        value, error = value, c.isNotNull() & ~c.rlike(DECIMAL_TEXT)
+    else:
+        value, error = from_text(c, t, CSV)
+    if t.name in ("STRING", "VARCHAR", "CHAR", "BOOLEAN", "BYTES", "BINARY", "VARBINARY"):
         return value, error
     empty = c == ""
     return F.when(empty, F.lit(None)).otherwise(value), F.when(empty, F.lit(False)).otherwise(error)
-
-
-def _leaf_text(c: Column, t: SqlType) -> tuple[Column, Column]:
-    from pyspark.sql import functions as F
-
-    if t.name == "DECIMAL":  # an overflow is NULL without an error, as in Flink
-        value = F.trim(c).try_cast(t.to_spark())
-        return value, c.isNotNull() & value.isNull() & ~c.rlike(_DECIMAL_TEXT)
-    if t.name == "TIME":
-        return c, c.isNotNull() & ~c.rlike(_TIME_TEXT)
-    if t.name == "TIMESTAMP_LTZ":  # Flink needs the trailing Z
-        value, error = from_text(c, t)
-        bad = c.isNotNull() & ~F.trim(c).endswith("Z")
-        return F.when(bad, F.lit(None)).otherwise(value), error | bad
-    return from_text(c, t)

@@ -17,6 +17,7 @@ from upsert_kafka_ops.formats.columns import (
     row_fields,
     text_schema,
 )
+from upsert_kafka_ops.formats.text_values import Dialect
 from upsert_kafka_ops.spec.types import SqlType
 
 if TYPE_CHECKING:
@@ -50,24 +51,38 @@ class JsonCodec:
             raise SpecError(
                 "json.map-null-key.mode", f"unsupported value {mode!r}.", "use FAIL, DROP or LITERAL."
             )
+        self.ignore_errors = _flag(options, "ignore-parse-errors")
+        standard = options.get("timestamp-format.standard", "SQL").upper()
+        if standard not in ("SQL", "ISO-8601"):
+            raise SpecError(
+                "json.timestamp-format.standard", f"unsupported value {standard!r}.", "use SQL or ISO-8601."
+            )
+        self.dialect = Dialect("json", iso=standard == "ISO-8601")
         self.row_type = SqlType("ROW", fields=tuple(row_fields(fields)))
 
     def decode(self, data: Column) -> Decoded:
+        """Flink's JSON decoder: a field that does not convert fails the record, or with
+        ``ignore-parse-errors`` is NULL (in Flink 2 the record is dropped only when its text is not
+        a JSON object)."""
         from pyspark.sql import functions as F
 
+        text = data.cast("string")
         schema = ", ".join(f"{quote_field(f.name)} {text_schema(f.type)}" for f in self.row_type.fields)
         parsed = F.from_json(
-            data.cast("string"),
+            text,
             f"{schema}, `__corrupt` STRING",
             {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": "__corrupt"},
         )
-        value, field_error = from_text(parsed, self.row_type)
-        if self.fail_on_missing:  # a top-level field absent from the object (an explicit null is present)
-            keys = F.json_object_keys(data.cast("string"))
-            for f in self.row_type.fields:
-                field_error = field_error | F.coalesce(~F.array_contains(keys, f.name), F.lit(False))
-        error = data.isNotNull() & (parsed.isNull() | parsed.getField("__corrupt").isNotNull() | field_error)
-        return Decoded(F.when(data.isNull(), F.lit(None)).otherwise(value), error)
+        value, field_error = from_text(parsed, self.row_type, self.dialect)
+        if self.ignore_errors:  # Spark's partial result holds NULL where a field did not convert
+            error = F.json_object_keys(text).isNull()
+        else:
+            if self.fail_on_missing:  # a top-level field absent from the object (an explicit null is present)
+                keys = F.json_object_keys(text)
+                for f in self.row_type.fields:
+                    field_error = field_error | F.coalesce(~F.array_contains(keys, f.name), F.lit(False))
+            error = parsed.isNull() | parsed.getField("__corrupt").isNotNull() | field_error
+        return Decoded(F.when(data.isNull(), F.lit(None)).otherwise(value), data.isNotNull() & error)
 
     def encode(self, row: Column) -> Column:
         """Flink's JSON encoder, byte for byte: fields in declaration order, nulls written (unless

@@ -5,10 +5,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from upsert_kafka_ops.errors import SpecError
-from upsert_kafka_ops.formats.columns import BINARY_TYPES, INTEGRAL_BYTES, TEXT_TYPES, Decoded, Fields
+from upsert_kafka_ops.formats.columns import BINARY_TYPES, INTEGRAL_BYTES, Decoded, Fields
 
 if TYPE_CHECKING:
     from pyspark.sql import Column
+
+_STRINGS = {"STRING", "VARCHAR", "CHAR"}
 
 
 class RawCodec:
@@ -25,7 +27,7 @@ class RawCodec:
         self.charset = options.get("charset", "UTF-8")
         if options.get("endianness", "big-endian") != "big-endian":
             raise SpecError("raw.endianness", "only 'big-endian' is supported.")
-        if self.type.name not in TEXT_TYPES | BINARY_TYPES | set(INTEGRAL_BYTES) | {"BOOLEAN"}:
+        if self.type.name not in _STRINGS | BINARY_TYPES | set(INTEGRAL_BYTES) | {"BOOLEAN"}:
             raise SpecError("raw", f"type {self.type.to_flink()} is not supported by the raw format here.")
 
     def decode(self, data: Column) -> Decoded:
@@ -34,8 +36,11 @@ class RawCodec:
         n = INTEGRAL_BYTES.get(self.type.name)
         if self.type.name in BINARY_TYPES:
             value, error = data, F.lit(False)
-        elif self.type.name in TEXT_TYPES:
-            value, error = F.decode(data, self.charset), F.lit(False)
+        elif self.type.name in _STRINGS:
+            # Java's String(bytes, charset), as Flink decodes: a malformed sequence becomes U+FFFD
+            utf8 = self.charset.upper() in ("UTF-8", "UTF8")
+            value = F.make_valid_utf8(data.cast("string")) if utf8 else F.decode(data, self.charset)
+            error = F.lit(False)
         elif self.type.name == "BOOLEAN":
             value, error = data == F.lit(b"\x01"), data.isNotNull() & (F.length(data) != 1)
         else:
@@ -55,7 +60,7 @@ class RawCodec:
         n = INTEGRAL_BYTES.get(self.type.name)
         if self.type.name in BINARY_TYPES:
             return c
-        if self.type.name in TEXT_TYPES:
+        if self.type.name in _STRINGS:
             return F.encode(c, self.charset)
         if self.type.name == "BOOLEAN":
             return F.when(c, F.lit(b"\x01")).when(~c, F.lit(b"\x00"))
