@@ -37,6 +37,7 @@ KAFKA_VERSION = "4.3.1"
 POSTGRESQL_JDBC_VERSION = "42.7.8"
 #: Flink's Kafka SQL connector (a shaded jar) for the PyFlink release the conformance tests run.
 FLINK_KAFKA_CONNECTOR_VERSION = "5.0.0-2.2"
+FLINK_VERSION = "2.2.1"
 LOG4J_VERSION = "2.25.4"
 
 MAVEN_CENTRAL = "https://repo.maven.apache.org/maven2"
@@ -110,7 +111,18 @@ SPARK_GROUP = JarGroup(
 #: virtualenv); not fetched unless asked for.
 FLINK_GROUP = JarGroup(
     name="flink",
-    artifacts=(Artifact("org.apache.flink", "flink-sql-connector-kafka", FLINK_KAFKA_CONNECTOR_VERSION),),
+    artifacts=(
+        Artifact("org.apache.flink", "flink-sql-connector-kafka", FLINK_KAFKA_CONNECTOR_VERSION),
+        # Flink's avro format (flink-sql-avro, the shaded bundle, is not published for 2.2.1)
+        Artifact("org.apache.flink", "flink-avro", FLINK_VERSION),
+    ),
+    # PyFlink's lib already holds Flink itself and its logging
+    exclusions=(
+        "org.apache.flink:flink-core",
+        "org.apache.flink:flink-annotations",
+        "org.slf4j:*",
+        "com.google.code.findbugs:*",
+    ),
 )
 
 GROUPS: dict[str, JarGroup] = {g.name: g for g in (KAFKA_GROUP, SPARK_GROUP, FLINK_GROUP)}

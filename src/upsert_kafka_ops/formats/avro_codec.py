@@ -133,7 +133,7 @@ DECODED = "__uko_decoded"
 
 def checked_reader(schema: Any) -> str:
     """The reader schema (JSON text) with the :data:`DECODED` field added to its top-level record."""
-    reader = strip_time_logical(schema)
+    reader = plain_reader(schema)
     reader = {**reader, "fields": [*reader["fields"], {"name": DECODED, "type": "boolean", "default": True}]}
     return json.dumps(reader)
 
@@ -143,14 +143,18 @@ def decode_failed(data: Column, parsed: Column) -> Column:
     return data.isNotNull() & (parsed.isNull() | parsed.getField(DECODED).isNull())
 
 
-def strip_time_logical(s: Any) -> Any:
-    """The schema with time logical types removed: same bytes, plain int/long for Spark."""
+def plain_reader(s: Any) -> Any:
+    """The schema Spark reads with: the same bytes, time logical types as plain int/long, decimals
+    at precision 38 (a value past the declared precision then reads, and becomes NULL as in Flink,
+    instead of failing the record)."""
     if isinstance(s, list):
-        return [strip_time_logical(x) for x in s]
+        return [plain_reader(x) for x in s]
     if isinstance(s, dict):
         if s.get("logicalType") in _TIME_LOGICAL:
             return s["type"]
-        return {k: strip_time_logical(v) for k, v in s.items()}
+        if s.get("logicalType") == "decimal":
+            return {**s, "precision": 38}
+        return {k: plain_reader(v) for k, v in s.items()}
     return s
 
 
@@ -168,7 +172,7 @@ class AvroCodec:
         self.fields = fields
         self.schema = avro_schema(fields, legacy_timestamps=legacy == "true")
         self.schema_json = json.dumps(self.schema)
-        self.reader_json = json.dumps(strip_time_logical(self.schema))
+        self.reader_json = json.dumps(plain_reader(self.schema))
         self.checked_reader_json = checked_reader(self.schema)
         self.row_type = SqlType("ROW", nullable=False, fields=tuple(RowField(n, t) for n, t in fields))
 
@@ -256,4 +260,9 @@ def from_avro_value(c: Column, t: SqlType) -> Column:
         frac = F.regexp_replace(F.lpad((ms % 1000).cast("string"), 3, "0"), "0+$", "")
         text = F.concat(hms, F.when(frac == "", F.lit("")).otherwise(F.concat(F.lit("."), frac)))
         return F.when(c.isNull(), F.lit(None)).otherwise(text)
-    return c.cast(t.to_spark())
+    if t.name in ("TINYINT", "SMALLINT"):  # an Avro int, narrowed as Java's byteValue()/shortValue()
+        bits = 8 if t.name == "TINYINT" else 16
+        return (F.pmod(c.cast("long") + (1 << (bits - 1)), F.lit(1 << bits)) - (1 << (bits - 1))).cast(
+            t.to_spark()
+        )
+    return c.try_cast(t.to_spark())  # DECIMAL past its precision: NULL, as in Flink

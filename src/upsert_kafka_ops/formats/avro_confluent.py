@@ -28,7 +28,7 @@ from upsert_kafka_ops.formats.avro_codec import (
     AvroCodec,
     decode_failed,
     from_avro_value,
-    strip_time_logical,
+    plain_reader,
     to_avro_value,
 )
 from upsert_kafka_ops.formats.columns import Decoded, Fields
@@ -130,7 +130,7 @@ class AvroConfluentCodec:
                     sid, self.read_subjects, ", ".join(missing),
                 )  # fmt: skip
                 continue
-            writer = json.dumps(strip_time_logical(writer_schema))
+            writer = json.dumps(plain_reader(writer_schema))
             options = {"mode": "PERMISSIVE", "avroSchema": reader}
             parsed = F.when(framed & (schema_id == F.lit(sid)), from_avro(body, writer, options)).otherwise(
                 parsed
