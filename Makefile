@@ -24,7 +24,7 @@ FLINK_VENV := .venv-flink
 FLINK_STAMP := $(FLINK_VENV)/.installed-stamp
 FLINK_VERSION := 2.2.1
 
-.PHONY: help toolchain install jars flink lint unit check helm chart integration test demo bench constraints clean
+.PHONY: help toolchain install jars flink registry lint unit check helm chart integration test demo bench constraints clean
 
 help:
 	@echo "make demo   - install, fetch jars, run the main job on a local Kafka broker and local Spark"
@@ -81,9 +81,14 @@ helm: $(HELM)
 chart: install $(HELM)
 	@$(TIMED) "chart tests" env UKO_HELM=$(CURDIR)/$(HELM) $(BIN)/pytest tests/helm
 
+# The local Schema Registry (Apicurio with its Confluent API, built with Maven into the jar cache once),
+# built before the suites start: the integration and conformance suites both use it.
+registry: jars
+	@$(TIMED) "schema registry" $(BIN)/python -c "from upsert_kafka_ops.local.schema_registry import build; build()"
+
 # The suites with real services, side by side in their own pytest processes (scripts/run-suites.sh);
 # the conformance suite compares the engine with real Flink.
-integration: jars flink
+integration: jars flink registry
 	@$(TIMED) "integration, conformance, airflow and dagster tests" env UKO_FLINK_PYTHON=$(CURDIR)/$(FLINK_VENV)/bin/python scripts/run-suites.sh $(BIN)/pytest build/test-logs
 
 test: jars lint unit chart integration

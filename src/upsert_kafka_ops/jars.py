@@ -37,7 +37,7 @@ KAFKA_VERSION = "4.3.1"
 POSTGRESQL_JDBC_VERSION = "42.7.8"
 #: Flink's Kafka SQL connector (a shaded jar) for the PyFlink release the conformance tests run.
 FLINK_KAFKA_CONNECTOR_VERSION = "5.0.0-2.2"
-FLINK_VERSION = "2.2.1"
+FLINK_AVRO_VERSION = "2.2.0"
 LOG4J_VERSION = "2.25.4"
 
 MAVEN_CENTRAL = "https://repo.maven.apache.org/maven2"
@@ -113,15 +113,10 @@ FLINK_GROUP = JarGroup(
     name="flink",
     artifacts=(
         Artifact("org.apache.flink", "flink-sql-connector-kafka", FLINK_KAFKA_CONNECTOR_VERSION),
-        # Flink's avro format (flink-sql-avro, the shaded bundle, is not published for 2.2.1)
-        Artifact("org.apache.flink", "flink-avro", FLINK_VERSION),
-    ),
-    # PyFlink's lib already holds Flink itself and its logging
-    exclusions=(
-        "org.apache.flink:flink-core",
-        "org.apache.flink:flink-annotations",
-        "org.slf4j:*",
-        "com.google.code.findbugs:*",
+        # the avro and avro-confluent formats with Avro and Confluent's registry client shaded in (the
+        # client is not on Maven Central, and flink-sql-avro is not published for 2.2.1): 2.2.0 is the
+        # newest bundle, and runs on Flink 2.2.1. Alone: the unshaded flink-avro beside it clashes
+        Artifact("org.apache.flink", "flink-sql-avro-confluent-registry", FLINK_AVRO_VERSION),
     ),
 )
 
