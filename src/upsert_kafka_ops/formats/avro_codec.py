@@ -197,6 +197,7 @@ class AvroCodec:
 
 
 _EPOCH_NTZ = "TIMESTAMP_NTZ'1970-01-01 00:00:00'"
+_MAX_MILLIS = (2**63 - 1) // 1000 - 86400000  # Spark holds microseconds in a long
 
 
 def to_avro_value(c: Column, t: SqlType) -> Column:
@@ -245,10 +246,13 @@ def from_avro_value(c: Column, t: SqlType) -> Column:
     if t.name == "MAP" and t.value is not None:
         v_t = t.value
         return F.transform_values(c, lambda _k, v: from_avro_value(v, v_t))
+    # Flink reads the long as milliseconds whatever the schema says (micros too), as it writes it;
+    # past Spark's range (about 290,000 years) the value is NULL, where Flink's text of it is garbled
+    in_range = F.abs(c) <= F.lit(_MAX_MILLIS)
     if t.name == "TIMESTAMP":
-        return F.timestamp_add("MILLISECOND", c, F.expr(_EPOCH_NTZ))
+        return F.when(in_range, F.timestamp_add("MILLISECOND", c, F.expr(_EPOCH_NTZ)))
     if t.name == "TIMESTAMP_LTZ":
-        return F.timestamp_millis(c)
+        return F.when(in_range, F.timestamp_millis(c))
     if t.name == "TIME":
         ms = F.pmod(c, F.lit(86400000))
         hms = F.concat_ws(
