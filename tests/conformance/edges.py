@@ -51,13 +51,15 @@ _INT_RANGE = {"TINYINT": 7, "SMALLINT": 15, "INT": 31, "BIGINT": 63}
 
 
 def column_types(rng: random.Random, fmt: str) -> list[str]:
-    """One column of every type ``fmt`` holds, parameters drawn at random."""
+    """One column of every type ``fmt`` holds (three TIMESTAMP and two TIMESTAMP_LTZ precisions),
+    parameters drawn at random."""
     p = rng.randint(1, 38)
     types = [
         "TINYINT", "SMALLINT", "INT", "BIGINT", "FLOAT", "DOUBLE",
         f"DECIMAL({p}, {rng.randint(0, p)})", "BOOLEAN", "STRING", f"VARCHAR({rng.randint(1, 5)})",
-        "DATE", f"TIME({rng.randint(0, 3)})", f"TIMESTAMP({rng.randint(0, 9)})",
-        f"TIMESTAMP_LTZ({rng.randint(0, 9)})", "BYTES", "ARRAY<INT>", "ROW<`a` INT, `b` STRING>",
+        "DATE", f"TIME({rng.randint(0, 3)})",
+        *[f"TIMESTAMP({p})" for p in sorted(rng.sample(range(10), 3))],
+        *[f"TIMESTAMP_LTZ({p})" for p in sorted(rng.sample(range(10), 2))], "BYTES", "ARRAY<INT>", "ROW<`a` INT, `b` STRING>",
     ]  # fmt: skip
     if fmt == "json":
         types += ["MAP<STRING, INT>", "ARRAY<ROW<`x` DOUBLE>>"]

@@ -90,6 +90,28 @@ CASES: dict[str, dict[str, Any]] = {
         [(b'{"id":1}', b"ok\xff\xfe"), (b'{"id":2}', b""), (b'{"id":3}', "ünï €".encode())],
         **{"value.fields-include": "EXCEPT_KEY"},
     ),
+    "raw_numbers": _case(
+        "`id` BIGINT, `b` BOOLEAN", "id", "json", "raw",
+        [(b'{"id":1}', b"\x01"), (b'{"id":2}', b"\x00"), (b'{"id":3}', b"\x02"), (b'{"id":4}', b"\xff")],
+        **{"value.fields-include": "EXCEPT_KEY"},
+    ),
+    "raw_ints": _case(
+        "`id` BIGINT, `v` INT", "id", "json", "raw",
+        [(b'{"id":1}', b"\x00\x00\x00\x07"), (b'{"id":2}', b"\xff\xff\xff\xff"), (b'{"id":3}', b"\x80\x00\x00\x00")],
+        **{"value.fields-include": "EXCEPT_KEY"},
+    ),
+    "raw_int_short": _case(
+        "`id` BIGINT, `v` INT", "id", "json", "raw", [(b'{"id":1}', b"\x00\x07")],
+        **{"value.fields-include": "EXCEPT_KEY"},
+    ),
+    "raw_boolean_long": _case(
+        "`id` BIGINT, `b` BOOLEAN", "id", "json", "raw", [(b'{"id":1}', b"\x01\x01")],
+        **{"value.fields-include": "EXCEPT_KEY"},
+    ),
+    "raw_smallint_empty": _case(
+        "`id` BIGINT, `v` SMALLINT", "id", "json", "raw", [(b'{"id":1}', b"")],
+        **{"value.fields-include": "EXCEPT_KEY"},
+    ),
     "aborted_transaction": _case(
         "`id` BIGINT, `v` STRING", "id", "json", "json",
         [(b'{"id":1}', b'{"id":1,"v":"committed"}'), (b'{"id":2}', b'{"id":2,"v":"aborted"}')],

@@ -42,7 +42,8 @@ class RawCodec:
             value = F.make_valid_utf8(data.cast("string")) if utf8 else F.decode(data, self.charset)
             error = F.lit(False)
         elif self.type.name == "BOOLEAN":
-            value, error = data == F.lit(b"\x01"), data.isNotNull() & (F.length(data) != 1)
+            # Flink reads one byte: any byte but 0 is true
+            value, error = data != F.lit(b"\x00"), data.isNotNull() & (F.length(data) != 1)
         else:
             assert n is not None
             unsigned = F.conv(F.hex(data), 16, 10).cast("decimal(20,0)")
