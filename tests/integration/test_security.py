@@ -11,10 +11,13 @@ from typing import TYPE_CHECKING, Any
 import pytest
 from confluent_kafka import Producer
 
-from upsert_kafka_ops.errors import KafkaConnectionError
+from upsert_kafka_ops.engine import materialize, write_changelog
+from upsert_kafka_ops.errors import KafkaConnectionError, SpecError
 from upsert_kafka_ops.kafka import probe
 from upsert_kafka_ops.local import LocalKafka
 from upsert_kafka_ops.local.tls import generate
+from upsert_kafka_ops.spec.connection import KafkaConnection
+from upsert_kafka_ops.spec.table import UpsertKafkaTable
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -125,3 +128,49 @@ def test_spark_with_a_wrong_scram_password_fails(
     }
     with pytest.raises(Exception, match=r"(?i)authentication"):
         _spark_count(spark, topic, options)
+
+
+def _secured_table(topic: str, servers: str, security: str) -> UpsertKafkaTable:
+    return UpsertKafkaTable.from_flink_ddl(
+        f"CREATE TABLE t (id BIGINT, v STRING, PRIMARY KEY (id) NOT ENFORCED) WITH ('connector' = "
+        f"'upsert-kafka', 'topic' = '{topic}', 'properties.bootstrap.servers' = '{servers}', {security}, "
+        "'key.format' = 'json', 'value.format' = 'json', 'value.fields-include' = 'EXCEPT_KEY')"
+    )
+
+
+def test_security_given_only_in_the_ddl_reaches_every_client(
+    kafka: LocalKafka, spark: SparkSession, new_topic: Callable[..., str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Flink users write security in the WITH clause: the SCRAM and the SSL listener are read and
+    written with nothing else given (Spark's reader and writer, the bounds lookups through
+    librdkafka), the JAAS line through an environment variable, never in the DDL."""
+    topic = new_topic(partitions=2)
+    producer = Producer(kafka.client_config())
+    for i in range(5):
+        producer.produce(topic, key=f'{{"id":{i}}}'.encode(), value=f'{{"v":"x{i}"}}'.encode())
+    assert producer.flush(30) == 0
+    monkeypatch.setenv(
+        "UKO_TEST_JAAS",
+        'org.apache.kafka.common.security.scram.ScramLoginModule required username="bob" password="bob-secret";',
+    )
+    scram = _secured_table(
+        topic, kafka.sasl_bootstrap_servers,
+        "'properties.security.protocol' = 'SASL_PLAINTEXT', 'properties.sasl.mechanism' = 'SCRAM-SHA-512', "
+        "'properties.sasl.jaas.config' = 'env:UKO_TEST_JAAS'",
+    )  # fmt: skip
+    assert "bob-secret" not in scram.to_flink_ddl()
+    read = materialize(spark, scram)
+    assert sorted(tuple(r) for r in read.df.collect()) == [(i, f"x{i}") for i in range(5)]
+    tls = _secured_table(
+        topic, kafka.ssl_bootstrap_servers,
+        f"'properties.security.protocol' = 'SSL', 'properties.ssl.truststore.type' = 'PEM', "
+        f"'properties.ssl.truststore.location' = '{kafka.ca_file}'",
+    )  # fmt: skip
+    written = write_changelog(spark.createDataFrame([("+I", 9, "y")], "op STRING, id BIGINT, v STRING"), tls)
+    assert written.records_out == 1
+    assert sorted(tuple(r) for r in materialize(spark, tls).df.collect())[-1] == (9, "y")
+    # before, the connection's PLAINTEXT default overrode the DDL and the run failed
+    # ("Broker transport failure") without naming the dropped setting
+    with pytest.raises(SpecError, match=r"properties\.security\.protocol.*security_protocol = 'PLAINTEXT'"):
+        materialize(spark, tls, KafkaConnection(bootstrap_servers=kafka.ssl_bootstrap_servers,
+                                               security_protocol="PLAINTEXT"))  # fmt: skip

@@ -17,7 +17,7 @@ from upsert_kafka_ops.engine import progress
 from upsert_kafka_ops.engine.results import RunResult
 from upsert_kafka_ops.engine.source import DataError, resolve_connection
 from upsert_kafka_ops.errors import SpecError
-from upsert_kafka_ops.spec.connection import KafkaConnection
+from upsert_kafka_ops.spec.connection import KafkaConnection, client_properties
 from upsert_kafka_ops.spec.table import UpsertKafkaTable
 
 if TYPE_CHECKING:
@@ -71,7 +71,7 @@ def producer_options(table: UpsertKafkaTable, conn: KafkaConnection) -> dict[str
     """Spark's Kafka writer options: the table's ``properties.*`` over this sink's defaults (acks=all,
     an idempotent producer, as Flink leaves Kafka's own defaults: idempotence is on unless acks says
     otherwise), then the connection's settings."""
-    options = {f"kafka.{k}": v for k, v in table.properties.items() if k != "bootstrap.servers"}
+    options = {f"kafka.{k}": v for k, v in client_properties(table.properties).items()}
     options.setdefault("kafka.acks", _PRODUCER["kafka.acks"])
     idempotent = options["kafka.acks"] in ("all", "-1")
     options.setdefault(

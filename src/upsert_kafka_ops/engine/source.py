@@ -23,7 +23,7 @@ from upsert_kafka_ops.engine.results import RunResult
 from upsert_kafka_ops.errors import SpecError, UpsertKafkaOpsError
 from upsert_kafka_ops.formats.columns import Decoded
 from upsert_kafka_ops.formats.registry import FORMATS
-from upsert_kafka_ops.spec.connection import KafkaConnection
+from upsert_kafka_ops.spec.connection import KafkaConnection, client_properties, for_table
 from upsert_kafka_ops.spec.table import KafkaTable, UpsertKafkaTable
 
 if TYPE_CHECKING:
@@ -75,14 +75,17 @@ def _value_error(table: UpsertKafkaTable, vd: Decoded) -> Column:
 def resolve_connection(
     table: UpsertKafkaTable | KafkaTable, connection: KafkaConnection | None
 ) -> KafkaConnection:
-    if connection is not None:
-        return connection
-    servers = table.properties.get("bootstrap.servers")
-    if not servers:
-        raise SpecError(
-            "connection", "no connection given and the table has no properties.bootstrap.servers."
-        )
-    return KafkaConnection(bootstrap_servers=servers)
+    """The connection the table's clients use: ``connection`` (else the table's
+    ``properties.bootstrap.servers``) with the security the table's WITH clause sets (see
+    :func:`~upsert_kafka_ops.spec.connection.for_table`)."""
+    if connection is None:
+        servers = table.properties.get("bootstrap.servers")
+        if not servers:
+            raise SpecError(
+                "connection", "no connection given and the table has no properties.bootstrap.servers."
+            )
+        connection = KafkaConnection(bootstrap_servers=servers)
+    return for_table(connection, table.properties)
 
 
 # -- reading --------------------------------------------------------------------------------------
@@ -95,7 +98,7 @@ def read_raw(
 ) -> DataFrame:
     """The records inside ``bounds`` as Spark's Kafka source gives them (read_committed)."""
     parts = [tp for tp in bounds.partitions() if bounds.end[tp] > bounds.start[tp]]
-    options = {f"kafka.{k}": v for k, v in table.properties.items() if k != "bootstrap.servers"}
+    options = {f"kafka.{k}": v for k, v in client_properties(table.properties).items()}
     options.update(connection.to_spark_options())
     options.setdefault("kafka.isolation.level", "read_committed")
     if not parts:  # Spark's source needs at least one partition to assign; read an empty range instead

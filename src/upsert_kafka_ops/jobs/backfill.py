@@ -22,7 +22,9 @@ def run_backfill(ctx: RunContext, job: BackfillJob) -> JobResult:
     if not isinstance(job.target, TopicSink):
         return run_to_warehouse(ctx, job, job.target, "full", until=job.until_bound(), rewind=job.rewind)
     result = _backfill_topic(ctx, job, job.target)
-    commit_group_offsets(ctx.connection(job.source.connection), job.consumer_group, result.end_offsets)
+    commit_group_offsets(
+        ctx.connection(job.source.connection, job.source.table), job.consumer_group, result.end_offsets
+    )
     return result
 
 
@@ -33,10 +35,13 @@ def _backfill_topic(ctx: RunContext, job: BackfillJob, sink: TopicSink) -> JobRe
 
     assert isinstance(job.source, UpsertSource)  # the spec refuses CDC sources with topic targets
     read = materialize(
-        ctx.spark, job.source.table, ctx.connection(job.source.connection), until=job.until_bound()
+        ctx.spark,
+        job.source.table,
+        ctx.connection(job.source.connection, job.source.table),
+        until=job.until_bound(),
     )
     try:
-        written = write_snapshot(read.df, sink.table, ctx.connection(sink.connection))
+        written = write_snapshot(read.df, sink.table, ctx.connection(sink.connection, sink.table))
     finally:
         read.df.unpersist()
     r = read.result

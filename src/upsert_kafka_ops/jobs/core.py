@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from upsert_kafka_ops.errors import SpecError, UpsertKafkaOpsError
 from upsert_kafka_ops.jobs.spec import BackfillJob, MaterializeJob, Pipeline, PublishJob, TopicToTopicJob
-from upsert_kafka_ops.spec.connection import KafkaConnection
+from upsert_kafka_ops.spec.connection import KafkaConnection, for_table
 from upsert_kafka_ops.spec.table import UpsertKafkaTable
 
 if TYPE_CHECKING:
@@ -82,8 +82,10 @@ class RunContext:
     lock_timeout_s: float = 60.0
     began: float = field(default_factory=time.monotonic)
 
-    def connection(self, name: str) -> KafkaConnection:
-        return self.pipeline.connections[name]
+    def connection(self, name: str, table: Any = None) -> KafkaConnection:
+        """The pipeline's connection ``name``; for a ``table``, with the security its WITH clause sets."""
+        conn = self.pipeline.connections[name]
+        return conn if table is None else for_table(conn, table.properties)
 
     def result(self, **fields: Any) -> JobResult:
         """A result of this run's job."""

@@ -41,6 +41,7 @@ from upsert_kafka_ops.jobs.spec import (
 from upsert_kafka_ops.jobs.state import read_stored_offsets
 from upsert_kafka_ops.kafka.admin import Isolation, KafkaAdmin, TopicPartitionKey
 from upsert_kafka_ops.kafka.lag import LagReport, Points, compute_lag, group_lag
+from upsert_kafka_ops.spec.connection import for_table
 
 AnyJob = MaterializeJob | BackfillJob | TopicToTopicJob | PublishJob
 #: Where a job's committed offsets come from.
@@ -150,13 +151,17 @@ def _job_lag(
 ) -> tuple[LagReport, int | None]:
     pool = admins if admins is not None else {}
 
+    by_conn = source_topics(spec)
+
     def admin(name: str) -> KafkaAdmin:
-        if name not in pool:
-            pool[name] = KafkaAdmin(pipeline.connections[name], timeout=timeout)
+        if name not in pool:  # with the security the sources' WITH clauses set
+            conn = pipeline.connections[name]
+            for source in by_conn.get(name, []):
+                conn = for_table(conn, source.table.properties)
+            pool[name] = KafkaAdmin(conn, timeout=timeout)
         return pool[name]
 
     try:
-        by_conn = source_topics(spec)
         if offsets_from(spec) == "target":
             stored = read_stored_offsets(spec)  # read before the end offsets, on purpose
             (conn, sources), *_ = by_conn.items()

@@ -39,7 +39,7 @@ def _publish_query(ctx: RunContext, job: PublishJob, source: QuerySource) -> Job
 
     sink = job.sink
     df = conform(ctx.spark.sql(source.query), sink.table, "source.query")
-    snapshot = write_snapshot(df, sink.table, ctx.connection(sink.connection))
+    snapshot = write_snapshot(df, sink.table, ctx.connection(sink.connection, sink.table))
     return ctx.result(
         mode="full",
         execution="snapshot",
@@ -56,7 +56,7 @@ def _publish_delta(ctx: RunContext, job: PublishJob, path: str) -> JobResult:
 
     spark = ctx.spark
     sink = job.sink
-    conn = ctx.connection(sink.connection)
+    conn = ctx.connection(sink.connection, sink.table)
     state_file = _publish_state_file(job, path)
     latest_row = DeltaTable.forPath(spark, path).history(1).select("version").first()
     assert latest_row is not None
@@ -112,5 +112,8 @@ def _publish_change_feed(ctx: RunContext, job: PublishJob, path: str, first: int
     post = F.col("_ct").isin("insert", "update_postimage").cast("int")
     changes = changes.withColumn("op", mapping[F.col("_ct")]).withColumn("_post", post).drop("_ct")
     return write_changelog(
-        changes, sink.table, ctx.connection(sink.connection), order_by=["_commit_version", "_post"]
+        changes,
+        sink.table,
+        ctx.connection(sink.connection, sink.table),
+        order_by=["_commit_version", "_post"],
     )

@@ -18,7 +18,7 @@ from upsert_kafka_ops.engine.warehouse import fault_point
 from upsert_kafka_ops.errors import SpecError, UpsertKafkaOpsError
 from upsert_kafka_ops.jobs.core import JobResult, RunContext, conform, topic_target
 from upsert_kafka_ops.jobs.spec import AppendSource, TopicToTopicJob
-from upsert_kafka_ops.spec.connection import KafkaConnection
+from upsert_kafka_ops.spec.connection import KafkaConnection, client_properties, for_table
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -118,8 +118,8 @@ def _register_streams(
 
 def _stream_reader(spark: SparkSession, src: AppendSource, conn: KafkaConnection) -> Any:
     table = src.table
-    options = {f"kafka.{k}": v for k, v in table.properties.items() if k != "bootstrap.servers"}
-    options.update(conn.to_spark_options())
+    options = {f"kafka.{k}": v for k, v in client_properties(table.properties).items()}
+    options.update(for_table(conn, table.properties).to_spark_options())
     options.setdefault("kafka.isolation.level", "read_committed")
     reader = spark.readStream.format("kafka").options(**options).option("startingOffsets", "earliest")
     if table.topic_pattern is not None:
@@ -201,7 +201,7 @@ def run_streaming(ctx: RunContext, job: TopicToTopicJob, reason: str) -> JobResu
     location = _checkpoint(job)
     _check_fingerprint(job, location, ctx.pipeline.connections)
     sink_table = job.sink.table
-    sink_conn = ctx.connection(job.sink.connection)
+    sink_conn = ctx.connection(job.sink.connection, job.sink.table)
     totals = {"batches": 0, "rows": 0, "tombstones": 0}
 
     def write_batch(batch: DataFrame, batch_id: int) -> None:

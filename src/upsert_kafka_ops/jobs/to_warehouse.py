@@ -58,7 +58,7 @@ def run_to_warehouse(
     ctx: RunContext, job: WarehouseJob, target: WarehouseTarget, mode: str, until: Any, rewind: bool
 ) -> JobResult:
     """Hold the target's lock, read what it stored, fold and write; commit the group's offsets."""
-    conn = ctx.connection(job.source.connection)
+    conn = ctx.connection(job.source.connection, job.source.table)
     result = ctx.result(target=target.uri)
     if isinstance(target, PostgresTarget):
         import psycopg

@@ -42,7 +42,7 @@ def run_topic_to_topic(ctx: RunContext, job: TopicToTopicJob) -> JobResult:
             if src.table.topic_pattern and re.fullmatch(src.table.topic_pattern, t)
         }
         mine = {t: o for t, o in result.end_offsets.items() if t in topics}
-        commit_group_offsets(ctx.connection(src.connection), job.consumer_group, mine)
+        commit_group_offsets(ctx.connection(src.connection, src.table), job.consumer_group, mine)
     return result
 
 
@@ -58,7 +58,7 @@ def _run_snapshot(ctx: RunContext, job: TopicToTopicJob, reason: str) -> JobResu
     ends: dict[str, dict[str, int]] = {}
     try:
         for name, src in job.sources.items():
-            conn = ctx.connection(src.connection)
+            conn = ctx.connection(src.connection, src.table)
             if isinstance(src, AppendSource) and is_cdc(src.table.value_format):
                 read = materialize_cdc(spark, src.table, conn, key=src.key or None)
             elif isinstance(src, AppendSource):
@@ -71,7 +71,7 @@ def _run_snapshot(ctx: RunContext, job: TopicToTopicJob, reason: str) -> JobResu
             starts.update(read.result.start_offsets)
             ends.update(read.result.end_offsets)
         df = conform(spark.sql(job.query), job.sink.table, "query")
-        written = write_snapshot(df, job.sink.table, ctx.connection(job.sink.connection))
+        written = write_snapshot(df, job.sink.table, ctx.connection(job.sink.connection, job.sink.table))
     finally:
         for name in job.sources:
             spark.catalog.dropTempView(name)

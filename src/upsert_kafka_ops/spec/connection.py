@@ -24,6 +24,7 @@ Example::
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import Any, Literal
 
@@ -152,6 +153,18 @@ def _jaas_quote(text: str) -> str:
     raw line break and reads backslash escapes, so ``\\``, ``"``, CR and LF are escaped."""
     escaped = text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n").replace("\r", "\\r")
     return '"' + escaped + '"'
+
+
+def _jaas_credentials(jaas: str) -> dict[str, str]:
+    """``sasl.username``/``sasl.password`` from a PLAIN or SCRAM JAAS line (librdkafka has no JAAS)."""
+    found = dict(re.findall(r'\b(username|password)\s*=\s*"((?:[^"\\]|\\.)*)"', jaas))
+    if set(found) != {"username", "password"}:
+        raise SpecError(
+            "sasl_jaas_config",
+            'has no username="..." and password="..." for the Kafka admin and lag clients (librdkafka).',
+            "write a PLAIN or SCRAM login module line with both, or set username and password instead.",
+        )
+    return {f"sasl.{k}": re.sub(r"\\(.)", r"\1", v) for k, v in found.items()}
 
 
 def _read_pem(path: str, field: str) -> str:
@@ -328,6 +341,8 @@ class KafkaConnection(SpecModel):
             elif self.username and self.password is not None:
                 out["sasl.username"] = self.username
                 out["sasl.password"] = self.password.resolve()
+            elif self.sasl_jaas_config is not None:  # librdkafka has no JAAS: its credentials
+                out.update(_jaas_credentials(self.sasl_jaas_config.resolve()))
         if self.security_protocol in ("SSL", "SASL_SSL"):
             if self.ssl_truststore_location:
                 if self.ssl_truststore_type != "PEM":
@@ -401,3 +416,81 @@ class KafkaConnection(SpecModel):
         }
         data["librdkafka_properties"] = {k: str(v) for k, v in conf.items()}
         return cls(**{k: v for k, v in data.items() if v is not None})
+
+
+# -- security given in a table's WITH clause ----------------------------------------------------------
+#: Flink's ``properties.*`` client keys that set a connection field, as Flink users write them in DDL
+TABLE_SECURITY = {
+    "security.protocol": "security_protocol",
+    "sasl.mechanism": "sasl_mechanism",
+    "sasl.jaas.config": "sasl_jaas_config",
+    "ssl.truststore.location": "ssl_truststore_location",
+    "ssl.truststore.type": "ssl_truststore_type",
+    "ssl.truststore.password": "ssl_truststore_password",
+    "ssl.keystore.location": "ssl_keystore_location",
+    "ssl.keystore.type": "ssl_keystore_type",
+    "ssl.keystore.password": "ssl_keystore_password",
+    "ssl.key.password": "ssl_key_password",
+    "ssl.endpoint.identification.algorithm": "ssl_endpoint_identification",
+}
+#: the ones holding a secret: in a table they are references (``env:NAME`` or ``file:/path``)
+SECRET_PROPERTIES = (
+    "sasl.jaas.config",
+    "ssl.truststore.password",
+    "ssl.keystore.password",
+    "ssl.key.password",
+)
+
+
+def check_table_secrets(properties: dict[str, str]) -> None:
+    """Refuse a literal secret among a table's client properties (it would reach its DDL, job files
+    and logs): the value must be ``env:NAME`` or ``file:/path``, resolved only when a client starts."""
+    for key in SECRET_PROPERTIES:
+        value = properties.get(key)
+        if value is None:
+            continue
+        kind, sep, rest = value.partition(":")
+        if not (sep and kind in ("env", "file") and rest):
+            raise SpecError(
+                f"properties.{key}",
+                "holds a literal secret, which would be written wherever the table goes (DDL, job files, logs).",
+                f"put it in an environment variable or a file and write 'env:NAME' or 'file:/path' as "
+                f"'properties.{key}'.",
+            )
+
+
+def _table_value(key: str, value: str) -> Any:
+    if key in SECRET_PROPERTIES:
+        return SecretRef.model_validate(value)
+    if key == "ssl.endpoint.identification.algorithm":
+        return value.strip().lower() == "https"
+    return value.upper() if key in ("security.protocol", "sasl.mechanism", "ssl.truststore.type") else value
+
+
+def for_table(connection: KafkaConnection, properties: dict[str, str]) -> KafkaConnection:
+    """The connection a table's Kafka clients use: the table's security properties (Flink's
+    ``'properties.security.protocol'`` and the like) over the connection's defaults. A field both
+    set explicitly to different values is an error naming both; ``bootstrap.servers`` stays the
+    connection's."""
+    updates: dict[str, Any] = {}
+    for key, field in TABLE_SECURITY.items():
+        if key not in properties:
+            continue
+        value = _table_value(key, properties[key])
+        if field in connection.model_fields_set and getattr(connection, field) not in (None, value):
+            raise SpecError(
+                f"properties.{key}",
+                f"is {properties[key]!r} in the table, but the connection sets {field} = "
+                f"{getattr(connection, field)!r}.",
+                "keep one of the two: the table's WITH clause or the connection.",
+            )
+        updates[field] = value
+    if not updates:
+        return connection
+    values = {name: getattr(connection, name) for name in connection.model_fields_set}
+    return KafkaConnection(**{**values, **updates})
+
+
+def client_properties(properties: dict[str, str]) -> dict[str, str]:
+    """A table's client properties minus the ones :func:`for_table` moves into the connection."""
+    return {k: v for k, v in properties.items() if k != "bootstrap.servers" and k not in TABLE_SECURITY}

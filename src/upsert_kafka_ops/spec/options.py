@@ -46,6 +46,9 @@ CONNECTOR_OPTIONS: tuple[Option, ...] = (
         "properties.*",
         "same",
         "Passed to every Kafka client a run uses (Spark's reader and writer, the admin client). The "
+        "security ones (security.protocol, sasl.*, ssl.*) set the table's connection over a pipeline "
+        "connection's defaults (two different explicit values are an error naming both); their secrets "
+        "(sasl.jaas.config, store and key passwords) are 'env:NAME' or 'file:/path' references. The "
         "properties the connector sets itself (serializers, enable.auto.commit, auto.offset.reset, "
         "partitioner.class, transactional.id) are refused.",
     ),

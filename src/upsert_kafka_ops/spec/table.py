@@ -27,6 +27,7 @@ from pydantic import Field, field_validator, model_validator
 from upsert_kafka_ops.errors import SpecError
 from upsert_kafka_ops.formats.registry import FORMATS
 from upsert_kafka_ops.spec.base import SpecModel
+from upsert_kafka_ops.spec.connection import check_table_secrets
 from upsert_kafka_ops.spec.options import check_refused
 from upsert_kafka_ops.spec.types import SqlType, parse_type
 
@@ -230,6 +231,7 @@ class _KafkaTableBase(SpecModel):
                 "Either 'topic' or 'topic-pattern' must be set.",
                 "set 'topic' (one topic, or a list 'a;b') or 'topic-pattern' (a Java regex).",
             )
+        check_table_secrets(self.properties)
         for key in self.properties:
             if key in OWNED_CLIENT_PROPERTIES:
                 raise SpecError(

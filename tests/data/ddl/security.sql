@@ -1,7 +1,26 @@
--- Client properties: security settings pass through to the Kafka clients; the ones the connector
--- owns are refused. (A pipeline keeps credentials in its connection, as references.)
+-- Client properties: security settings set the table's connection (over a pipeline connection's
+-- defaults); the ones the connector owns are refused. Secrets are references (env:NAME, file:/path),
+-- never literal: a literal JAAS line would reach the DDL, job files and logs.
 
--- expect: upsert-kafka properties.security.protocol=SASL_SSL properties.sasl.mechanism=SCRAM-SHA-512
+-- expect: upsert-kafka properties.security.protocol=SASL_SSL properties.sasl.jaas.config=env:KAFKA_JAAS
+CREATE TABLE secured_users_ref (
+  id BIGINT,
+  name STRING,
+  PRIMARY KEY (id) NOT ENFORCED
+) WITH (
+  'connector' = 'upsert-kafka',
+  'topic' = 'secured_users',
+  'properties.bootstrap.servers' = 'broker-1:9093,broker-2:9093',
+  'properties.security.protocol' = 'SASL_SSL',
+  'properties.sasl.mechanism' = 'SCRAM-SHA-512',
+  'properties.sasl.jaas.config' = 'env:KAFKA_JAAS',
+  'properties.ssl.truststore.location' = '/etc/kafka/ca.pem',
+  'properties.ssl.truststore.password' = 'file:/run/secrets/truststore-password',
+  'key.format' = 'json',
+  'value.format' = 'json'
+);
+
+-- expect: spec-error properties.sasl.jaas.config: holds a literal secret
 CREATE TABLE secured_users (
   id BIGINT,
   name STRING,

@@ -1,0 +1,77 @@
+"""Security in a table's WITH clause: one precedence (the table over the connection's defaults, two
+explicit different values an error naming both), secrets only as references, and every client's
+configuration built from the result."""
+
+from __future__ import annotations
+
+import pytest
+
+from upsert_kafka_ops.errors import SpecError
+from upsert_kafka_ops.spec.connection import KafkaConnection, SecretRef, client_properties, for_table
+from upsert_kafka_ops.spec.table import UpsertKafkaTable
+
+JAAS = 'org.apache.kafka.common.security.scram.ScramLoginModule required username="etl" password="p\\"w";'
+DDL = """CREATE TABLE t (id BIGINT, v STRING, PRIMARY KEY (id) NOT ENFORCED) WITH (
+  'connector' = 'upsert-kafka', 'topic' = 't', 'properties.bootstrap.servers' = 'b:9093',
+  'properties.security.protocol' = 'SASL_SSL', 'properties.sasl.mechanism' = 'SCRAM-SHA-256',
+  'properties.sasl.jaas.config' = 'env:UKO_TEST_JAAS', 'properties.ssl.truststore.location' = '/ca.pem',
+  'properties.ssl.endpoint.identification.algorithm' = '', 'properties.client.id' = 'me',
+  'key.format' = 'json', 'value.format' = 'json')"""
+
+
+def test_the_tables_security_wins_over_the_connections_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("UKO_TEST_JAAS", JAAS)
+    table = UpsertKafkaTable.from_flink_ddl(DDL)
+    conn = for_table(KafkaConnection(bootstrap_servers="other:9092"), table.properties)
+    assert conn.bootstrap_servers == "other:9092"  # the connection's brokers stay
+    assert (conn.security_protocol, conn.sasl_mechanism) == ("SASL_SSL", "SCRAM-SHA-256")
+    assert conn.sasl_jaas_config == SecretRef(env="UKO_TEST_JAAS")
+    java = conn.java_client_properties()
+    assert java["security.protocol"] == "SASL_SSL" and java["sasl.jaas.config"] == JAAS
+    assert (
+        java["ssl.truststore.location"] == "/ca.pem" and java["ssl.endpoint.identification.algorithm"] == ""
+    )
+    rdk = conn.to_librdkafka()  # librdkafka has no JAAS: the credentials come out of it
+    assert (rdk["sasl.username"], rdk["sasl.password"]) == ("etl", 'p"w')
+    assert rdk["ssl.ca.location"] == "/ca.pem" and rdk["ssl.endpoint.identification.algorithm"] == "none"
+    assert client_properties(table.properties) == {"client.id": "me"}
+
+
+def test_two_explicit_different_values_are_an_error_naming_both() -> None:
+    conn = KafkaConnection(bootstrap_servers="b:9092", security_protocol="SSL")
+    with pytest.raises(SpecError) as info:
+        for_table(conn, {"security.protocol": "SASL_SSL", "sasl.mechanism": "PLAIN"})
+    text = str(info.value)
+    assert (
+        "properties.security.protocol" in text
+        and "'SASL_SSL'" in text
+        and "security_protocol = 'SSL'" in text
+    )
+    same = for_table(conn, {"security.protocol": "ssl"})  # the same value twice is fine
+    assert same.security_protocol == "SSL"
+
+
+def test_a_literal_secret_in_a_table_is_refused_naming_the_property_and_never_shown() -> None:
+    literal = DDL.replace("'env:UKO_TEST_JAAS'", "'" + JAAS.replace("'", "''") + "'")
+    with pytest.raises(SpecError) as info:
+        UpsertKafkaTable.from_flink_ddl(literal)
+    assert "properties.sasl.jaas.config" in str(info.value) and "env:NAME" in str(info.value)
+    assert 'p\\"w' not in str(info.value) and 'password="' not in str(info.value)
+
+
+def test_a_reference_stays_a_reference_in_the_tables_ddl(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("UKO_TEST_JAAS", JAAS)
+    ddl = UpsertKafkaTable.from_flink_ddl(DDL).to_flink_ddl()
+    assert "'properties.sasl.jaas.config' = 'env:UKO_TEST_JAAS'" in ddl and "etl" not in ddl
+
+
+def test_a_jaas_line_without_credentials_names_the_field_for_librdkafka(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv(
+        "UKO_TEST_JAAS", "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required;"
+    )
+    conn = for_table(KafkaConnection(bootstrap_servers="b:9092"), {"security.protocol": "SASL_SSL",
+                     "sasl.mechanism": "SCRAM-SHA-256", "sasl.jaas.config": "env:UKO_TEST_JAAS"})  # fmt: skip
+    with pytest.raises(SpecError, match="sasl_jaas_config"):
+        conn.to_librdkafka()
