@@ -75,3 +75,17 @@ def test_a_jaas_line_without_credentials_names_the_field_for_librdkafka(
                      "sasl.mechanism": "SCRAM-SHA-256", "sasl.jaas.config": "env:UKO_TEST_JAAS"})  # fmt: skip
     with pytest.raises(SpecError, match="sasl_jaas_config"):
         conn.to_librdkafka()
+
+
+def test_a_store_without_its_type_is_read_as_kafkas_java_client_reads_it() -> None:
+    base = KafkaConnection(bootstrap_servers="b:9092")
+    jks = for_table(
+        base, {"security.protocol": "SSL", "ssl.truststore.location": "/etc/kafka/truststore.jks"}
+    )
+    assert jks.ssl_truststore_type == "JKS"  # Kafka's default, as a Flink table relies on
+    with pytest.raises(SpecError, match="librdkafka cannot read a JKS truststore"):
+        jks.to_librdkafka()  # the admin and lag clients say what to do instead of failing later
+    pem = for_table(base, {"security.protocol": "SSL", "ssl.truststore.location": "/etc/kafka/ca.pem"})
+    assert pem.ssl_truststore_type == "PEM"
+    typed = KafkaConnection(bootstrap_servers="b:9092", ssl_truststore_type="PKCS12")
+    assert for_table(typed, {"ssl.truststore.location": "/x.jks"}).ssl_truststore_type == "PKCS12"

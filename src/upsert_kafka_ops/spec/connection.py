@@ -485,6 +485,15 @@ def for_table(connection: KafkaConnection, properties: dict[str, str]) -> KafkaC
                 "keep one of the two: the table's WITH clause or the connection.",
             )
         updates[field] = value
+    for store in ("truststore", "keystore"):  # Kafka's Java client reads a store as JKS unless told
+        location, kind = f"ssl.{store}.location", f"ssl_{store}_type"
+        if (
+            location in properties
+            and f"ssl.{store}.type" not in properties
+            and kind not in connection.model_fields_set
+        ):
+            pem = properties[location].lower().endswith((".pem", ".crt"))
+            updates[kind] = "PEM" if pem and store == "truststore" else "JKS"
     if not updates:
         return connection
     values = {name: getattr(connection, name) for name in connection.model_fields_set}
