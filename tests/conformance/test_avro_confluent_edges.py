@@ -20,10 +20,8 @@ import fastavro
 import pytest
 from confluent_kafka import Producer
 from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
-from tests.conformance import flink
-from tests.conformance.values import canon
+from tests.conformance import engine, flink
 
-from upsert_kafka_ops import UpsertKafkaTable, materialize
 from upsert_kafka_ops.local import LocalKafka, LocalSchemaRegistry
 
 if TYPE_CHECKING:
@@ -117,7 +115,6 @@ def test_other_producers_schemas_read_as_flink_reads_them(runs: dict[str, Any], 
     outcome: flink.Outcome = runs["flink"]
     assert outcome.error is None, f"Flink failed the read: {outcome.error}"
     want = sorted(outcome.table(["id"]).values(), key=repr)
-    rows = materialize(spark, UpsertKafkaTable.from_flink_ddl(runs["ddl"])).df.collect()
-    got = sorted(([canon(v) for v in r] for r in rows), key=repr)
+    got = sorted(engine.rows(spark, runs["ddl"]), key=repr)
     assert len(want) == runs["records"] == 6
     assert got == want, f"\nFlink:  {want}\nengine: {got}"

@@ -16,11 +16,8 @@ from typing import TYPE_CHECKING, Any
 import fastavro
 import pytest
 from confluent_kafka import Producer
-from tests.conformance import flink
-from tests.conformance.values import canon, time_text, timestamp_text
+from tests.conformance import engine, flink
 
-from upsert_kafka_ops import UpsertKafkaTable, materialize
-from upsert_kafka_ops.errors import UpsertKafkaOpsError
 from upsert_kafka_ops.formats.avro_codec import avro_schema
 from upsert_kafka_ops.local import LocalKafka
 from upsert_kafka_ops.spec.types import parse_type
@@ -142,33 +139,13 @@ def runs(
     return {"ddl": ddl, "flink": flink.run([flink.Case(n, n, d) for n, d in ddl.items()], flink_jars, log)}
 
 
-def _engine(spark: SparkSession, ddl: str, sql_type: str) -> list[list[Any]] | str:
-    try:
-        df = materialize(spark, UpsertKafkaTable.from_flink_ddl(ddl)).df
-        as_text = sql_type.startswith(("DATE", "TIMESTAMP"))  # Python's dates end at year 9999
-        rows = df.select("id", df["c"].cast("string") if as_text else df["c"]).collect()
-    except UpsertKafkaOpsError as exc:
-        return f"error: {exc}"
-
-    def cell(v: Any) -> Any:
-        if v is None:
-            return None
-        if sql_type.startswith("TIME("):
-            return time_text(v)
-        if sql_type == "DATE":
-            return f"date:{v}"
-        return timestamp_text(v) if sql_type.startswith("TIMESTAMP") else canon(v)
-
-    return sorted(([r[0], cell(r[1])] for r in rows), key=repr)
-
-
 @pytest.mark.parametrize("name", TOPICS)
 def test_an_avro_edge_value_reads_as_flink_reads_it(
     runs: dict[str, Any], spark: SparkSession, name: str
 ) -> None:
     sql_type = TOPICS[name][0]
     outcome: flink.Outcome = runs["flink"][name]
-    got = _engine(spark, runs["ddl"][name], sql_type)
+    got = engine.outcome(spark, runs["ddl"][name])
     context = f"{name}: values {TOPICS[name][1]!r}\nFlink: {outcome.error or outcome.changes}\nengine: {got}"
     if outcome.error is not None:
         assert isinstance(got, str), context

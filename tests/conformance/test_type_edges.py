@@ -19,10 +19,8 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 from confluent_kafka import Producer
-from tests.conformance import edges, flink
-from tests.conformance.values import canon, time_text, timestamp_text
+from tests.conformance import edges, engine, flink
 
-from upsert_kafka_ops import UpsertKafkaTable, materialize
 from upsert_kafka_ops.local import LocalKafka
 
 if TYPE_CHECKING:
@@ -95,18 +93,6 @@ def runs(
     return {"topics": topics, "flink": flink.run(cases, flink_jars, log)}
 
 
-def _engine_cell(value: Any, sql_type: str) -> Any:
-    if value is None:
-        return None
-    if sql_type.startswith("TIME("):
-        return time_text(value)  # TIME is text here (Spark 4.0 has no TIME type)
-    if sql_type == "DATE":
-        return f"date:{value}"  # dates and timestamps are collected as text: Python's end at year 9999
-    if sql_type.startswith("TIMESTAMP"):
-        return timestamp_text(value)
-    return canon(value)
-
-
 def _micros(flink_cell: Any, sql_type: str) -> Any:
     """Spark's timestamps stop at microseconds (docs/semantics.md, known gaps)."""
     if sql_type.startswith("TIMESTAMP") and isinstance(flink_cell, str):
@@ -169,14 +155,7 @@ def test_every_edge_value_reads_as_flink_reads_it(
     assert outcome.error is None, f"seed {SEED}: Flink failed the read: {outcome.error}"
     types = ["BIGINT", *topic.types]
     want = {int(row[0]): row for row in outcome.table(["id"]).values()}
-    df = materialize(spark, UpsertKafkaTable.from_flink_ddl(ddl)).df
-    rows = df.select(
-        *[
-            df[c].cast("string") if t.startswith(("DATE", "TIMESTAMP")) else df[c]
-            for c, t in zip(df.columns, types, strict=True)
-        ]
-    ).collect()
-    got = {int(r[0]): [_engine_cell(v, t) for v, t in zip(r, types, strict=True)] for r in rows}
+    got = {int(r[0]): r for r in engine.rows(spark, ddl)}
     differences = []
     for record_id, (column, sql_type, sample) in sorted(topic.tried.items()):
         flink_row = expected(topic, record_id, want, types)
@@ -288,14 +267,7 @@ def test_edge_values_as_keys_fold_as_in_flink(
         ),
         key=repr,
     )
-    df = materialize(spark, UpsertKafkaTable.from_flink_ddl(ddl)).df
-    rows = df.select(
-        *[
-            df[c].cast("string") if t.startswith(("DATE", "TIMESTAMP")) else df[c]
-            for c, t in zip(df.columns, types, strict=True)
-        ]
-    ).collect()
-    got = sorted(([_engine_cell(v, t) for v, t in zip(r, types, strict=True)] for r in rows), key=repr)
+    got = sorted(engine.rows(spark, ddl), key=repr)
     assert n_records > 50 and len(want) > 20  # the keys hold what they should
     assert got == want, (
         f"seed {SEED}, {fmt} keys {key_types}:\nFlink-only {[r for r in want if r not in got]}\nengine-only {[r for r in got if r not in want]}"

@@ -10,11 +10,8 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 from confluent_kafka import Producer
-from tests.conformance import flink
-from tests.conformance.values import canon, time_text
+from tests.conformance import engine, flink
 
-from upsert_kafka_ops import UpsertKafkaTable, materialize
-from upsert_kafka_ops.errors import UpsertKafkaOpsError
 from upsert_kafka_ops.local import LocalKafka
 
 if TYPE_CHECKING:
@@ -176,26 +173,10 @@ def runs(
     return {"ddl": ddl, "flink": flink.run([flink.Case(n, n, d) for n, d in ddl.items()], flink_jars, log)}
 
 
-def _engine(spark: SparkSession, ddl: str) -> list[list[Any]] | str:
-    try:
-        table = UpsertKafkaTable.from_flink_ddl(ddl)
-        rows = materialize(spark, table).df.collect()
-    except UpsertKafkaOpsError as exc:
-        return f"error: {exc}"
-    times = [c.sql_type.name == "TIME" for c in table.columns]  # TIME is text here
-    return sorted(
-        (
-            [time_text(v) if t and v is not None else canon(v) for v, t in zip(r, times, strict=True)]
-            for r in rows
-        ),
-        key=repr,
-    )
-
-
 @pytest.mark.parametrize("name", CASES)
 def test_an_edge_value_reads_as_flink_reads_it(runs: dict[str, Any], spark: SparkSession, name: str) -> None:
     outcome: flink.Outcome = runs["flink"][name]
-    got = _engine(spark, runs["ddl"][name])
+    got = engine.outcome(spark, runs["ddl"][name])
     context = f"{name}: {runs['ddl'][name]}\nFlink: {outcome.error or outcome.changes}\nengine: {got}"
     if name in DIFFERENCES:
         flink_gave = outcome.error or sorted(outcome.table([CASES[name]["key"]]).values(), key=repr)

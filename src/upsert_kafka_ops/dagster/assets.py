@@ -305,7 +305,8 @@ def _live_keys(pipe: Pipeline, spec: MaterializeJob | BackfillJob, end: dict[str
     from upsert_kafka_ops.jobs.to_warehouse import fold_source
 
     with local_spark() as spark:
-        read = fold_source(spark, spec.source, pipe.connections[spec.source.connection], until=end or None)
+        conn = pipe.connections[spec.source.connection]
+        read = fold_source(spark, spec.source, conn, until=end or None)
         try:
             return int(read.df.count())
         finally:

@@ -352,7 +352,7 @@ def _leaf(c: Column, t: SqlType) -> tuple[Column, Column]:
 
     if t.name == "DECIMAL":  # untrimmed; an overflow is NULL without an error, as in Flink
         value = F.when(c.rlike(DECIMAL_TEXT), c.try_cast(t.to_spark()))
-        value, error = value, c.isNotNull() & ~c.rlike(DECIMAL_TEXT)
+        error = c.isNotNull() & ~c.rlike(DECIMAL_TEXT)
     else:
         value, error = from_text(c, t, CSV)
     if t.name in ("STRING", "VARCHAR", "CHAR", "BOOLEAN", "BYTES", "BINARY", "VARBINARY"):

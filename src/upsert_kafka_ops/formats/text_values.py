@@ -49,7 +49,7 @@ _DAY = r"[0-9]{4}-[0-9]{2}-[0-9]{2}"
 _CLOCK = r"([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9]([.][0-9]{0,9})?"
 _ISO_CLOCK = r"([01][0-9]|2[0-3]):[0-5][0-9](:[0-5][0-9]([.][0-9]{0,9})?)?"
 _BASE64 = r"^([A-Za-z0-9+/]{4})*([A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$"
-_INT_BITS = {"TINYINT", "SMALLINT", "INT", "BIGINT"}
+_INTEGERS = {"TINYINT", "SMALLINT", "INT", "BIGINT"}
 
 
 def scalar(c: Column, t: SqlType, dialect: Dialect) -> tuple[Column, Column]:
@@ -57,7 +57,7 @@ def scalar(c: Column, t: SqlType, dialect: Dialect) -> tuple[Column, Column]:
     without an error). Types read as they are (STRING, BOOLEAN, DECIMAL) are not handled here."""
     from pyspark.sql import functions as F
 
-    if t.name in _INT_BITS:
+    if t.name in _INTEGERS:
         value = F.when(c.rlike(_INTEGER), F.trim(c).try_cast(t.to_spark()))
         if dialect.format == "json" and t.name in ("INT", "BIGINT"):
             value = value.when(c.rlike(_NUMBER), F.trim(c).try_cast("double").try_cast(t.to_spark()))

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from upsert_kafka_ops.errors import SpecError, UpsertKafkaOpsError
 from upsert_kafka_ops.jobs.spec import BackfillJob, MaterializeJob, Pipeline, PublishJob, TopicToTopicJob
 from upsert_kafka_ops.spec.connection import KafkaConnection, for_table
-from upsert_kafka_ops.spec.table import UpsertKafkaTable
+from upsert_kafka_ops.spec.table import KafkaTable, UpsertKafkaTable
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -82,7 +82,7 @@ class RunContext:
     lock_timeout_s: float = 60.0
     began: float = field(default_factory=time.monotonic)
 
-    def connection(self, name: str, table: Any = None) -> KafkaConnection:
+    def connection(self, name: str, table: UpsertKafkaTable | KafkaTable | None = None) -> KafkaConnection:
         """The pipeline's connection ``name``; for a ``table``, with the security its WITH clause sets."""
         conn = self.pipeline.connections[name]
         return conn if table is None else for_table(conn, table.properties)

@@ -484,7 +484,8 @@ def for_table(connection: KafkaConnection, properties: dict[str, str]) -> KafkaC
                 f"{getattr(connection, field)!r}.",
                 "keep one of the two: the table's WITH clause or the connection.",
             )
-        updates[field] = value
+        if getattr(connection, field) != value:
+            updates[field] = value
     for store in ("truststore", "keystore"):  # Kafka's Java client reads a store as JKS unless told
         location, kind = f"ssl.{store}.location", f"ssl_{store}_type"
         if (
@@ -493,8 +494,10 @@ def for_table(connection: KafkaConnection, properties: dict[str, str]) -> KafkaC
             and kind not in connection.model_fields_set
         ):
             pem = properties[location].lower().endswith((".pem", ".crt"))
-            updates[kind] = "PEM" if pem and store == "truststore" else "JKS"
-    if not updates:
+            kind_value = "PEM" if pem and store == "truststore" else "JKS"
+            if getattr(connection, kind) != kind_value:
+                updates[kind] = kind_value
+    if not updates:  # nothing to change (a connection already built for this table comes back as is)
         return connection
     values = {name: getattr(connection, name) for name in connection.model_fields_set}
     return KafkaConnection(**{**values, **updates})
