@@ -19,11 +19,14 @@ ENV_PYTHON = "UKO_FLINK_PYTHON"
 
 @dataclass(frozen=True)
 class Case:
-    """One table for Flink to read: ``ddl`` creates ``table``."""
+    """One table for Flink to read (``ddl`` creates ``table``), or with ``insert`` a statement for
+    Flink to run to its end after ``ddl`` and ``more`` (more tables) are created."""
 
     name: str
     table: str
     ddl: str
+    more: tuple[str, ...] = ()
+    insert: str | None = None
 
 
 @dataclass
@@ -33,6 +36,8 @@ class Outcome:
     columns: list[str] = field(default_factory=list)
     changes: list[tuple[str, list[Any]]] = field(default_factory=list)
     error: str | None = None
+    #: an insert case ran to its end
+    written: bool = False
 
     def kinds(self) -> Counter[str]:
         return Counter(kind for kind, _ in self.changes)
@@ -67,7 +72,8 @@ def flink_python() -> Path:
 def run(cases: Sequence[Case], jars: Sequence[Path], log: Path, timeout: float = 600.0) -> dict[str, Outcome]:
     """Run every case in one PyFlink process (one JVM start for them all); Flink's logs go to ``log``."""
     job = {"jars": [str(j) for j in jars], "parallelism": 2,
-           "cases": [{"name": c.name, "table": c.table, "ddl": c.ddl} for c in cases]}  # fmt: skip
+           "cases": [{"name": c.name, "table": c.table, "ddl": c.ddl, "more": list(c.more), "insert": c.insert}
+                     for c in cases]}  # fmt: skip
     with open(log, "wb") as err:
         proc = subprocess.run(
             [str(flink_python()), str(RUNNER)], input=json.dumps(job).encode(), stdout=subprocess.PIPE,
@@ -81,6 +87,7 @@ def run(cases: Sequence[Case], jars: Sequence[Path], log: Path, timeout: float =
                 columns=data.get("columns", []),
                 changes=[(k, cells) for k, cells in data.get("changes", [])],
                 error=data.get("error"),
+                written=bool(data.get("written")),
             )
     missing = [c.name for c in cases if c.name not in outcomes]
     if proc.returncode != 0 or missing:

@@ -1,11 +1,13 @@
 """Real Flink's reading of tables, for the conformance tests. Runs inside PyFlink's own virtualenv
 (``.venv-flink``), never the project's: ``.venv-flink/bin/python flink_runner.py < job.json``.
 
-The job (JSON on stdin): ``{"jars": [paths], "parallelism": 2, "cases": [{"name", "table", "ddl"}]}``.
-For each case Flink runs the DDL and ``SELECT * FROM table`` in streaming mode (the DDL bounds the
-read, e.g. ``'scan.bounded.mode' = 'latest-offset'``) and this prints one JSON line on stdout:
-``{"name", "columns", "changes": [[row kind, [cells]], ...]}`` or ``{"name", "error"}`` when
-Flink fails the query. Cells are in :func:`values.canon`'s form. Flink's own logs go to stderr.
+The job (JSON on stdin): ``{"jars": [paths], "parallelism": 2, "cases": [{"name", "table", "ddl",
+"more", "insert"}]}``. For each case Flink runs the DDL (and ``more`` DDL) and ``SELECT * FROM table``
+in streaming mode (the DDL bounds the read, e.g. ``'scan.bounded.mode' = 'latest-offset'``) and this
+prints one JSON line on stdout: ``{"name", "columns", "changes": [[row kind, [cells]], ...]}`` or
+``{"name", "error"}`` when Flink fails the query; a case with ``insert`` runs that statement to its
+end instead and prints ``{"name", "written": true}``. Cells are in :func:`values.canon`'s form.
+Flink's own logs go to stderr.
 """
 
 from __future__ import annotations
@@ -83,7 +85,13 @@ def main() -> int:
     for case in job["cases"]:
         out: dict[str, object] = {"name": case["name"]}
         try:
-            env.execute_sql(case["ddl"])
+            for ddl in [case["ddl"], *case.get("more", [])]:
+                env.execute_sql(ddl)
+            if case.get("insert"):
+                env.execute_sql(case["insert"]).wait()
+                out["written"] = True
+                print(json.dumps(out), flush=True)
+                continue
             schema = env.from_path(f"`{case['table']}`").get_resolved_schema()
             names = list(schema.get_column_names())
             kinds = [_text_kind(str(t)) for t in schema.get_column_data_types()]

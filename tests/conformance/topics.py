@@ -154,22 +154,23 @@ def _dumps(doc: dict[str, Any]) -> str:
     return "{" + ",".join(parts) + "}"
 
 
-def changelog(rng: random.Random, shape: Shape, keys: int, records: int) -> list[tuple[bytes, bytes | None]]:
-    """Seeded records: (key bytes, value bytes or None for a tombstone)."""
+def changes(
+    rng: random.Random, shape: Shape, keys: int, records: int
+) -> list[tuple[dict[str, Any], dict[str, Any] | None]]:
+    """Seeded changes: (the key's columns, the row, or None for a tombstone)."""
     pool = []
     for _ in range(keys):
         row = {n: random_value(rng, t, nullable=False) for n, t in shape.key}
         if row not in pool:
             pool.append(row)
     live: dict[int, dict[str, Any]] = {}
-    out: list[tuple[bytes, bytes | None]] = []
+    out: list[tuple[dict[str, Any], dict[str, Any] | None]] = []
     for _ in range(records):
         i = rng.randrange(len(pool))
-        key_bytes = encode(shape.key_format, shape.key, pool[i], shape.prefix)
         roll = rng.random()
         if roll < 0.12:  # a tombstone: of a live key, or of one not seen yet or already deleted
             live.pop(i, None)
-            out.append((key_bytes, None))
+            out.append((pool[i], None))
             continue
         if roll < 0.22 and i in live:  # the same value again
             row = live[i]
@@ -177,5 +178,16 @@ def changelog(rng: random.Random, shape: Shape, keys: int, records: int) -> list
             nullable = shape.value_format == "json"  # an empty csv field is a value at its edge
             row = {**pool[i], **{n: random_value(rng, t, nullable) for n, t in shape.values}}
         live[i] = row
-        out.append((key_bytes, encode(shape.value_format, shape.value_columns(), row)))
+        out.append((pool[i], row))
     return out
+
+
+def changelog(rng: random.Random, shape: Shape, keys: int, records: int) -> list[tuple[bytes, bytes | None]]:
+    """Seeded records: (key bytes, value bytes or None for a tombstone)."""
+    return [
+        (
+            encode(shape.key_format, shape.key, key, shape.prefix),
+            None if row is None else encode(shape.value_format, shape.value_columns(), row),
+        )
+        for key, row in changes(rng, shape, keys, records)
+    ]

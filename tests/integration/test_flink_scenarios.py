@@ -1028,31 +1028,42 @@ _IDV_SCHEMA = "op STRING, seq INT, id INT, v STRING"
 def test_s22_sink_maps_changes_to_records(
     kafka: LocalKafka, spark: SparkSession, new_topic: Callable[..., str]
 ) -> None:
-    """S22: +I(1,a), -U(1,a), +U(1,b), -D(1,b) into the sink -> (k1, a), (k1, null), (k1, b),
-    (k1, null); with value.fields-include = ALL the value holds `id` too. Each change is its own write
-    (a write keeps only the last change per key). In one write, a -U and the +U at the same order
-    position write the +U: +I(2,a), -U(2,a), +U(2,b) -> (k2, b) only."""
+    """S22: +I(1,a), -U(1,a), +U(1,b), -D(1,b) into the sink, each its own write -> (k1, a), (k1, null),
+    (k1, b), (k1, null), as Flink's serializer maps them; with value.fields-include = ALL the value holds
+    `id` too. In one write every change is written in order, except an UPDATE_BEFORE directly followed
+    by its UPDATE_AFTER, which Flink's planner never sends an upsert sink: the same four changes of key 3
+    write (k3, a), (k3, b), (k3, null); +I(2,a), -U(2,a), +U(2,b) with the -U and +U at one order
+    position write (k2, a), (k2, b)."""
     topic = new_topic()
     table = _table(kafka, topic, _IDV_DDL)
-    for seq, (op, v) in enumerate([("+I", "a"), ("-U", "a"), ("+U", "b"), ("-D", "b")]):
+    four = [("+I", "a"), ("-U", "a"), ("+U", "b"), ("-D", "b")]
+    for seq, (op, v) in enumerate(four):
         write_changelog(
             _changelog_df(spark, _IDV_SCHEMA, [(op, seq, 1, v)]), table, _conn(kafka), order_by="seq"
         )
     both = [("+I", 1, 2, "a"), ("-U", 2, 2, "a"), ("+U", 2, 2, "b")]
     result = write_changelog(_changelog_df(spark, _IDV_SCHEMA, both), table, _conn(kafka), order_by="seq")
-    assert (result.records_out, result.tombstones_out) == (1, 0)
+    assert (result.records_out, result.tombstones_out, result.distinct_keys) == (2, 0, 1)
+    in_one = [(op, seq, 3, v) for seq, (op, v) in enumerate(four)]
+    result = write_changelog(_changelog_df(spark, _IDV_SCHEMA, in_one), table, _conn(kafka), order_by="seq")
+    assert (result.records_in, result.records_out, result.tombstones_out) == (4, 3, 1)
 
     assert [(r.key, r.value) for r in _raw(kafka, topic)] == [
         (b'{"id":1}', b'{"id":1,"v":"a"}'),
         (b'{"id":1}', None),
         (b'{"id":1}', b'{"id":1,"v":"b"}'),
         (b'{"id":1}', None),
+        (b'{"id":2}', b'{"id":2,"v":"a"}'),
         (b'{"id":2}', b'{"id":2,"v":"b"}'),
+        (b'{"id":3}', b'{"id":3,"v":"a"}'),
+        (b'{"id":3}', b'{"id":3,"v":"b"}'),
+        (b'{"id":3}', None),
     ]
     df, _ = read_changelog(spark, table, _conn(kafka), mode="retract")
     assert _by_key(_changes(df, ["id", "v"])) == {
         1: [("+I", (1, "a")), ("-D", (1, "a")), ("+I", (1, "b")), ("-D", (1, "b"))],
-        2: [("+I", (2, "b"))],
+        2: [("+I", (2, "a")), ("-U", (2, "a")), ("+U", (2, "b"))],
+        3: [("+I", (3, "a")), ("-U", (3, "a")), ("+U", (3, "b")), ("-D", (3, "b"))],
     }
 
 

@@ -106,7 +106,9 @@ def _schema_and_row(vector: dict[str, Any]) -> tuple[str, tuple[Any, ...]]:
 
 
 def _want(vector: dict[str, Any]) -> bytes | None:
-    return None if vector["bytes_hex"] is None else bytes.fromhex(vector["bytes_hex"])
+    """Flink 2.x's bytes: the vector's own, or where Flink 2 writes differently, those."""
+    hex_ = vector.get("flink_2_0_0_bytes_hex") or vector["bytes_hex"]
+    return None if hex_ is None else bytes.fromhex(hex_)
 
 
 def _checks_decoding(vector: dict[str, Any]) -> bool:

@@ -1,9 +1,11 @@
 """The upsert-kafka sink on Spark: a changelog or a table written to a topic with upsert semantics.
 
 The primary key columns (in declaration order) are the Kafka key; INSERT and UPDATE_AFTER become values,
-DELETE (and an UPDATE_BEFORE not followed by an UPDATE_AFTER) a tombstone. Each write is first reduced
-to the last change per key (Flink's buffer-flush semantics, applied to the whole write), so the order
-of a key's changes can never depend on Spark's task layout; the partition is Kafka's default
+DELETE (and an UPDATE_BEFORE not followed by its UPDATE_AFTER) a tombstone. As in Flink, every change is
+written, in order: a key's changes go through one Spark task in their order, so they reach the key's
+Kafka partition in that order whatever the task layout. With ``sink.buffer-flush.*`` set, Flink's
+reducing buffer keeps only the last change per key until it flushes; here a write is one buffer (a batch
+has no time to flush on), so a key's last change is written. The partition is Kafka's default
 partitioner on the key bytes (murmur2), as Flink's sink leaves it. Delivery is at-least-once with an
 idempotent producer.
 """
@@ -11,6 +13,7 @@ idempotent producer.
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from upsert_kafka_ops.engine import progress
@@ -81,9 +84,17 @@ def producer_options(table: UpsertKafkaTable, conn: KafkaConnection) -> dict[str
     return options
 
 
-def _write(table: UpsertKafkaTable, conn: KafkaConnection, records: DataFrame) -> None:
-    """Write (key, value) binary rows; a NULL value is a tombstone."""
-    if table.sink_parallelism is not None:
+def _write(
+    table: UpsertKafkaTable, conn: KafkaConnection, records: DataFrame, order: Sequence[Column] = ()
+) -> None:
+    """Write (key, value[, headers]) binary rows; a NULL value is a tombstone. With ``order`` (columns of
+    ``records``, dropped before the write), a key's rows are written by one task in that order."""
+    if order:
+        n = table.sink_parallelism
+        records = records.repartition(n, "key") if n else records.repartition("key")
+        names = [c for c in records.columns if c in ("key", "value", "headers")]
+        records = records.sortWithinPartitions(*order).select(*names)
+    elif table.sink_parallelism is not None:
         records = records.repartition(table.sink_parallelism)
     options = producer_options(table, conn)
     writer = records.write.format("kafka").mode("append")  # Spark's V2 Kafka writer appends only
@@ -95,6 +106,7 @@ def _write_stats(records: DataFrame) -> Any:
 
     return records.agg(
         F.count(F.lit(1)).alias("n"),
+        F.count_distinct("key").alias("keys"),
         F.count(F.when(F.col("value").isNull(), 1)).alias("tombs"),
         F.coalesce(F.sum(F.length("key") + F.coalesce(F.length("value"), F.lit(0))), F.lit(0)).alias("bytes"),
     ).first()
@@ -109,10 +121,13 @@ def write_changelog(
 ) -> RunResult:
     """Write a changelog DataFrame (an ``op`` column of +I, +U, -U, -D and the table's columns).
 
-    The last change per key by ``order_by`` is written (default ``_topic, _partition, _offset`` when
-    the DataFrame has them, as :func:`~upsert_kafka_ops.engine.read_changelog` gives). Among changes
-    with equal order, an UPDATE_AFTER wins over the UPDATE_BEFORE it follows. Several rows for one key
-    with no order is an error.
+    Every change is written in the order ``order_by`` gives (default ``_topic, _partition, _offset``
+    when the DataFrame has them, as :func:`~upsert_kafka_ops.engine.read_changelog` gives), as Flink's
+    sink writes what it is given; an UPDATE_BEFORE directly followed by its UPDATE_AFTER is not written
+    (Flink's planner sends an upsert sink none), any other UPDATE_BEFORE is a tombstone. Among changes
+    with equal order, an UPDATE_BEFORE comes before an UPDATE_AFTER. With the table's
+    ``sink.buffer-flush.*`` options set, only the last change per key is written (the write is one
+    buffer). Several rows for one key with no order is an error.
     """
     from pyspark import StorageLevel
     from pyspark.sql import Window
@@ -129,42 +144,54 @@ def write_changelog(
         if "_offset" not in order_by:
             order_by = []
     order = [order_by] if isinstance(order_by, str) else list(order_by)
+    missing = [c for c in order if c not in df.columns]
+    if missing:
+        raise SpecError("order_by", f"the changelog DataFrame has no column(s) {', '.join(missing)}.")
     pk = table.primary_key
     bad_op = df.where(~F.col("op").isin(*OPS) | F.col("op").isNull()).select("op").limit(1).collect()
     if bad_op:
         raise SpecError("op", f"unknown change kind {bad_op[0]['op']!r}.", f"use one of {', '.join(OPS)}.")
+    in_order: list[str] = []
     if not order:
         dup = df.groupBy(*pk).count().where("count > 1").limit(1).collect()
         if dup:
             raise SpecError(
                 "order_by",
                 f"key {tuple(dup[0][k] for k in pk)} has {dup[0]['count']} changes and no order was given.",
-                "pass order_by=... (e.g. a sequence or timestamp column) so the last change per key is defined.",
+                "pass order_by=... (e.g. a sequence or timestamp column) so the order of a key's changes is defined.",
             )
-        last = df
+        changes = df
     else:
-        rank = F.when(F.col("op") == "-U", 0).otherwise(1)
-        w = Window.partitionBy(*pk).orderBy(*[F.col(c).desc_nulls_last() for c in order], rank.desc())
-        last = df.withColumn("__rn", F.row_number().over(w)).where("__rn = 1")
-    key, value = _encoded(table, last)
+        after = F.when(F.col("op") == "-U", 0).otherwise(1)  # at equal order, UPDATE_BEFORE first
+        ranks = [*[F.col(c).asc_nulls_first() for c in order], after]
+        w = Window.partitionBy(*pk).orderBy(*ranks)
+        if table.sink_buffer_flush_max_rows > 0:  # Flink's reducing buffer, the write as one buffer
+            changes = df.withColumn("__last", F.lead(F.lit(1)).over(w)).where(F.col("__last").isNull())
+        else:
+            followed = F.coalesce((F.col("op") == "-U") & (F.lead("op").over(w) == "+U"), F.lit(False))
+            changes = df.withColumn("__drop", followed).where(~F.col("__drop"))
+            changes = changes.select("*", *[F.col(c).alias(f"__o{i}") for i, c in enumerate(order)])
+            changes = changes.withColumn("__o_after", after)
+            in_order = [*[f"__o{i}" for i in range(len(order))], "__o_after"]
+    key, value = _encoded(table, changes)
     headers = _headers(table)
     columns = [key.alias("key"), F.when(F.col("op").isin("+I", "+U"), value).alias("value")]
     if headers is not None:
         columns.append(headers.alias("headers"))
-    records = last.select(*columns).persist(StorageLevel.MEMORY_AND_DISK)
+    records = changes.select(*columns, *in_order).persist(StorageLevel.MEMORY_AND_DISK)
     try:
         null_keys = records.where(F.col("key").isNull()).limit(1).count()
         if null_keys:
             raise DataError("A primary key encodes to NULL bytes; a Kafka upsert key cannot be NULL.")
         stats = _write_stats(records)
-        _write(table, conn, records)
+        _write(table, conn, records, [F.col(c).asc_nulls_first() for c in in_order])
     finally:
         records.unpersist()
     return RunResult(
         operation="write_changelog",
         topics=[topic],
         records_in=df.count(),
-        distinct_keys=int(stats["n"]),
+        distinct_keys=int(stats["keys"]),
         records_out=int(stats["n"]),
         tombstones_out=int(stats["tombs"]),
         bytes_out=int(stats["bytes"]),
@@ -198,26 +225,32 @@ def write_snapshot(
         )
     key, value = _encoded(table, df)
     headers = _headers(table)
-    desired = df.select(
-        key.alias("key"), value.alias("want"), *([headers.alias("headers")] if headers is not None else [])
-    )
+    with_headers = headers is not None
+    # no headers and an empty list of them are the same record; a change of headers alone is a change
+    none = F.lit(None).cast("array<struct<key:string,value:binary>>")
+    want_h = F.when(F.size(headers) > 0, headers) if headers is not None else none
+    desired = df.select(key.alias("key"), value.alias("want"), want_h.alias("want_h"))
 
     bounds = resolve_bounds(table, conn.to_librdkafka(), "earliest", "latest")
-    raw = read_raw(df.sparkSession, table, conn, bounds)
+    raw = read_raw(df.sparkSession, table, conn, bounds, headers=with_headers)
     progress.expect(bounds.span())  # the topic's current state, scanned once for the comparison
+    have_h = F.when(F.size("headers") > 0, F.col("headers")) if with_headers else none
+    last = F.struct(F.col("value").alias("v"), have_h.alias("h"))
     per_part = raw.groupBy("key", "topic", "partition").agg(
-        F.max_by("value", "offset").alias("value"), F.max("timestamp").alias("ts")
+        F.max_by(last, "offset").alias("last"), F.max("timestamp").alias("ts")
     )
     current = per_part.groupBy("key").agg(
-        F.max_by("value", F.struct("ts", "topic", "partition")).alias("have")
+        F.max_by("last", F.struct("ts", "topic", "partition")).alias("last")
     )
+    current = current.select("key", F.col("last.v").alias("have"), F.col("last.h").alias("have_h"))
     current = current.where(F.col("have").isNotNull() & F.col("key").isNotNull())
 
     diff = desired.join(current, "key", "full_outer")
-    keep = ["headers"] if headers is not None else []
-    records = diff.where(~F.col("want").eqNullSafe(F.col("have"))).select(
-        "key", F.col("want").alias("value"), *keep
+    changed = ~F.col("want").eqNullSafe(F.col("have")) | (
+        F.col("want").isNotNull() & ~F.col("want_h").eqNullSafe(F.col("have_h"))
     )
+    keep = [F.col("want_h").alias("headers")] if with_headers else []
+    records = diff.where(changed).select("key", F.col("want").alias("value"), *keep)
     records = records.persist(StorageLevel.MEMORY_AND_DISK)
     try:
         stats = _write_stats(records)

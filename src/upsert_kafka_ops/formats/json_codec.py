@@ -108,7 +108,8 @@ def json_string(c: Column) -> Column:
 
 
 def json_decimal(c: Column, plain: bool) -> Column:
-    """``BigDecimal.stripTrailingZeros()`` then ``toString()`` (or ``toPlainString()`` when plain).
+    """A decimal's text as Flink 2.x writes it: plain, ``toPlainString()`` at the column's scale (12.30
+    stays 12.30; Flink 1.x stripped the trailing zeros), else ``stripTrailingZeros().toString()``.
 
     Built from trims and substrings of the decimal's plain text, each used a fixed number of times:
     nested regexes used from every branch grew the generated code past the JVM's 64 KB method limit,
@@ -122,8 +123,7 @@ def json_decimal(c: Column, plain: bool) -> Column:
     has_point = body.contains(".")
     stripped = F.rtrim(F.rtrim(body, F.lit("0")), F.lit("."))  # with a point: 1.50 -> 1.5, 2.00 -> 2
     if plain:
-        txt = F.when(has_point, stripped).otherwise(body)
-        return F.when(txt == "0", F.lit("0")).otherwise(F.concat(sign, txt))
+        return F.concat(sign, body)
 
     def sci(digits: Column, exp_sign: str, exp: Column) -> Column:
         rest = F.substring(digits, 2, 1 << 30)

@@ -89,6 +89,7 @@ def _publish_delta(ctx: RunContext, job: PublishJob, path: str) -> JobResult:
 
 def _publish_change_feed(ctx: RunContext, job: PublishJob, path: str, first: int, last: int) -> RunResult:
     """Delta's change data feed of versions ``first..last`` as a changelog, in commit order."""
+    from pyspark.sql import Window
     from pyspark.sql import functions as F
 
     from upsert_kafka_ops.engine import write_changelog
@@ -108,9 +109,12 @@ def _publish_change_feed(ctx: RunContext, job: PublishJob, path: str, first: int
         *[F.col(f"`{n}`") for n in names],
     )
     mapping = F.create_map(*[x for k, v in _CDF_OPS.items() for x in (F.lit(k), F.lit(v))])
-    # inside one commit an overwrite gives a key both a delete and an insert: the post-image wins
     post = F.col("_ct").isin("insert", "update_postimage").cast("int")
     changes = changes.withColumn("op", mapping[F.col("_ct")]).withColumn("_post", post).drop("_ct")
+    # a commit is atomic: its last image of a key is the change (an overwrite's delete and re-insert of
+    # a row is no change to send as a tombstone and a value)
+    in_commit = Window.partitionBy(*sink.table.primary_key, "_commit_version").orderBy(F.col("_post").desc())
+    changes = changes.withColumn("_n", F.row_number().over(in_commit)).where("_n = 1").drop("_n")
     return write_changelog(
         changes,
         sink.table,

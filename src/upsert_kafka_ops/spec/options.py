@@ -111,8 +111,9 @@ CONNECTOR_OPTIONS: tuple[Option, ...] = (
     Option(
         "sink.buffer-flush.max-rows",
         "differs",
-        "A write keeps the last change of each key per run whether or not the buffer options are set "
-        "(Flink writes every change unless both are > 0).",
+        "Without the buffer options every change is written, in order, as in Flink. With both > 0 a write "
+        "is one buffer: the last change of each key is written (Flink also flushes every max-rows keys "
+        "and every interval, so a long stream keeps some intermediate changes there).",
         UPSERT,
     ),
     Option("sink.buffer-flush.interval", "differs", "See sink.buffer-flush.max-rows.", UPSERT),
