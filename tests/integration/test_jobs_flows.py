@@ -25,6 +25,7 @@ from tests.integration.jobs_support import (
 )
 from tests.integration.oracle import fold, read_all
 
+from upsert_kafka_ops.errors import SpecError
 from upsert_kafka_ops.jobs import Pipeline, run_job
 from upsert_kafka_ops.jobs.core import OffsetsError
 from upsert_kafka_ops.jobs.streaming import CheckpointMismatch
@@ -101,6 +102,33 @@ def test_an_aggregation_over_an_append_topic_streams_and_each_run_reads_only_new
     assert (reset.returncode, reset.stdout.strip()) == (0, "deleted"), reset.stderr
     r3 = run_job(changed, spark=spark)
     assert (r3.execution, r3.records_read) == ("streaming", 43)
+
+
+def test_a_stream_starts_where_scan_startup_mode_says_when_its_checkpoint_is_new(
+    kafka: LocalKafka, new_topic: Callable[..., str], spark: SparkSession, tmp_path: Path
+) -> None:
+    """The connector page's 'latest-offset' source: the first run of a new checkpoint reads none of the
+    records already there (as a Flink job started without state), later runs read what came after.
+    A job that recomputes its query each run refuses the start (it would overwrite the whole result
+    with the part after it)."""
+    servers = kafka.bootstrap_servers
+    src, sink = new_topic(partitions=2), new_topic(partitions=2, config={"cleanup.policy": "compact"})
+    data = _per_page(servers, src, sink, tmp_path / "ckpt", QUERY).to_json_dict()
+    data["jobs"][0]["sources"]["clicks"]["table"]["scan_options"] = {"scan.startup.mode": "latest-offset"}
+    p = Pipeline.model_validate(data)
+    _clicks(servers, src, [("a", 1), ("b", 2), ("a", 3)])
+    r1 = run_job(p, spark=spark)
+    assert (r1.execution, r1.records_read) == ("streaming", 0)
+    assert _topic_table(servers, sink) == {}
+    _clicks(servers, src, [("a", 10), ("c", 20)])
+    r2 = run_job(p, spark=spark)
+    assert (r2.execution, r2.records_read) == ("streaming", 2)
+    assert _topic_table(servers, sink) == {"a": (1, 10), "c": (1, 20)}
+
+    data["jobs"][0]["execution"] = "snapshot"
+    with pytest.raises(SpecError, match="recomputes its query each run") as info:
+        run_job(Pipeline.model_validate(data), spark=spark)
+    assert info.value.field == "sources.clicks.table.scan.startup.mode"
 
 
 META_QUERY = (

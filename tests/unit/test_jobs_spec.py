@@ -179,6 +179,19 @@ def test_materialize_jobs_take_a_cdc_source_only_with_its_key() -> None:
         )
 
 
+@pytest.mark.parametrize("kind", ["materialize", "backfill"])
+def test_a_folded_cdc_source_refuses_a_start_after_the_earliest_offset(kind: str) -> None:
+    dbz = """CREATE TABLE dbz (id BIGINT, name STRING) WITH ('connector' = 'kafka', 'topic' = 'dbz',
+        'format' = 'debezium-json', 'scan.startup.mode' = 'latest-offset')"""
+    src = {"kind": "kafka", "connection": "main", "table": {"ddl": dbz}, "key": ["id"]}
+    with pytest.raises(SpecError, match="'latest-offset': a warehouse job folds its source") as info:
+        Pipeline.model_validate(_pipeline(kind=kind, source=src))
+    assert info.value.field.endswith("source.table.scan.startup.mode") and info.value.fix
+    earliest = {**src, "table": {"ddl": dbz.replace("latest-offset", "earliest-offset")}}
+    job = Pipeline.model_validate(_pipeline(kind=kind, source=earliest)).job("users")
+    assert job.source.table.startup_mode == "earliest-offset"  # type: ignore[union-attr]
+
+
 def test_a_sink_table_with_several_topics_is_refused_when_the_pipeline_is_read() -> None:
     from upsert_kafka_ops.errors import SpecError
     from upsert_kafka_ops.jobs.spec import TopicSink

@@ -14,11 +14,13 @@ import pytest
 from pydantic import ValidationError
 
 from upsert_kafka_ops.errors import SpecError
+from upsert_kafka_ops.spec.connection import client_properties
 from upsert_kafka_ops.spec.ddl import DdlError
 from upsert_kafka_ops.spec.table import (
     OWNED_CLIENT_PROPERTIES,
     Column,
     KafkaTable,
+    StartAt,
     UpsertKafkaTable,
     parse_duration_ms,
 )
@@ -199,23 +201,93 @@ def test_options_that_would_mean_nothing_here_are_refused_not_ignored(option: st
 
 
 @pytest.mark.parametrize(
-    ("option", "value"),
+    ("options", "field", "match"),
     [
-        ("scan.startup.mode", "latest-offset"),
-        ("scan.startup.timestamp-millis", "1"),
-        ("scan.bounded.mode", "latest-offset"),
-        ("sink.partitioner", "fixed"),
-        ("scan.header-filter", "depart:toy"),
+        ({"scan.startup.mode": "bogus"}, "scan.startup.mode", "Invalid value 'bogus'"),
+        ({"scan.bounded.mode": "sometime"}, "scan.bounded.mode", "Invalid value 'sometime'"),
+        ({"scan.startup.timestamp-millis": "1"}, "scan.startup.timestamp-millis", "used only in 'timestamp'"),
+        (
+            {"scan.startup.mode": "timestamp"},
+            "scan.startup.timestamp-millis",
+            "required in 'timestamp' startup",
+        ),
+        (
+            {"scan.startup.mode": "timestamp", "scan.startup.timestamp-millis": "yesterday"},
+            "scan.startup.timestamp-millis",
+            "not a number",
+        ),
+        (
+            {"scan.bounded.mode": "specific-offsets"},
+            "scan.bounded.specific-offsets",
+            "required in 'specific-offsets' bounded",
+        ),
+        (
+            {"properties.auto.offset.reset": "earliest"},
+            "properties.auto.offset.reset",
+            "'group-offsets' start",
+        ),
+        (
+            {
+                "scan.startup.mode": "group-offsets",
+                "properties.group.id": "g",
+                "properties.auto.offset.reset": "smallest",
+            },
+            "properties.auto.offset.reset",
+            "earliest, latest, none",
+        ),
+        ({"sink.partitioner": "fixed"}, "sink.partitioner", "not implemented|not supported"),
+        ({"scan.header-filter": "depart:toy"}, "scan.header-filter", "not an option"),
     ],
 )
-def test_kafka_table_options_not_implemented_are_refused(option: str, value: str) -> None:
-    with raises("not implemented|not an option of the 'kafka' connector", option):
-        KafkaTable.from_options({"topic": "t", "format": "json", option: value}, KAFKA_COLUMNS)
+def test_kafka_table_scan_options_follow_flinks_rules(
+    options: dict[str, str], field: str, match: str
+) -> None:
+    with raises(match, field):
+        KafkaTable.from_options({"topic": "t", "format": "json", **options}, KAFKA_COLUMNS)
+
+
+@pytest.mark.parametrize(
+    ("options", "start", "end"),
+    [
+        ({}, "earliest", "latest"),
+        ({"scan.startup.mode": "latest-offset"}, "latest", "latest"),
+        (
+            {"scan.startup.mode": "timestamp", "scan.startup.timestamp-millis": "1767225600000"},
+            StartAt("timestamp", timestamp_ms=1767225600000, group="g"),
+            "latest",
+        ),
+        (
+            {"scan.startup.mode": "group-offsets", "properties.auto.offset.reset": "LATEST"},
+            StartAt("group-offsets", group="g", reset="latest"),
+            "latest",
+        ),
+        (
+            {
+                "scan.startup.mode": "specific-offsets",
+                "scan.startup.specific-offsets": "partition:1,offset:7",
+                "scan.bounded.mode": "group-offsets",
+            },
+            StartAt("specific-offsets", offsets={1: 7}, group="g"),
+            {"group": "g"},
+        ),
+        (
+            {"scan.bounded.mode": "timestamp", "scan.bounded.timestamp-millis": "5"},
+            "earliest",
+            {"timestamp_ms": 5},
+        ),
+    ],
+)
+def test_kafka_table_start_and_end_positions(options: dict[str, str], start: Any, end: Any) -> None:
+    table = KafkaTable.from_options(
+        {"topic": "t", "format": "json", "properties.group.id": "g", **options}, KAFKA_COLUMNS
+    )
+    assert (table.start_position(), table.end_position()) == (start, end)
+    assert "auto.offset.reset" not in client_properties(table.properties)
 
 
 def test_a_kafka_table_built_directly_is_checked_the_same() -> None:
     data = KafkaTable.from_options({"topic": "t", "format": "json"}, KAFKA_COLUMNS).model_dump()
-    with raises("not implemented yet", "scan.startup.mode"):
+    with raises("required in 'group-offsets' startup mode", "properties.group.id"):
         KafkaTable(**{**data, "scan_options": {"scan.startup.mode": "group-offsets"}})
 
 

@@ -65,7 +65,7 @@ def read_cdc(
     table: KafkaTable,
     connection: KafkaConnection | None = None,
     *,
-    start: str | Mapping[Any, Any] = "earliest",
+    start: str | Mapping[Any, Any] | None = None,
     until: Any = None,
 ) -> Read:
     """Every change of a CDC topic inside the bounds (see the module docstring). A record that does
@@ -146,7 +146,7 @@ def materialize_cdc(
     connection: KafkaConnection | None = None,
     *,
     key: Sequence[str] | None = None,
-    start: str | Mapping[Any, Any] = "earliest",
+    start: str | Mapping[Any, Any] | None = None,
     until: Any = None,
 ) -> Read:
     """The rows of the table a CDC topic describes, up to ``until`` (cached, counted)."""
@@ -182,7 +182,7 @@ def last_changes(
     connection: KafkaConnection | None = None,
     *,
     key: Sequence[str],
-    start: str | Mapping[Any, Any] = "earliest",
+    start: str | Mapping[Any, Any] | None = None,
     until: Any = None,
 ) -> Read:
     """The last change per key inside the bounds, as :func:`~upsert_kafka_ops.engine.read_changes`

@@ -613,7 +613,7 @@ def read_append(
     table: KafkaTable,
     connection: KafkaConnection | None = None,
     *,
-    start: str | Mapping[Any, Any] = "earliest",
+    start: str | Mapping[Any, Any] | None = None,
     until: Any = None,
 ) -> Read:
     """Every record of a plain (append-only) Kafka table inside the bounds, decoded into its columns.

@@ -403,10 +403,25 @@ class BackfillJob(_Job):
         return used
 
 
+def history_start_error(name: str, source: Any, why: str) -> SpecError | None:
+    """The error for a source whose ``scan.startup.mode`` would cut the history a job reads whole."""
+    if not isinstance(source, AppendSource) or source.table.startup_mode == "earliest-offset":
+        return None
+    return SpecError(
+        f"{name}.table.scan.startup.mode",
+        f"'{source.table.startup_mode}': {why}, so a start other than the earliest offset would leave out "
+        "part of the table and then write that partial result over the whole one.",
+        "remove it (or set 'earliest-offset'); a start applies to streaming topic-to-topic jobs and engine reads.",
+    )
+
+
 def _check_folded_source(source: Any) -> None:
     """A warehouse job folds its source per key: an upsert table, or a CDC table with ``key``."""
     if not isinstance(source, AppendSource):
         return
+    error = history_start_error("source", source, "a warehouse job folds its source from the earliest offset")
+    if error is not None:
+        raise error
     from upsert_kafka_ops.formats.cdc_json import is_cdc
 
     if not is_cdc(source.table.value_format):

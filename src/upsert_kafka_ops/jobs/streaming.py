@@ -23,6 +23,8 @@ from upsert_kafka_ops.spec.connection import KafkaConnection, client_properties,
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
+    from upsert_kafka_ops.spec.table import KafkaTable
+
 QUERY_FILE = "_upsert_kafka_ops_query.json"
 
 
@@ -43,6 +45,16 @@ def streaming_verdict(
         return False, (
             f"source(s) {', '.join(changelogs)} are CDC changelogs (updates and deletes): an incremental query "
             "over them needs retractions, which Spark's streaming does not have; each run recomputes the snapshot"
+        )
+    bounded = [
+        n
+        for n, s in job.sources.items()
+        if isinstance(s, AppendSource) and s.table.end_position() != "latest"
+    ]
+    if bounded:
+        return False, (
+            f"source(s) {', '.join(bounded)} set scan.bounded.*: a stream reads on to the end of its topics, "
+            "so each run recomputes the snapshot up to the bound"
         )
     upserts = [name for name, s in job.sources.items() if not isinstance(s, AppendSource)]
     if upserts:
@@ -121,10 +133,23 @@ def _stream_reader(spark: SparkSession, src: AppendSource, conn: KafkaConnection
     options = {f"kafka.{k}": v for k, v in client_properties(table.properties).items()}
     options.update(for_table(conn, table.properties).to_spark_options())
     options.setdefault("kafka.isolation.level", "read_committed")
-    reader = spark.readStream.format("kafka").options(**options).option("startingOffsets", "earliest")
+    reader = spark.readStream.format("kafka").options(**options)
+    reader = reader.option("startingOffsets", _starting_offsets(table, conn))
     if table.topic_pattern is not None:
         return reader.option("subscribePattern", table.topic_pattern)
     return reader.option("subscribe", ",".join(table.topic or []))
+
+
+def _starting_offsets(table: KafkaTable, conn: KafkaConnection) -> str:
+    """Spark's ``startingOffsets`` for the table's ``scan.startup.*``: where a new checkpoint starts,
+    as Flink's start applies to a job started without state (a checkpoint's offsets win after)."""
+    from upsert_kafka_ops.engine.bounds import offsets_to_json, resolve_bounds
+
+    start = table.start_position()
+    if isinstance(start, str):
+        return start
+    bounds = resolve_bounds(table, for_table(conn, table.properties).to_librdkafka(), start, "latest")
+    return json.dumps(offsets_to_json(bounds.start))
 
 
 def _fingerprint(job: TopicToTopicJob, connections: Mapping[str, KafkaConnection]) -> dict[str, Any]:

@@ -20,7 +20,7 @@ from upsert_kafka_ops.jobs.core import (
     topic_target,
     written_to_topic,
 )
-from upsert_kafka_ops.jobs.spec import AppendSource, TopicToTopicJob
+from upsert_kafka_ops.jobs.spec import AppendSource, TopicToTopicJob, history_start_error
 from upsert_kafka_ops.jobs.streaming import run_streaming, streaming_verdict
 
 
@@ -34,6 +34,13 @@ def run_topic_to_topic(ctx: RunContext, job: TopicToTopicJob) -> JobResult:
             raise SpecError(
                 "execution", f"job {job.name!r} cannot stream: {reason}.", "use execution: auto or snapshot."
             )
+    if not ok:
+        for name, src in job.sources.items():
+            error = history_start_error(
+                f"sources.{name}", src, f"job {job.name!r} recomputes its query each run ({reason})"
+            )
+            if error is not None:
+                raise error
     result = run_streaming(ctx, job, reason) if ok else _run_snapshot(ctx, job, reason)
     for src in job.sources.values():  # each source's offsets go to its own cluster
         topics = set(src.table.topic or []) | {

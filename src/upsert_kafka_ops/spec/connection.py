@@ -504,5 +504,10 @@ def for_table(connection: KafkaConnection, properties: dict[str, str]) -> KafkaC
 
 
 def client_properties(properties: dict[str, str]) -> dict[str, str]:
-    """A table's client properties minus the ones :func:`for_table` moves into the connection."""
-    return {k: v for k, v in properties.items() if k != "bootstrap.servers" and k not in TABLE_SECURITY}
+    """A table's client properties minus the ones :func:`for_table` moves into the connection (and
+    ``auto.offset.reset``, which says where a 'group-offsets' start begins, not a client setting here)."""
+    return {
+        k: v
+        for k, v in properties.items()
+        if k not in ("bootstrap.servers", "auto.offset.reset") and k not in TABLE_SECURITY
+    }

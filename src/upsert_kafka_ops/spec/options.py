@@ -65,37 +65,32 @@ CONNECTOR_OPTIONS: tuple[Option, ...] = (
         "differs",
         "latest-offset, group-offsets, timestamp and specific-offsets end the read where Flink's do. "
         "'unbounded' (the default) reads up to the end offsets when the run starts: every run is a bounded "
-        "batch, scheduled again for what comes later.",
-        UPSERT,
+        "batch, scheduled again for what comes later. A plain 'kafka' source with a bound is read in "
+        "batch (a topic-to-topic job over it recomputes its query each run; a stream cannot stop at a bound).",
     ),
-    Option("scan.bounded.specific-offsets", "same", "'partition:0,offset:42;...' (one topic).", UPSERT),
-    Option(
-        "scan.bounded.timestamp-millis", "same", "The end: the first offset at or after this time.", UPSERT
-    ),
-    Option(
-        "scan.bounded.*",
-        "refused",
-        "A plain 'kafka' source is read to its end offsets when the run starts; other bounds are not "
-        "implemented for it yet.",
-        PLAIN,
-        "remove it, or read the topic as an upsert-kafka table.",
-    ),
+    Option("scan.bounded.specific-offsets", "same", "'partition:0,offset:42;...' (one topic)."),
+    Option("scan.bounded.timestamp-millis", "same", "The end: the first offset at or after this time."),
     Option(
         "scan.startup.mode",
         "differs",
-        "Unset or 'earliest-offset': a snapshot run reads from the earliest offset, a streaming run from "
-        "its checkpoint (Flink's default, group-offsets, starts from the group's committed offsets). "
-        "Other modes are refused: not implemented yet.",
+        "earliest-offset, latest-offset, group-offsets (a partition without a committed offset follows "
+        "properties.auto.offset.reset: earliest, latest or none, Flink's default, which fails the read), "
+        "timestamp and specific-offsets start the read where Flink's do. A start applies to a read "
+        "(read_append) and to a topic-to-topic job's stream when its checkpoint is new, as Flink's applies "
+        "to a job started without state; a job that recomputes its query each run refuses a start other "
+        "than earliest-offset. Unset means earliest-offset here (Flink's default is group-offsets).",
         PLAIN,
-        "leave it unset or 'earliest-offset'.",
     ),
     Option(
         "scan.startup.specific-offsets",
-        "refused",
-        "Start offsets are not implemented yet.",
+        "same",
+        "'partition:0,offset:42;...' (one topic); a partition not listed starts at the group's committed "
+        "offset (properties.group.id), else at the earliest.",
         PLAIN,
     ),
-    Option("scan.startup.timestamp-millis", "refused", "Start timestamps are not implemented yet.", PLAIN),
+    Option(
+        "scan.startup.timestamp-millis", "same", "The start: the first offset at or after this time.", PLAIN
+    ),
     Option(
         "scan.parallelism",
         "refused",

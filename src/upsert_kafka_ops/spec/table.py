@@ -18,9 +18,10 @@ Example::
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from functools import cached_property
-from typing import TYPE_CHECKING, Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypeVar
 
 from pydantic import Field, field_validator, model_validator
 
@@ -193,6 +194,9 @@ def _check_format(option: str, fmt: str, *, upsert: bool) -> None:
 
 
 class _KafkaTableBase(SpecModel):
+    #: client properties the table may not set (see OWNED_CLIENT_PROPERTIES)
+    _owned_properties: ClassVar[frozenset[str]] = OWNED_CLIENT_PROPERTIES
+
     name: str = Field(default="kafka_table", description="Table name (used in DDL and as a Spark view name).")
     columns: list[Column] = Field(min_length=1, description="Columns in declaration order.")
     topic: list[str] | None = Field(
@@ -233,7 +237,9 @@ class _KafkaTableBase(SpecModel):
             )
         check_table_secrets(self.properties)
         for key in self.properties:
-            if key in OWNED_CLIENT_PROPERTIES:
+            if key in OWNED_CLIENT_PROPERTIES and not (
+                key == "auto.offset.reset" and isinstance(self, KafkaTable)
+            ):
                 raise SpecError(
                     f"properties.{key}",
                     "is set by the connector itself (keys and values are bytes; offsets are managed per run).",
@@ -412,17 +418,18 @@ class UpsertKafkaTable(_KafkaTableBase):
 
     def bounded_offsets(self) -> dict[int, int]:
         """``scan.bounded.specific-offsets`` as {partition: end offset (exclusive)}."""
-        text = self.scan_bounded_specific_offsets or ""
-        out: dict[int, int] = {}
-        for part in filter(None, (p.strip() for p in text.split(";"))):
-            m = re.fullmatch(r"partition:(\d+),offset:(\d+)", part.replace(" ", ""))
-            if not m:
-                raise SpecError(
-                    "scan.bounded.specific-offsets",
-                    f"should follow the format 'partition:0,offset:42;partition:1,offset:300', but is '{text}'.",
-                )
-            out[int(m.group(1))] = int(m.group(2))
-        return out
+        return specific_offsets(self.scan_bounded_specific_offsets or "", "scan.bounded.specific-offsets")
+
+    def start_position(self) -> str:
+        """Where a read starts: an upsert source always reads from the earliest offset, as in Flink."""
+        return "earliest"
+
+    def end_position(self) -> Any:
+        """Where a read ends by ``scan.bounded.*``, as :func:`~upsert_kafka_ops.engine.bounds.resolve_bounds`
+        takes it."""
+        return _end_position(
+            self.scan_bounded_mode, self.bounded_offsets, self.scan_bounded_timestamp_millis, self.properties
+        )
 
     @property
     def key_columns(self) -> list[Column]:
@@ -513,6 +520,9 @@ class UpsertKafkaTable(_KafkaTableBase):
 class KafkaTable(_KafkaTableBase):
     """A plain append-only Kafka topic (Flink's 'kafka' connector), e.g. an input of a topic-to-topic job."""
 
+    #: 'auto.offset.reset' says where a 'group-offsets' start begins (checked in _check_scan)
+    _owned_properties: ClassVar[frozenset[str]] = OWNED_CLIENT_PROPERTIES - {"auto.offset.reset"}
+
     value_format: str = Field(
         description="Format of the value (format / value.format): json, csv, raw, avro."
     )
@@ -540,17 +550,10 @@ class KafkaTable(_KafkaTableBase):
     @model_validator(mode="after")
     def _check_plain(self) -> KafkaTable:
         check_refused("kafka", {**self.scan_options, **self.sink_options})
-        unknown = sorted(set(self.scan_options) - {"scan.startup.mode"}) + sorted(self.sink_options)
+        unknown = sorted(set(self.scan_options) - {*_STARTUP, *_BOUNDED}) + sorted(self.sink_options)
         if unknown:
             raise SpecError(unknown[0], "is not an option of the 'kafka' connector.", "remove it.")
-        mode = self.scan_options.get("scan.startup.mode", "earliest-offset").lower()
-        if mode != "earliest-offset":
-            raise SpecError(
-                "scan.startup.mode",
-                f"'{mode}' is not implemented yet: a snapshot run reads from the earliest offset and a "
-                "streaming run from its checkpoint.",
-                "leave it unset or 'earliest-offset'.",
-            )
+        self._check_scan()
         _check_format("value.format", self.value_format, upsert=False)
         if self.key_format is not None:
             _check_format("key.format", self.key_format, upsert=False)
@@ -582,6 +585,104 @@ class KafkaTable(_KafkaTableBase):
         if FORMATS[self.value_format].insert_only:  # a CDC format's envelope is decoded by engine.cdc
             self.key_codec(), self.value_codec()
         return self
+
+    def _scan(self, key: str, default: str | None = None) -> str | None:
+        value = self.scan_options.get(key, default)
+        return None if value is None else value.strip()
+
+    def _check_scan(self) -> None:
+        """Flink's rules for ``scan.startup.*`` and ``scan.bounded.*`` (KafkaConnectorOptionsUtil)."""
+        for option, modes in (("scan.startup.mode", STARTUP_MODES), ("scan.bounded.mode", BOUNDED_MODES)):
+            mode = (self._scan(option) or modes[0]).lower()
+            if mode not in modes:
+                raise SpecError(option, f"Invalid value '{mode}'.", f"use one of {', '.join(modes)}.")
+            side = option.split(".")[1]
+            for used_by, extra in (
+                ("timestamp", "timestamp-millis"),
+                ("specific-offsets", "specific-offsets"),
+            ):
+                if mode != used_by and self._scan(f"scan.{side}.{extra}") is not None:
+                    raise SpecError(
+                        f"scan.{side}.{extra}",
+                        f"is used only in '{used_by}' {side} mode, and '{option}' is '{mode}'.",
+                        f"set '{option}' = '{used_by}', or remove it.",
+                    )
+            if mode == "timestamp":
+                stamp = self._scan(f"scan.{side}.timestamp-millis")
+                if stamp is None:
+                    raise SpecError(
+                        f"scan.{side}.timestamp-millis",
+                        f"is required in 'timestamp' {side} mode but missing.",
+                        "set it.",
+                    )
+                if not stamp.isdigit():
+                    raise SpecError(
+                        f"scan.{side}.timestamp-millis",
+                        f"'{stamp}' is not a number of milliseconds.",
+                        "give epoch milliseconds, e.g. 1767225600000.",
+                    )
+            if mode == "specific-offsets":
+                text = self._scan(f"scan.{side}.specific-offsets")
+                if text is None:
+                    raise SpecError(
+                        f"scan.{side}.specific-offsets",
+                        f"is required in 'specific-offsets' {side} mode but missing.",
+                        "set it, e.g. 'partition:0,offset:42;partition:1,offset:300'.",
+                    )
+                if self.topic_pattern is not None or len(self.topic or []) != 1:
+                    raise SpecError(
+                        f"scan.{side}.specific-offsets",
+                        "Currently Kafka source only supports specific offset for single topic.",
+                        f"set a single 'topic', or use another '{option}'.",
+                    )
+                specific_offsets(text, f"scan.{side}.specific-offsets")
+            if mode == "group-offsets" and "group.id" not in self.properties:
+                raise SpecError(
+                    "properties.group.id", f"is required in 'group-offsets' {side} mode.", "set it."
+                )
+        reset = self.properties.get("auto.offset.reset")
+        if reset is not None and (self.startup_mode != "group-offsets" or reset.lower() not in OFFSET_RESETS):
+            raise SpecError(
+                "properties.auto.offset.reset",
+                f"'{reset}': it says where a 'group-offsets' start begins in a partition the group has no "
+                f"committed offset for ({', '.join(OFFSET_RESETS)}); other start modes fix the start themselves.",
+                "remove it, or set 'scan.startup.mode' = 'group-offsets'.",
+            )
+
+    @property
+    def startup_mode(self) -> str:
+        """``scan.startup.mode``; unset is 'earliest-offset' here (Flink's default is 'group-offsets')."""
+        return (self._scan("scan.startup.mode") or "earliest-offset").lower()
+
+    def start_position(self) -> str | StartAt:
+        """Where a read starts by ``scan.startup.*``: 'earliest', 'latest', or a :class:`StartAt`."""
+        mode = self.startup_mode
+        if mode in ("earliest-offset", "latest-offset"):
+            return mode.split("-")[0]
+        stamp = self._scan("scan.startup.timestamp-millis")
+        text = self._scan("scan.startup.specific-offsets")
+        return StartAt(
+            mode=mode,
+            timestamp_ms=int(stamp) if mode == "timestamp" and stamp else None,
+            offsets=specific_offsets(text, "scan.startup.specific-offsets")
+            if mode == "specific-offsets" and text
+            else {},
+            group=self.properties.get("group.id"),
+            reset=self.properties.get("auto.offset.reset", "none").lower(),
+        )
+
+    def end_position(self) -> Any:
+        """Where a read ends by ``scan.bounded.*`` (see :meth:`UpsertKafkaTable.end_position`)."""
+        mode = (self._scan("scan.bounded.mode") or "unbounded").lower()
+        stamp = self._scan("scan.bounded.timestamp-millis")
+        return _end_position(
+            mode,
+            lambda: specific_offsets(
+                self._scan("scan.bounded.specific-offsets") or "", "scan.bounded.specific-offsets"
+            ),
+            int(stamp) if stamp else None,
+            self.properties,
+        )
 
     @property
     def value_fields(self) -> list[Column]:
@@ -672,6 +773,62 @@ class KafkaTable(_KafkaTableBase):
 
 
 # -- helpers ---------------------------------------------------------------------------------------
+@dataclasses.dataclass(frozen=True)
+class StartAt:
+    """Where a plain table's read starts, by its ``scan.startup.*`` options: ``mode`` 'timestamp' (the
+    first offset at or after ``timestamp_ms``), 'group-offsets' (``group``'s committed offsets; a partition
+    without one follows ``reset``: earliest, latest, or none, which fails) or 'specific-offsets'
+    (``offsets`` per partition; a partition not listed starts at ``group``'s committed offset if any,
+    else at the earliest, as Flink's specified-offsets initializer does)."""
+
+    mode: str
+    timestamp_ms: int | None = None
+    offsets: dict[int, int] = dataclasses.field(default_factory=dict)
+    group: str | None = None
+    reset: str = "none"
+
+
+STARTUP_MODES = ("earliest-offset", "latest-offset", "group-offsets", "timestamp", "specific-offsets")
+BOUNDED_MODES = ("unbounded", "latest-offset", "group-offsets", "timestamp", "specific-offsets")
+#: what ``properties.auto.offset.reset`` may say for a 'group-offsets' start (Flink's default: none)
+OFFSET_RESETS = ("earliest", "latest", "none")
+_STARTUP = ("scan.startup.mode", "scan.startup.specific-offsets", "scan.startup.timestamp-millis")
+
+
+def specific_offsets(text: str, option: str) -> dict[int, int]:
+    """Flink's ``'partition:0,offset:42;partition:1,offset:300'`` as {partition: offset}."""
+    out: dict[int, int] = {}
+    for part in filter(None, (p.strip() for p in text.split(";"))):
+        m = re.fullmatch(r"partition:(\d+),offset:(\d+)", part.replace(" ", ""))
+        if not m:
+            raise SpecError(
+                option,
+                f"should follow the format 'partition:0,offset:42;partition:1,offset:300', but is '{text}'.",
+            )
+        out[int(m.group(1))] = int(m.group(2))
+    return out
+
+
+@dataclasses.dataclass(frozen=True)
+class StopAt:
+    """Where a read ends by ``scan.bounded.specific-offsets``: ``offsets`` per partition (exclusive); a
+    partition not listed ends at ``group``'s committed offset if any, else at the earliest (it is not
+    read), as Flink's specified-offsets initializer does; without a group it is an error, as in Flink."""
+
+    offsets: dict[int, int]
+    group: str | None = None
+
+
+def _end_position(mode: str, offsets: Any, timestamp_ms: int | None, properties: dict[str, str]) -> Any:
+    if mode == "timestamp":
+        return {"timestamp_ms": timestamp_ms}
+    if mode == "specific-offsets":
+        return StopAt(offsets(), properties.get("group.id"))
+    if mode == "group-offsets":
+        return {"group": properties["group.id"]}
+    return "latest"
+
+
 UPSERT_OPTIONS = {
     "key.format": "key_format",
     "value.format": "value_format",

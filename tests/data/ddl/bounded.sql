@@ -70,8 +70,8 @@ CREATE TABLE flink_source_tuning (
   'scan.topic-partition-discovery.interval' = '5 min'
 );
 
--- Start modes of a plain kafka source other than earliest-offset are not implemented yet.
--- expect: spec-error scan.bounded.mode: A plain 'kafka' source is read to its end offsets
+-- A plain kafka source read from a point in time up to the end offsets when the read starts.
+-- expect: kafka name=from_a_time value_format=json topic=from_a_time
 CREATE TABLE from_a_time (
   id BIGINT,
   v STRING
@@ -144,4 +144,39 @@ CREATE TABLE discovering (
   'key.format' = 'json',
   'value.format' = 'json',
   'scan.topic-partition-discovery.interval' = '5 min'
+);
+
+-- The connector page's group-offsets start, with where a partition without committed offsets begins.
+-- expect: kafka name=from_the_group value_format=json
+CREATE TABLE from_the_group (
+  id BIGINT,
+  v STRING
+) WITH (
+  'connector' = 'kafka',
+  'topic' = 'from_the_group',
+  'format' = 'json',
+  'properties.group.id' = 'testGroup',
+  'scan.startup.mode' = 'group-offsets',
+  'properties.auto.offset.reset' = 'earliest'
+);
+
+-- expect: spec-error properties.group.id: is required in 'group-offsets' startup mode.
+CREATE TABLE group_without_group_id (
+  id BIGINT
+) WITH (
+  'connector' = 'kafka',
+  'topic' = 'group_without_group_id',
+  'format' = 'json',
+  'scan.startup.mode' = 'group-offsets'
+);
+
+-- expect: spec-error scan.startup.specific-offsets: should follow the format
+CREATE TABLE bad_start_offsets (
+  id BIGINT
+) WITH (
+  'connector' = 'kafka',
+  'topic' = 'bad_start_offsets',
+  'format' = 'json',
+  'scan.startup.mode' = 'specific-offsets',
+  'scan.startup.specific-offsets' = 'partition:0;offset:42'
 );
