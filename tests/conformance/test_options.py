@@ -28,6 +28,11 @@ MISSING_FIELD = [
 CASES: dict[str, tuple[dict[str, str], list[tuple[bytes, bytes | None]]]] = {
     "missing_field_is_null": ({}, MISSING_FIELD),
     "missing_field_fails": ({"value.json.fail-on-missing-field": "true"}, MISSING_FIELD),
+    # the topics have two partitions: partition 1 is not listed, and there is no group to end it at
+    "bounded_offsets_unlisted": (
+        {"scan.bounded.mode": "specific-offsets", "scan.bounded.specific-offsets": "partition:0,offset:1"},
+        MISSING_FIELD,
+    ),
 }
 
 
@@ -45,10 +50,10 @@ def runs(
     ddl = {}
     for name, (options, records) in CASES.items():
         topic = f"opt-{name}-{uuid.uuid4().hex[:8]}"
-        kafka.create_topic(topic, partitions=1, config={"cleanup.policy": "compact"})
+        kafka.create_topic(topic, partitions=2, config={"cleanup.policy": "compact"})
         producer = Producer({"bootstrap.servers": kafka.bootstrap_servers})
         for key, value in records:
-            producer.produce(topic, key=key, value=value)
+            producer.produce(topic, key=key, value=value, partition=0)
         assert producer.flush(30) == 0
         ddl[name] = _ddl(name, topic, kafka.bootstrap_servers, options)
     log = tmp_path_factory.mktemp("flink") / "flink.log"
@@ -78,3 +83,12 @@ def test_fail_on_missing_field_fails_the_read_in_both(runs: dict[str, Any], spar
     assert outcome.error is not None and "field is missing" in outcome.error, outcome.error
     got = _engine(spark, runs["ddl"]["missing_field_fails"])
     assert isinstance(got, str) and "offset 1" in got, got
+
+
+def test_bounded_offsets_that_leave_a_partition_out_fail_in_both_without_a_group(
+    runs: dict[str, Any], spark: SparkSession
+) -> None:
+    outcome: flink.Outcome = runs["flink"]["bounded_offsets_unlisted"]
+    assert outcome.error is not None, outcome.changes
+    got = _engine(spark, runs["ddl"]["bounded_offsets_unlisted"])
+    assert isinstance(got, str) and "partition 1" in got and "properties.group.id" in got, got

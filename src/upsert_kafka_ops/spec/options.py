@@ -68,7 +68,12 @@ CONNECTOR_OPTIONS: tuple[Option, ...] = (
         "batch, scheduled again for what comes later. A plain 'kafka' source with a bound is read in "
         "batch (a topic-to-topic job over it recomputes its query each run; a stream cannot stop at a bound).",
     ),
-    Option("scan.bounded.specific-offsets", "same", "'partition:0,offset:42;...' (one topic)."),
+    Option(
+        "scan.bounded.specific-offsets",
+        "same",
+        "'partition:0,offset:42;...' (one topic); a partition not listed ends at the committed offset of "
+        "properties.group.id, else is not read; with no group.id that is an error, as in Flink.",
+    ),
     Option("scan.bounded.timestamp-millis", "same", "The end: the first offset at or after this time."),
     Option(
         "scan.startup.mode",
