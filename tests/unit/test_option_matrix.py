@@ -47,7 +47,8 @@ def test_each_refused_kafka_option_is_refused_by_name(key: str) -> None:
 
 def test_an_exact_row_wins_over_its_family() -> None:
     assert connector_option("kafka", "scan.startup.mode") is not None
-    assert connector_option("kafka", "sink.partitioner").key == "sink.*"  # type: ignore[union-attr]
+    assert connector_option("kafka", "sink.partitioner").key == "sink.partitioner"  # type: ignore[union-attr]
+    assert connector_option("kafka", "sink.buffer-flush.max-rows").key == "sink.*"  # type: ignore[union-attr]
     assert connector_option("upsert-kafka", "scan.bounded.mode").key == "scan.bounded.mode"  # type: ignore[union-attr]
     assert connector_option("upsert-kafka", "no.such.option") is None
 

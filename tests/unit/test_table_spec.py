@@ -235,7 +235,10 @@ def test_options_that_would_mean_nothing_here_are_refused_not_ignored(option: st
             "properties.auto.offset.reset",
             "earliest, latest, none",
         ),
-        ({"sink.partitioner": "fixed"}, "sink.partitioner", "not implemented|not supported"),
+        ({"sink.partitioner": "org.example.MyPartitioner"}, "sink.partitioner", "a partitioner class"),
+        ({"sink.delivery-guarantee": "exactly-once"}, "sink.delivery-guarantee", "no transactions"),
+        ({"sink.parallelism": "0"}, "sink.parallelism", "not a positive whole number"),
+        ({"sink.buffer-flush.max-rows": "10"}, "sink.buffer-flush.max-rows", "not supported"),
         ({"scan.header-filter": "depart:toy"}, "scan.header-filter", "not an option"),
     ],
 )
@@ -1082,3 +1085,17 @@ def test_primary_key_columns_are_not_null_as_in_flink() -> None:
     schema = avro_schema([(c.name, c.sql_type) for c in t.value_columns])
     assert [f["type"] for f in schema["fields"]] == ["long", ["null", "string"]]
     assert UpsertKafkaTable.from_flink_ddl(t.to_flink_ddl()) == t  # stable through a round trip
+
+
+def test_write_append_refuses_what_a_kafka_sink_cannot_write_before_any_spark_work() -> None:
+    from upsert_kafka_ops.engine import write_append
+
+    cdc = KafkaTable.from_options({"topic": "t", "format": "debezium-json"}, KAFKA_COLUMNS)
+    with raises("changelog envelope", "value.format"):
+        write_append(None, cdc)  # type: ignore[arg-type]
+    offset = [*KAFKA_COLUMNS, {"name": "off", "type": "BIGINT", "metadata": "offset"}]
+    with raises("read-only metadata", "columns.off"):
+        write_append(None, KafkaTable.from_options({"topic": "t", "format": "json"}, offset))  # type: ignore[arg-type]
+    two = KafkaTable.from_options({"topic": "a;b", "format": "json"}, KAFKA_COLUMNS)
+    with raises("exactly one topic", "topic"):
+        write_append(None, two)  # type: ignore[arg-type]

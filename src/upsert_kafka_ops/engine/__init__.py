@@ -8,7 +8,7 @@ from __future__ import annotations
 from upsert_kafka_ops.engine.bounds import Bounds, resolve_bounds
 from upsert_kafka_ops.engine.cdc import materialize_cdc, read_cdc
 from upsert_kafka_ops.engine.results import RunResult
-from upsert_kafka_ops.engine.sink import write_changelog, write_snapshot
+from upsert_kafka_ops.engine.sink import write_append, write_changelog, write_snapshot
 from upsert_kafka_ops.engine.source import (
     DataError,
     Read,
@@ -30,6 +30,7 @@ __all__ = [
     "read_changelog",
     "read_changes",
     "resolve_bounds",
+    "write_append",
     "write_changelog",
     "write_snapshot",
 ]

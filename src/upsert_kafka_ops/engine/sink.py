@@ -21,7 +21,7 @@ from upsert_kafka_ops.engine.results import RunResult
 from upsert_kafka_ops.engine.source import DataError, resolve_connection
 from upsert_kafka_ops.errors import SpecError
 from upsert_kafka_ops.spec.connection import KafkaConnection, client_properties
-from upsert_kafka_ops.spec.table import UpsertKafkaTable
+from upsert_kafka_ops.spec.table import KafkaTable, UpsertKafkaTable
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
@@ -30,13 +30,13 @@ OPS = ("+I", "+U", "-U", "-D")
 _PRODUCER = {"kafka.enable.idempotence": "true", "kafka.acks": "all"}
 
 
-def _sink_topic(table: UpsertKafkaTable) -> str:
+def _sink_topic(table: UpsertKafkaTable | KafkaTable) -> str:
     if table.topic_pattern is not None or len(table.topic or []) != 1:
         raise SpecError("topic", "a sink writes to exactly one topic.", "set 'topic' to a single topic name.")
     return (table.topic or [""])[0]
 
 
-def _headers(table: UpsertKafkaTable) -> Column | None:
+def _headers(table: UpsertKafkaTable | KafkaTable) -> Column | None:
     """The record headers from a writable ``headers`` METADATA column; rejects what cannot be written."""
     from pyspark.sql import functions as F
 
@@ -70,7 +70,7 @@ def _encoded(table: UpsertKafkaTable, df: DataFrame) -> tuple[Column, Column]:
     return table.key_codec().encode(key), table.value_codec().encode(value)
 
 
-def producer_options(table: UpsertKafkaTable, conn: KafkaConnection) -> dict[str, str]:
+def producer_options(table: UpsertKafkaTable | KafkaTable, conn: KafkaConnection) -> dict[str, str]:
     """Spark's Kafka writer options: the table's ``properties.*`` over this sink's defaults (acks=all,
     an idempotent producer, as Flink leaves Kafka's own defaults: idempotence is on unless acks says
     otherwise), then the connection's settings."""
@@ -85,14 +85,17 @@ def producer_options(table: UpsertKafkaTable, conn: KafkaConnection) -> dict[str
 
 
 def _write(
-    table: UpsertKafkaTable, conn: KafkaConnection, records: DataFrame, order: Sequence[Column] = ()
+    table: UpsertKafkaTable | KafkaTable,
+    conn: KafkaConnection,
+    records: DataFrame,
+    order: Sequence[Column] = (),
 ) -> None:
     """Write (key, value[, headers]) binary rows; a NULL value is a tombstone. With ``order`` (columns of
     ``records``, dropped before the write), a key's rows are written by one task in that order."""
     if order:
         n = table.sink_parallelism
         records = records.repartition(n, "key") if n else records.repartition("key")
-        names = [c for c in records.columns if c in ("key", "value", "headers")]
+        names = [c for c in records.columns if c in ("key", "value", "headers", "partition")]
         records = records.sortWithinPartitions(*order).select(*names)
     elif table.sink_parallelism is not None:
         records = records.repartition(table.sink_parallelism)
@@ -108,7 +111,9 @@ def _write_stats(records: DataFrame) -> Any:
         F.count(F.lit(1)).alias("n"),
         F.count_distinct("key").alias("keys"),
         F.count(F.when(F.col("value").isNull(), 1)).alias("tombs"),
-        F.coalesce(F.sum(F.length("key") + F.coalesce(F.length("value"), F.lit(0))), F.lit(0)).alias("bytes"),
+        F.coalesce(
+            F.sum(F.coalesce(F.length("key"), F.lit(0)) + F.coalesce(F.length("value"), F.lit(0))), F.lit(0)
+        ).alias("bytes"),
     ).first()
 
 
@@ -264,6 +269,78 @@ def write_snapshot(
         records_in=df.count(),
         records_out=int(stats["n"]),
         tombstones_out=int(stats["tombs"]),
+        bytes_out=int(stats["bytes"]),
+        duration_s=round(time.monotonic() - began, 3),
+    )
+
+
+def write_append(df: DataFrame, table: KafkaTable, connection: KafkaConnection | None = None) -> RunResult:
+    """Append ``df``'s rows to a plain ``kafka`` table's topic, as Flink's kafka sink writes an insert-only
+    query: the value format over the value fields, the key format over ``key.fields`` (no key without
+    one), headers from a writable ``headers`` METADATA column. ``sink.partitioner`` picks the partition:
+    ``default`` leaves it to Kafka's partitioner (murmur2 of the key; records without a key spread),
+    ``fixed`` sends each writing task to one partition (task index modulo the partitions, as Flink's
+    subtasks), ``round-robin`` one record to each partition in turn within a task."""
+    from pyspark.sql import functions as F
+
+    from upsert_kafka_ops.formats.registry import FORMATS
+    from upsert_kafka_ops.kafka import offsets as ko
+
+    began = time.monotonic()
+    topic = _sink_topic(table)
+    if not FORMATS[table.value_format].insert_only:
+        raise SpecError(
+            "value.format",
+            f"writing {table.value_format} (a changelog envelope) is not implemented; write_append writes rows.",
+            "write the rows with json, csv, raw or avro, or the table they describe to an upsert-kafka table.",
+        )
+    read_only = [
+        c.name for c in table.metadata_columns if not c.virtual and c.metadata not in ("headers", "timestamp")
+    ]
+    if read_only:
+        raise SpecError(
+            f"columns.{read_only[0]}",
+            "is read-only metadata, which a sink cannot write (Flink refuses it too).",
+            "declare it VIRTUAL, or leave it out of the sink table.",
+        )
+    conn = resolve_connection(table, connection)
+    missing = [c.name for c in table.physical_columns if c.name not in df.columns]
+    if missing:
+        raise SpecError("columns", f"the DataFrame lacks the table's column(s): {', '.join(missing)}.")
+    value = table.value_codec().encode(F.struct(*[F.col(c.name) for c in table.value_fields]))
+    key_codec = table.key_codec()
+    if key_codec is not None:
+        prefix = len(table.key_fields_prefix)
+        key = key_codec.encode(F.struct(*[F.col(k).alias(k[prefix:]) for k in table.key_fields]))
+    else:
+        key = F.lit(None).cast("binary")
+    headers = _headers(table)
+    rows = df.repartition(table.sink_parallelism) if table.sink_parallelism else df
+    columns = [
+        key.alias("key"),
+        value.alias("value"),
+        *([headers.alias("headers")] if headers is not None else []),
+    ]
+    if table.sink_partitioner != "default":
+        partitions = len(ko.topic_partitions(conn.to_librdkafka(), topics=[topic]))
+        spread = (
+            F.spark_partition_id() if table.sink_partitioner == "fixed" else F.monotonically_increasing_id()
+        )
+        columns.append(F.pmod(spread, F.lit(partitions)).cast("int").alias("partition"))
+    from pyspark import StorageLevel
+
+    records = rows.select(*columns).persist(StorageLevel.MEMORY_AND_DISK)
+    try:
+        stats = _write_stats(records)
+        options = producer_options(table, conn)
+        records.write.format("kafka").mode("append").options(**options).option("topic", topic).save()
+    finally:
+        records.unpersist()
+    return RunResult(
+        operation="write_append",
+        topics=[topic],
+        records_in=int(stats["n"]),
+        records_out=int(stats["n"]),
         bytes_out=int(stats["bytes"]),
         duration_s=round(time.monotonic() - began, 3),
     )

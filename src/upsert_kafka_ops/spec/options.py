@@ -107,7 +107,17 @@ CONNECTOR_OPTIONS: tuple[Option, ...] = (
         "refused",
         f"There is no running source to discover for: {_ONE_RUN}.",
     ),
-    Option("sink.parallelism", "same", "The number of Spark tasks writing.", UPSERT),
+    Option("sink.parallelism", "same", "The number of Spark tasks writing."),
+    Option(
+        "sink.partitioner",
+        "differs",
+        "default (Kafka's partitioner: murmur2 of the key bytes; records without a key spread over the "
+        "partitions), fixed (each writing task to one partition: task index modulo the partitions, as "
+        "Flink's subtasks) or round-robin (one record to each partition in turn within a writing task). "
+        "A partitioner class is refused: it runs inside Flink's sink.",
+        PLAIN,
+        "use default, fixed or round-robin.",
+    ),
     Option(
         "sink.buffer-flush.max-rows",
         "differs",
@@ -122,16 +132,15 @@ CONNECTOR_OPTIONS: tuple[Option, ...] = (
         "differs",
         "'at-least-once' as in Flink; 'none' is written at least once too (idempotent producer, acks=all); "
         "'exactly-once' is refused: Kafka transactions are not implemented.",
-        UPSERT,
     ),
-    Option("sink.transactional-id-prefix", "refused", f"Not used: {_EXACTLY_ONCE}.", UPSERT),
-    Option("sink.transaction-naming-strategy", "refused", f"Not used: {_EXACTLY_ONCE}.", UPSERT),
+    Option("sink.transactional-id-prefix", "refused", f"Not used: {_EXACTLY_ONCE}."),
+    Option("sink.transaction-naming-strategy", "refused", f"Not used: {_EXACTLY_ONCE}."),
     Option(
         "sink.*",
         "refused",
-        "A plain 'kafka' table is read here (a topic-to-topic job's source); writing one is not implemented yet.",
+        "Not an option of a plain 'kafka' table written here (write_append): it takes sink.partitioner, "
+        "sink.parallelism and sink.delivery-guarantee.",
         PLAIN,
-        "remove it, or write to an upsert-kafka table.",
     ),
 )
 

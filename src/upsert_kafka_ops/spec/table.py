@@ -550,10 +550,13 @@ class KafkaTable(_KafkaTableBase):
     @model_validator(mode="after")
     def _check_plain(self) -> KafkaTable:
         check_refused("kafka", {**self.scan_options, **self.sink_options})
-        unknown = sorted(set(self.scan_options) - {*_STARTUP, *_BOUNDED}) + sorted(self.sink_options)
+        unknown = sorted(set(self.scan_options) - {*_STARTUP, *_BOUNDED}) + sorted(
+            set(self.sink_options) - set(_PLAIN_SINK)
+        )
         if unknown:
             raise SpecError(unknown[0], "is not an option of the 'kafka' connector.", "remove it.")
         self._check_scan()
+        self._check_sink()
         _check_format("value.format", self.value_format, upsert=False)
         if self.key_format is not None:
             _check_format("key.format", self.key_format, upsert=False)
@@ -648,6 +651,42 @@ class KafkaTable(_KafkaTableBase):
                 f"committed offset for ({', '.join(OFFSET_RESETS)}); other start modes fix the start themselves.",
                 "remove it, or set 'scan.startup.mode' = 'group-offsets'.",
             )
+
+    def _check_sink(self) -> None:
+        partitioner = self.sink_partitioner
+        if partitioner not in SINK_PARTITIONERS:
+            raise SpecError(
+                "sink.partitioner",
+                f"'{partitioner}': a partitioner class runs inside Flink's sink; Spark's Kafka writer takes "
+                "a partition per record instead.",
+                f"use one of {', '.join(SINK_PARTITIONERS)}.",
+            )
+        parallelism = self.sink_options.get("sink.parallelism")
+        if parallelism is not None and not (parallelism.strip().isdigit() and int(parallelism) > 0):
+            raise SpecError(
+                "sink.parallelism", f"'{parallelism}' is not a positive whole number.", "e.g. '4'."
+            )
+        guarantee = self.sink_options.get("sink.delivery-guarantee", "at-least-once").strip().lower()
+        if guarantee not in ("at-least-once", "none"):
+            raise SpecError(
+                "sink.delivery-guarantee",
+                f"'{guarantee}': Spark's Kafka writer has no transactions, so only 'at-least-once' (and 'none', "
+                "written at least once too) can be kept."
+                if guarantee == "exactly-once"
+                else f"Invalid value '{guarantee}'.",
+                "use 'at-least-once'.",
+            )
+
+    @property
+    def sink_partitioner(self) -> str:
+        """``sink.partitioner``: default (Kafka's partitioner: the key's hash, or spread when there is no
+        key), fixed (each writing task to one partition) or round-robin."""
+        return self.sink_options.get("sink.partitioner", "default").strip()
+
+    @property
+    def sink_parallelism(self) -> int | None:
+        value = self.sink_options.get("sink.parallelism")
+        return int(value) if value else None
 
     @property
     def startup_mode(self) -> str:
@@ -793,6 +832,8 @@ BOUNDED_MODES = ("unbounded", "latest-offset", "group-offsets", "timestamp", "sp
 #: what ``properties.auto.offset.reset`` may say for a 'group-offsets' start (Flink's default: none)
 OFFSET_RESETS = ("earliest", "latest", "none")
 _STARTUP = ("scan.startup.mode", "scan.startup.specific-offsets", "scan.startup.timestamp-millis")
+_PLAIN_SINK = ("sink.partitioner", "sink.parallelism", "sink.delivery-guarantee")
+SINK_PARTITIONERS = ("default", "fixed", "round-robin")
 
 
 def specific_offsets(text: str, option: str) -> dict[int, int]:
