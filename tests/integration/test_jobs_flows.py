@@ -131,6 +131,44 @@ def test_a_stream_starts_where_scan_startup_mode_says_when_its_checkpoint_is_new
     assert info.value.field == "sources.clicks.table.scan.startup.mode"
 
 
+def test_an_append_only_query_streams_into_a_plain_kafka_sink(
+    kafka: LocalKafka, new_topic: Callable[..., str], spark: SparkSession, tmp_path: Path
+) -> None:
+    """INSERT INTO a 'connector' = 'kafka' table: each output row is appended once, keyed by
+    key.fields; an updating query (an aggregation) is refused, as Flink's kafka sink refuses it."""
+    servers = kafka.bootstrap_servers
+    src, sink = new_topic(partitions=2), new_topic(partitions=3)
+    data = _per_page(
+        servers, src, sink, tmp_path / "ckpt", "SELECT page, ms * 2 AS ms2 FROM clicks WHERE ms >= 10"
+    )
+    data_dict = data.to_json_dict()
+    data_dict["jobs"][0]["sink"] = {"kind": "kafka", "connection": "main", "table": {"ddl": (
+        f"CREATE TABLE slow (page STRING, ms2 BIGINT) WITH ('connector' = 'kafka', 'topic' = '{sink}', "
+        "'key.format' = 'json', 'key.fields' = 'page', 'value.format' = 'json')")}}  # fmt: skip
+    p = Pipeline.model_validate(data_dict)
+    _clicks(servers, src, [("a", 5), ("b", 12), ("a", 30)])
+    r1 = run_job(p, spark=spark)
+    assert (r1.execution, r1.records_read, r1.records_written) == ("streaming", 3, 2)
+    _clicks(servers, src, [("c", 10), ("d", 1)])
+    r2 = run_job(p, spark=spark)
+    assert (r2.records_read, r2.records_written) == (2, 1)
+    got = sorted((r.key, r.value) for r in read_all(servers, [sink]))
+    assert got == [
+        (b'{"page":"a"}', b'{"page":"a","ms2":60}'),
+        (b'{"page":"b"}', b'{"page":"b","ms2":24}'),
+        (b'{"page":"c"}', b'{"page":"c","ms2":20}'),
+    ]
+
+    data_dict["jobs"][0]["query"] = QUERY.replace(", SUM(ms) AS total_ms", "")
+    data_dict["jobs"][0]["checkpoint_location"] = str(tmp_path / "ckpt2")
+    data_dict["jobs"][0]["sink"]["table"]["ddl"] = data_dict["jobs"][0]["sink"]["table"]["ddl"].replace(
+        "ms2", "n"
+    )
+    with pytest.raises(SpecError, match=r"plain kafka table .* cannot stream") as info:
+        run_job(Pipeline.model_validate(data_dict), spark=spark)
+    assert info.value.field == "sink" and "upsert-kafka" in (info.value.fix or "")
+
+
 META_QUERY = (
     "SELECT page, COUNT(*) AS n, MAX(`offset`) AS last_offset, MIN(topic) AS t, SUM(`partition`) AS psum "
     "FROM clicks GROUP BY page"

@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from upsert_kafka_ops.jobs.spec import (
+    AppendSink,
     AppendSource,
     BackfillJob,
     DeltaFeedSource,
@@ -40,6 +41,7 @@ def run_spec(spec: Any, spark: Any) -> dict[str, Any]:
 
 
 __all__ = [
+    "AppendSink",
     "AppendSource",
     "BackfillJob",
     "DeltaFeedSource",

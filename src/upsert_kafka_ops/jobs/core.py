@@ -103,12 +103,12 @@ def written_to_topic(written: RunResult | None) -> dict[str, Any]:
     }
 
 
-def topic_target(table: UpsertKafkaTable) -> str:
+def topic_target(table: UpsertKafkaTable | KafkaTable) -> str:
     """How a result names a topic target."""
     return f"kafka-topic:{','.join(table.topic or [])}"
 
 
-def conform(df: DataFrame, table: UpsertKafkaTable, what: str) -> DataFrame:
+def conform(df: DataFrame, table: UpsertKafkaTable | KafkaTable, what: str) -> DataFrame:
     """Columns by position to the sink's names and types (Flink's INSERT INTO rule)."""
     from pyspark.sql import functions as F
 

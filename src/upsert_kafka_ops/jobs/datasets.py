@@ -15,6 +15,7 @@ from urllib.parse import urlsplit
 
 from upsert_kafka_ops.errors import SpecError
 from upsert_kafka_ops.jobs.spec import (
+    AppendSink,
     BackfillJob,
     DeltaFeedSource,
     MaterializeJob,
@@ -104,7 +105,7 @@ def job_datasets(pipeline: Pipeline, job: str) -> tuple[list[Dataset], list[Data
         return [kafka_dataset(conns[connection], t) for t in _table_topics(table)]
 
     def target(t: Any) -> list[Dataset]:
-        if isinstance(t, TopicSink):
+        if isinstance(t, TopicSink | AppendSink):
             return topics(t.connection, t.table)
         if isinstance(t, PostgresTarget):
             return [postgres_dataset(t.host, t.port, t.database, t.schema_name, t.table_name)]

@@ -177,14 +177,46 @@ class TopicSink(_TableOnConnection):
 
     @model_validator(mode="after")
     def _one_topic(self) -> TopicSink:
-        if self.table.topic_pattern is not None or len(self.table.topic or []) != 1:
-            raise SpecError(
-                "sink.table.topic",
-                f"a sink writes to exactly one topic; {self.table.name!r} names "
-                f"{self.table.topic_pattern or ';'.join(self.table.topic or [])!r}.",
-                "set 'topic' to a single topic name.",
-            )
+        _check_one_topic(self.table)
         return self
+
+
+class AppendSink(_TableOnConnection):
+    """A plain ``kafka`` table written through a named connection: each row of the query's output is
+    appended as a record (Flink's kafka sink); the query must be append-only."""
+
+    table_kind: ClassVar[type[UpsertKafkaTable] | type[KafkaTable]] = KafkaTable
+
+    kind: Literal["kafka"] = Field(description="Target kind.")
+    connection: str = Field(description="Name of a connection in the pipeline's 'connections'.")
+    table: KafkaTable = Field(description="The sink table (its topic, key.fields and formats).")
+
+    @model_validator(mode="after")
+    def _one_topic(self) -> AppendSink:
+        _check_one_topic(self.table)
+        return self
+
+
+def _check_one_topic(table: UpsertKafkaTable | KafkaTable) -> None:
+    if table.topic_pattern is not None or len(table.topic or []) != 1:
+        raise SpecError(
+            "sink.table.topic",
+            f"a sink writes to exactly one topic; {table.name!r} names "
+            f"{table.topic_pattern or ';'.join(table.topic or [])!r}.",
+            "set 'topic' to a single topic name.",
+        )
+
+
+def _sink_kind(value: Any) -> str:
+    kind = value.get("kind", "topic") if isinstance(value, dict) else getattr(value, "kind", "")
+    return str(kind)
+
+
+#: A topic-to-topic sink; ``kind`` defaults to ``topic`` (an upsert-kafka table).
+Sink = Annotated[
+    Annotated[TopicSink, Tag("topic")] | Annotated[AppendSink, Tag("kafka")],
+    Discriminator(_sink_kind),
+]
 
 
 # -- warehouse targets -----------------------------------------------------------------------------
@@ -506,7 +538,10 @@ class TopicToTopicJob(_Job):
         description="View name -> source; the query refers to the views by these names."
     )
     query: str = Field(description="Spark SQL SELECT whose columns are the sink table's columns, in order.")
-    sink: TopicSink = Field(description="The upsert-kafka sink.")
+    sink: Sink = Field(
+        description="The sink: an upsert-kafka table (kind: topic, the default), or a plain kafka table "
+        "(kind: kafka) for an append-only query, written by the streaming path."
+    )
     execution: Literal["auto", "streaming", "snapshot"] = Field(
         default="auto",
         description="auto: Structured Streaming (AvailableNow) when the query can run incrementally "

@@ -20,8 +20,9 @@ from upsert_kafka_ops.jobs.core import (
     topic_target,
     written_to_topic,
 )
-from upsert_kafka_ops.jobs.spec import AppendSource, TopicToTopicJob, history_start_error
+from upsert_kafka_ops.jobs.spec import AppendSink, AppendSource, TopicToTopicJob, history_start_error
 from upsert_kafka_ops.jobs.streaming import run_streaming, streaming_verdict
+from upsert_kafka_ops.spec.table import UpsertKafkaTable
 
 
 def run_topic_to_topic(ctx: RunContext, job: TopicToTopicJob) -> JobResult:
@@ -34,6 +35,14 @@ def run_topic_to_topic(ctx: RunContext, job: TopicToTopicJob) -> JobResult:
             raise SpecError(
                 "execution", f"job {job.name!r} cannot stream: {reason}.", "use execution: auto or snapshot."
             )
+    if not ok and isinstance(job.sink, AppendSink):
+        raise SpecError(
+            "sink",
+            f"job {job.name!r} appends to the plain kafka table {job.sink.table.name!r}, which takes an "
+            f"append-only stream of rows, but it cannot stream: {reason}. Flink refuses such a query too "
+            "(its kafka sink does not take update changes).",
+            "write to an upsert-kafka table (sink kind: topic), or make the query append-only.",
+        )
     if not ok:
         for name, src in job.sources.items():
             error = history_start_error(
@@ -77,8 +86,10 @@ def _run_snapshot(ctx: RunContext, job: TopicToTopicJob, reason: str) -> JobResu
             records += read.result.records_in
             starts.update(read.result.start_offsets)
             ends.update(read.result.end_offsets)
-        df = conform(spark.sql(job.query), job.sink.table, "query")
-        written = write_snapshot(df, job.sink.table, ctx.connection(job.sink.connection, job.sink.table))
+        sink = job.sink.table
+        assert isinstance(sink, UpsertKafkaTable)  # an append sink never takes the snapshot path (above)
+        df = conform(spark.sql(job.query), sink, "query")
+        written = write_snapshot(df, sink, ctx.connection(job.sink.connection, job.sink.table))
     finally:
         for name in job.sources:
             spark.catalog.dropTempView(name)
