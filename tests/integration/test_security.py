@@ -5,7 +5,9 @@ Both clients are checked: librdkafka (confluent-kafka) and the Java client insid
 
 from __future__ import annotations
 
+import subprocess
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -174,3 +176,40 @@ def test_security_given_only_in_the_ddl_reaches_every_client(
     with pytest.raises(SpecError, match=r"properties\.security\.protocol.*security_protocol = 'PLAINTEXT'"):
         materialize(spark, tls, KafkaConnection(bootstrap_servers=kafka.ssl_bootstrap_servers,
                                                security_protocol="PLAINTEXT"))  # fmt: skip
+
+
+@pytest.mark.parametrize("store_type", ["JKS", "PKCS12"])
+def test_a_java_truststore_in_the_ddl_serves_every_client(
+    kafka: LocalKafka,
+    spark: SparkSession,
+    new_topic: Callable[..., str],
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    store_type: str,
+) -> None:
+    """A Flink table names a Java truststore (JKS when no type is given, as Kafka's Java client reads
+    it): Spark reads it, and librdkafka's clients (the bounds and offset lookups) get its certificates
+    as PEM exported by keytool, the password through the environment only."""
+    store = tmp_path / f"trust.{store_type.lower()}"
+    monkeypatch.setenv("UKO_TEST_TRUST_PW", "trust-secret")
+    keytool = subprocess.run(
+        ["keytool", "-importcert", "-noprompt", "-alias", "ca", "-file", str(kafka.ca_file), "-keystore",
+         str(store), "-storetype", store_type, "-storepass:env", "UKO_TEST_TRUST_PW"],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert keytool.returncode == 0, keytool.stderr
+    topic = new_topic(partitions=2)
+    producer = Producer(kafka.client_config())
+    for i in range(3):
+        producer.produce(topic, key=f'{{"id":{i}}}'.encode(), value=f'{{"v":"s{i}"}}'.encode())
+    assert producer.flush(30) == 0
+    typed = "" if store_type == "JKS" else f"'properties.ssl.truststore.type' = '{store_type}', "
+    table = _secured_table(
+        topic, kafka.ssl_bootstrap_servers,
+        f"'properties.security.protocol' = 'SSL', {typed}'properties.ssl.truststore.location' = '{store}', "
+        "'properties.ssl.truststore.password' = 'env:UKO_TEST_TRUST_PW'",
+    )  # fmt: skip
+    assert "trust-secret" not in table.to_flink_ddl()
+    read = materialize(spark, table)
+    assert sorted(tuple(r) for r in read.df.collect()) == [(i, f"s{i}") for i in range(3)]
+    assert sum(sum(p.values()) for p in read.result.end_offsets.values()) == 3

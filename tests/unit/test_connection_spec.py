@@ -225,7 +225,7 @@ def test_endpoint_identification_on_by_default() -> None:
     assert "ssl.endpoint.identification.algorithm" not in conn.to_librdkafka()
 
 
-def test_jks_truststore_java_only(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_jks_truststore_reaches_librdkafka_through_keytool(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("UKO_TEST_TRUST_PW", "changeit")
     conn = KafkaConnection(
         bootstrap_servers="b:9093",
@@ -238,14 +238,15 @@ def test_jks_truststore_java_only(monkeypatch: pytest.MonkeyPatch) -> None:
     assert spark["kafka.ssl.truststore.type"] == "JKS"
     assert spark["kafka.ssl.truststore.location"] == "/trust.jks"
     assert spark["kafka.ssl.truststore.password"] == "changeit"
+    # librdkafka's clients get the store's certificates as PEM, exported by keytool: a store that is
+    # not there is named (tests/integration/test_security.py converts real ones)
     err = error(conn.to_librdkafka)
-    assert err.field == "ssl_truststore_type"
-    assert "cannot read a JKS truststore" in err.message
-    assert err.fix is not None and "PEM" in err.fix and "keytool" in err.fix
+    assert err.field == "ssl_truststore_location"
+    assert "cannot read the store '/trust.jks'" in err.message
     assert "changeit" not in str(err)
 
 
-def test_pkcs12_truststore_is_java_only_too() -> None:
+def test_a_pkcs12_truststore_does_too() -> None:
     conn = KafkaConnection(
         bootstrap_servers="b:9093",
         security_protocol="SSL",
@@ -253,13 +254,12 @@ def test_pkcs12_truststore_is_java_only_too() -> None:
         ssl_truststore_type="PKCS12",
     )
     assert conn.to_spark_options()["kafka.ssl.truststore.type"] == "PKCS12"
-    with pytest.raises(SpecError, match="cannot read a PKCS12 truststore") as info:
+    with pytest.raises(SpecError, match=r"cannot read the store '/trust\.p12'") as info:
         conn.to_librdkafka()
-    assert info.value.field == "ssl_truststore_type"
-    assert info.value.fix
+    assert info.value.field == "ssl_truststore_location"
 
 
-def test_jks_keystore_java_only() -> None:
+def test_a_jks_keystore_needs_its_password_for_librdkafka() -> None:
     conn = KafkaConnection(
         bootstrap_servers="b:9093",
         security_protocol="SSL",
@@ -274,10 +274,12 @@ def test_jks_keystore_java_only() -> None:
     assert spark["kafka.ssl.keystore.password"] == "kspw"
     assert spark["kafka.ssl.key.password"] == "keypw"
     err = error(conn.to_librdkafka)
-    assert err.field == "ssl_keystore_type"
-    assert "cannot read a JKS keystore" in err.message
-    assert err.fix is not None and "PKCS12" in err.fix
+    assert err.field == "ssl_keystore_location"
+    assert "cannot read the store '/client.jks'" in err.message
     assert "kspw" not in str(err)
+    no_password = conn.model_copy(update={"ssl_keystore_password": None})
+    err = error(no_password.to_librdkafka)
+    assert err.field == "ssl_keystore_password" and err.fix
 
 
 def test_pkcs12_keystore_both_clients() -> None:

@@ -48,13 +48,13 @@ def _keytool() -> str:
     return found
 
 
-def _run(args: list[str], passwords: dict[str, str], what: Path) -> str:
+def _run(args: list[str], passwords: dict[str, str], what: Path, option: str) -> str:
     env = {**os.environ, **passwords}
     proc = subprocess.run([_keytool(), *args], capture_output=True, text=True, env=env, check=False)
     if proc.returncode != 0:
         detail = (proc.stdout + proc.stderr).strip().splitlines()
         raise SpecError(
-            "avro-confluent.ssl",
+            option,
             f"keytool could not read the store {str(what)!r}: {detail[0] if detail else proc.returncode}",
             "check the store's path, type and password.",
         )
@@ -62,27 +62,27 @@ def _run(args: list[str], passwords: dict[str, str], what: Path) -> str:
 
 
 def _cached(
-    path: Path, kind: str, password: str | None
+    path: Path, kind: str, password: str | None, option: str
 ) -> tuple[tuple[str, str, float, str], tuple[Path, ...] | None]:
     """The cache key of a conversion (the store, its mtime and a digest of the password, so that a
     wrong password is never answered from the cache) and its earlier result."""
     try:
         stamp = path.stat().st_mtime
     except OSError as exc:
-        raise SpecError(
-            "avro-confluent.ssl", f"cannot read the store {str(path)!r}: {exc.strerror}."
-        ) from None
+        raise SpecError(option, f"cannot read the store {str(path)!r}: {exc.strerror}.") from None
     digest = hashlib.sha256((password or "").encode()).hexdigest()
     key = (str(path.resolve()), kind, stamp, digest)
     return key, _done.get(key)
 
 
-def truststore_pem(path: Path, password: str | None) -> Path:
+def truststore_pem(
+    path: Path, password: str | None, option: str = "avro-confluent.ssl.truststore.location"
+) -> Path:
     """The trusted certificates of a store (or a PEM bundle, returned as it is) as a PEM bundle."""
     if path.is_file() and path.read_bytes()[:64].lstrip().startswith(_PEM_CERT.encode()):
         return path
     with _lock:
-        key, done = _cached(path, "trust", password)
+        key, done = _cached(path, "trust", password, option)
         if done:
             return done[0]
         args = ["-list", "-rfc", "-keystore", str(path)]
@@ -90,7 +90,7 @@ def truststore_pem(path: Path, password: str | None) -> Path:
         if password:
             args += ["-storepass:env", "UKO_STORE_PASSWORD"]
             env["UKO_STORE_PASSWORD"] = password
-        out = _run(args, env, path)
+        out = _run(args, env, path, option)
         blocks = []
         inside: list[str] = []
         for line in out.splitlines():
@@ -103,9 +103,9 @@ def truststore_pem(path: Path, password: str | None) -> Path:
                     inside = []
         if not blocks:
             raise SpecError(
-                "avro-confluent.ssl.truststore.location",
+                option,
                 f"the store {str(path)!r} holds no certificate.",
-                "import the registry's CA certificate into it.",
+                "import the CA certificate into it.",
             )
         pem = _private_dir() / f"trust-{len(_done)}.pem"
         pem.write_text("\n".join(blocks) + "\n")
@@ -113,13 +113,15 @@ def truststore_pem(path: Path, password: str | None) -> Path:
         return pem
 
 
-def keystore_pem(path: Path, password: str) -> tuple[Path, Path]:
+def keystore_pem(
+    path: Path, password: str, option: str = "avro-confluent.ssl.keystore.location"
+) -> tuple[Path, Path]:
     """(certificate chain PEM, unencrypted private key PEM, mode 0600) of a store's one key entry."""
     from cryptography.hazmat.primitives import serialization
     from cryptography.hazmat.primitives.serialization import pkcs12
 
     with _lock:
-        key, done = _cached(path, "key", password)
+        key, done = _cached(path, "key", password, option)
         if done:
             return done[0], done[1]
         folder = _private_dir()
@@ -129,6 +131,7 @@ def keystore_pem(path: Path, password: str) -> tuple[Path, Path]:
              "-destkeystore", str(p12), "-deststoretype", "PKCS12", "-deststorepass:env", "UKO_STORE_PASSWORD"],
             {"UKO_STORE_PASSWORD": password},
             path,
+            option,
         )  # fmt: skip
         try:
             private, cert, chain = pkcs12.load_key_and_certificates(p12.read_bytes(), password.encode())
@@ -136,7 +139,7 @@ def keystore_pem(path: Path, password: str) -> tuple[Path, Path]:
             p12.unlink(missing_ok=True)
         if private is None or cert is None:
             raise SpecError(
-                "avro-confluent.ssl.keystore.location",
+                option,
                 f"the store {str(path)!r} holds no private key with its certificate.",
                 "give a store with one key entry (the client's key and certificate).",
             )

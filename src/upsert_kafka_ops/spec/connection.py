@@ -194,7 +194,7 @@ class KafkaConnection(SpecModel):
     )
     ssl_truststore_location: str | None = Field(
         default=None,
-        description="CA certificates to trust: a PEM file (both clients), or JKS/PKCS12 (Java only).",
+        description="CA certificates to trust: a PEM file, or a JKS/PKCS12 store (librdkafka's clients get its certificates as PEM, exported by the JDK's keytool).",
     )
     ssl_truststore_type: StoreType = Field(default="PEM", description="Format of ssl_truststore_location.")
     ssl_truststore_password: SecretRef | None = Field(
@@ -208,7 +208,8 @@ class KafkaConnection(SpecModel):
         default=None, description="Password of the client private key."
     )
     ssl_keystore_location: str | None = Field(
-        default=None, description="Client keystore for mutual TLS: PKCS12 (both clients) or JKS (Java only)."
+        default=None,
+        description="Client keystore for mutual TLS: PKCS12, or JKS (exported to PEM by keytool for librdkafka's clients; needs its password).",
     )
     ssl_keystore_type: Literal["JKS", "PKCS12"] = Field(
         default="PKCS12", description="Format of ssl_keystore_location."
@@ -326,8 +327,8 @@ class KafkaConnection(SpecModel):
     def to_librdkafka(self) -> dict[str, str]:
         """librdkafka configuration with secrets resolved.
 
-        :raises SpecError: for JKS stores (librdkafka reads PEM and PKCS12 only) and a PKCS12
-            truststore (librdkafka takes CA certificates as PEM).
+        A JKS or PKCS12 truststore and a JKS keystore (librdkafka reads PEM, and PKCS12 keystores) are
+        exported to PEM files by the JDK's keytool, in a private folder removed at exit.
         """
         out: dict[str, str] = {
             "bootstrap.servers": self.bootstrap_servers,
@@ -344,29 +345,43 @@ class KafkaConnection(SpecModel):
             elif self.sasl_jaas_config is not None:  # librdkafka has no JAAS: its credentials
                 out.update(_jaas_credentials(self.sasl_jaas_config.resolve()))
         if self.security_protocol in ("SSL", "SASL_SSL"):
+            from upsert_kafka_ops.formats import java_stores
+
             if self.ssl_truststore_location:
-                if self.ssl_truststore_type != "PEM":
-                    raise SpecError(
-                        "ssl_truststore_type",
-                        f"librdkafka cannot read a {self.ssl_truststore_type} truststore.",
-                        "export the CA certificates to PEM (keytool -exportcert -rfc) and set ssl_truststore_location to it.",
+                if self.ssl_truststore_type == "PEM":
+                    out["ssl.ca.location"] = self.ssl_truststore_location
+                else:  # librdkafka takes CA certificates as PEM: the store's, exported by the JDK's keytool
+                    trust_pw = (
+                        self.ssl_truststore_password.resolve() if self.ssl_truststore_password else None
                     )
-                out["ssl.ca.location"] = self.ssl_truststore_location
-            if self.ssl_keystore_location:
-                if self.ssl_keystore_type == "JKS":
-                    raise SpecError(
-                        "ssl_keystore_type",
-                        "librdkafka cannot read a JKS keystore.",
-                        "convert it to PKCS12 (keytool -importkeystore -deststoretype PKCS12) or to PEM files.",
+                    pem = java_stores.truststore_pem(
+                        Path(self.ssl_truststore_location), trust_pw, "ssl_truststore_location"
                     )
+                    out["ssl.ca.location"] = str(pem)
+            key_password = self.ssl_key_password
+            if self.ssl_keystore_location and self.ssl_keystore_type == "JKS":  # librdkafka reads no JKS
+                if self.ssl_keystore_password is None:
+                    raise SpecError(
+                        "ssl_keystore_password",
+                        "is needed to read the JKS keystore for librdkafka's clients (admin, offsets, lag).",
+                        "set it (an env: or file: reference), or give PKCS12 or PEM files.",
+                    )
+                cert, key = java_stores.keystore_pem(
+                    Path(self.ssl_keystore_location),
+                    self.ssl_keystore_password.resolve(),
+                    "ssl_keystore_location",
+                )
+                out["ssl.certificate.location"], out["ssl.key.location"] = str(cert), str(key)
+                key_password = None  # the PEM key is written unencrypted, in a private folder
+            elif self.ssl_keystore_location:
                 out["ssl.keystore.location"] = self.ssl_keystore_location
                 if self.ssl_keystore_password is not None:
                     out["ssl.keystore.password"] = self.ssl_keystore_password.resolve()
             elif self.ssl_certificate_location and self.ssl_key_location:
                 out["ssl.certificate.location"] = self.ssl_certificate_location
                 out["ssl.key.location"] = self.ssl_key_location
-            if self.ssl_key_password is not None:
-                out["ssl.key.password"] = self.ssl_key_password.resolve()
+            if key_password is not None:
+                out["ssl.key.password"] = key_password.resolve()
             if not self.ssl_endpoint_identification:
                 out["ssl.endpoint.identification.algorithm"] = "none"
         out.update(self.librdkafka_properties)
