@@ -1099,3 +1099,13 @@ def test_write_append_refuses_what_a_kafka_sink_cannot_write_before_any_spark_wo
     two = KafkaTable.from_options({"topic": "a;b", "format": "json"}, KAFKA_COLUMNS)
     with raises("exactly one topic", "topic"):
         write_append(None, two)  # type: ignore[arg-type]
+
+
+def test_a_not_null_leader_epoch_is_refused_since_it_is_always_null_here() -> None:
+    ddl = (
+        "CREATE TABLE t (id BIGINT, e INT{} METADATA FROM 'leader-epoch' VIRTUAL) "
+        "WITH ('connector' = 'kafka', 'topic' = 't', 'format' = 'json')"
+    )
+    assert KafkaTable.from_flink_ddl(ddl.format("")).metadata_columns[0].metadata == "leader-epoch"
+    with raises("could never hold", "columns.e.type"):
+        KafkaTable.from_flink_ddl(ddl.format(" NOT NULL"))

@@ -151,7 +151,11 @@ METADATA: tuple[Option, ...] = (
     Option("timestamp", "same", "TIMESTAMP_LTZ(3): the record's timestamp."),
     Option("timestamp-type", "same", "STRING: CreateTime or LogAppendTime."),
     Option("headers", "same", "MAP<STRING, BYTES>: the record's headers."),
-    Option("leader-epoch", "differs", "INT: NULL, always (Spark's Kafka source does not expose it)."),
+    Option(
+        "leader-epoch",
+        "differs",
+        "INT: NULL, always (Spark's Kafka source does not expose it); a NOT NULL declaration is refused.",
+    ),
 )
 
 

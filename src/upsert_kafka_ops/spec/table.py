@@ -105,6 +105,13 @@ class Column(SpecModel):
                 f"unknown metadata key {self.metadata!r}.",
                 f"use one of {', '.join(METADATA_KEYS)}.",
             )
+        if self.metadata == "leader-epoch" and not parse_type(self.type).nullable:
+            raise SpecError(
+                f"columns.{self.name}.type",
+                "'leader-epoch' is NULL here: Spark's Kafka source does not expose a record's leader epoch, so a "
+                "NOT NULL declaration could never hold.",
+                "declare it without NOT NULL (INT), or leave the column out.",
+            )
         return self
 
     @cached_property
