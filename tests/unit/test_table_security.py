@@ -89,3 +89,20 @@ def test_a_store_without_its_type_is_read_as_kafkas_java_client_reads_it() -> No
     assert pem.ssl_truststore_type == "PEM"
     typed = KafkaConnection(bootstrap_servers="b:9092", ssl_truststore_type="PKCS12")
     assert for_table(typed, {"ssl.truststore.location": "/x.jks"}).ssl_truststore_type == "PKCS12"
+
+
+@pytest.mark.parametrize(
+    ("properties", "field"),
+    [
+        ({"properties.sasl.mechanism": "GSSAPI"}, "properties.sasl.mechanism"),
+        ({"properties.sasl.kerberos.service.name": "kafka"}, "properties.sasl.kerberos.service.name"),
+    ],
+)
+def test_kerberos_in_a_table_is_refused_at_validation_not_at_the_first_connection(
+    properties: dict[str, str], field: str
+) -> None:
+    options = {"connector": "upsert-kafka", "topic": "t", "key.format": "json", "value.format": "json",
+               "properties.security.protocol": "SASL_PLAINTEXT", **properties}  # fmt: skip
+    with pytest.raises(SpecError, match=r"Kerberos \(GSSAPI\) is not supported yet") as info:
+        UpsertKafkaTable.from_options(options, [{"name": "id", "type": "BIGINT"}], ["id"])
+    assert info.value.field == field and info.value.fix

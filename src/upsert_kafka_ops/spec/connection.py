@@ -457,6 +457,21 @@ SECRET_PROPERTIES = (
 )
 
 
+def check_table_sasl(properties: dict[str, str]) -> None:
+    """Refuse Kerberos (GSSAPI) in a table's client properties, at validation rather than at the first
+    connection: the librdkafka inside confluent-kafka's wheels is built without GSSAPI, and the bounds,
+    offset, lag and admin clients use it."""
+    kerberos = sorted(k for k in properties if k.startswith("sasl.kerberos."))
+    if properties.get("sasl.mechanism", "").strip().upper() == "GSSAPI" or kerberos:
+        option = f"properties.{kerberos[0]}" if kerberos else "properties.sasl.mechanism"
+        raise SpecError(
+            option,
+            "Kerberos (GSSAPI) is not supported yet: the librdkafka build in confluent-kafka's wheels, which "
+            "the offset lookups, lag and admin clients use, has no GSSAPI.",
+            "use SCRAM-SHA-256/512, PLAIN, OAUTHBEARER or mutual TLS.",
+        )
+
+
 def check_table_secrets(properties: dict[str, str]) -> None:
     """Refuse a literal secret among a table's client properties (it would reach its DDL, job files
     and logs): the value must be ``env:NAME`` or ``file:/path``, resolved only when a client starts."""

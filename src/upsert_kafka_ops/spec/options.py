@@ -50,7 +50,8 @@ CONNECTOR_OPTIONS: tuple[Option, ...] = (
         "connection's defaults (two different explicit values are an error naming both); their secrets "
         "(sasl.jaas.config, store and key passwords) are 'env:NAME' or 'file:/path' references. The "
         "properties the connector sets itself (serializers, enable.auto.commit, auto.offset.reset, "
-        "partitioner.class, transactional.id) are refused.",
+        "partitioner.class, transactional.id) are refused; so is Kerberos (sasl.mechanism GSSAPI, "
+        "sasl.kerberos.*): the librdkafka in confluent-kafka's wheels, used for offsets, lag and admin, has no GSSAPI.",
     ),
     Option("key.format", "same", "json, csv, raw, avro or avro-confluent (see the formats below)."),
     Option(

@@ -28,7 +28,7 @@ from pydantic import Field, field_validator, model_validator
 from upsert_kafka_ops.errors import SpecError
 from upsert_kafka_ops.formats.registry import FORMATS
 from upsert_kafka_ops.spec.base import SpecModel
-from upsert_kafka_ops.spec.connection import check_table_secrets
+from upsert_kafka_ops.spec.connection import check_table_sasl, check_table_secrets
 from upsert_kafka_ops.spec.options import check_refused
 from upsert_kafka_ops.spec.types import SqlType, parse_type
 
@@ -243,6 +243,7 @@ class _KafkaTableBase(SpecModel):
                 "set 'topic' (one topic, or a list 'a;b') or 'topic-pattern' (a Java regex).",
             )
         check_table_secrets(self.properties)
+        check_table_sasl(self.properties)
         for key in self.properties:
             if key in OWNED_CLIENT_PROPERTIES and not (
                 key == "auto.offset.reset" and isinstance(self, KafkaTable)
