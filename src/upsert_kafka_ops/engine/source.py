@@ -232,8 +232,8 @@ def _fold(
     raw = read_raw(spark, table, conn, bounds, headers)
     kcodec, vcodec = table.key_codec(), table.value_codec()
     key_names = [c.name for c in table.key_columns]
-    # the range is scanned for the fold and again for the winning values (and first for a full check)
-    progress.expect(2 * bounds.span())
+    # the range is scanned once for the fold and the winning values (and first for a full check)
+    progress.expect(bounds.span())
 
     if validation == "full" and not _ignores_errors(table, "value"):
         progress.expect(bounds.span())
@@ -256,7 +256,7 @@ def _fold(
                     "to take the newest record by timestamp."
                 )
             df, parse_skipped, records_out = _winning_rows(
-                table, raw, winners, key_names, vcodec, keep_deletes
+                table, raw, per_bytes.select("rec.*"), winners, key_names, vcodec, keep_deletes
             )
         finally:
             winners.unpersist()
@@ -281,12 +281,15 @@ def _fold(
 
 
 def _per_key_bytes(table: UpsertKafkaTable, raw: DataFrame, kcodec: Any, key_names: list[str]) -> DataFrame:
-    """Step 1 of the fold: per distinct key bytes and partition, the last record's offset and whether
-    it is a tombstone, the largest timestamp and the counts; the key decoded once per distinct bytes."""
+    """Step 1 of the fold: per distinct key bytes and partition, the last record (``rec``, with its
+    offset and whether it is a tombstone), the largest timestamp and the counts; the key decoded once
+    per distinct bytes."""
     from pyspark.sql import functions as F
 
     per_bytes = raw.groupBy("key", "topic", "partition").agg(
         F.max("offset").alias("offset"),
+        # the last record itself, so the winners' values come from this pass, not a second scan
+        F.max_by(F.struct(*[F.col(c) for c in raw.columns]), "offset").alias("rec"),
         F.max("timestamp").alias("ts"),
         F.max_by(F.col("value").isNull(), "offset").alias("tomb"),
         F.count(F.lit(1)).alias("n"),
@@ -298,7 +301,7 @@ def _per_key_bytes(table: UpsertKafkaTable, raw: DataFrame, kcodec: Any, key_nam
         *[kd.value.getField(table.key_field_name(k)).alias(k) for k in key_names],
         F.col("key").isNull().alias("null_key"),
         _key_error(table, kd).alias("key_error"),
-        "topic", "partition", "offset", "ts", "tomb", "n", "tombs", "bytes",
+        "topic", "partition", "offset", "ts", "tomb", "n", "tombs", "bytes", "rec",
     )  # fmt: skip
 
 
@@ -349,12 +352,14 @@ def _fold_stats(per_bytes: DataFrame, winners: DataFrame) -> Any:
 def _winning_rows(
     table: UpsertKafkaTable,
     raw: DataFrame,
+    last: DataFrame,
     winners: DataFrame,
     key_names: list[str],
     vcodec: Any,
     keep_deletes: bool,
 ) -> tuple[DataFrame, int, int]:
-    """Decode the winning values only; handle the undecodable ones (fail, or fall back).
+    """Decode the winning values only (from ``last``, the last record per key bytes and partition,
+    already read); handle the undecodable ones (fail, or fall back to ``raw`` for the keys affected).
 
     Returns the rows (persisted and counted), the number of undecodable records skipped, and the
     row count."""
@@ -362,7 +367,7 @@ def _winning_rows(
     from pyspark.sql import functions as F
 
     live_pos = winners.where(~F.col("tomb")).select("topic", "partition", "offset")
-    joined = raw.join(F.broadcast(live_pos), ["topic", "partition", "offset"])
+    joined = last.join(F.broadcast(live_pos), ["topic", "partition", "offset"])
     decoded = _rows(table, joined, vcodec, key_from_value=False)
     deletes = winners.where(F.col("tomb")).select(
         *key_names,
@@ -379,9 +384,9 @@ def _winning_rows(
             return out.select("op", *[c.name for c in table.columns], *POSITION)
         return out.select(*[c.name for c in table.columns])
 
-    # persisted: the check, the count and the result all use it, and the topic is scanned once for
-    # it (no filter on the decoded rows before the cache: the optimizer would push it below the join
-    # and decode every value of the topic). One job fills it and counts the undecodable rows.
+    # persisted: the check, the count and the result all use it (no filter on the decoded rows before
+    # the cache: the optimizer would push it below the join and decode every last value). One job
+    # fills it and counts the undecodable rows.
     decoded = decoded.persist(StorageLevel.MEMORY_AND_DISK)
     try:
         tally = decoded.agg(F.count(F.when(F.col("_error"), 1)).alias("bad")).first()
