@@ -89,14 +89,18 @@ def _write(
     conn: KafkaConnection,
     records: DataFrame,
     order: Sequence[Column] = (),
+    cluster: Sequence[str] = (),
 ) -> None:
-    """Write (key, value[, headers]) binary rows; a NULL value is a tombstone. With ``order`` (columns of
-    ``records``, dropped before the write), a key's rows are written by one task in that order."""
+    """Write (key, value[, headers]) binary rows; a NULL value is a tombstone. With ``order`` and
+    ``cluster`` (columns of ``records`` that order the rows and name their primary key, dropped before
+    the write), each key's rows are written by one task in that order. ``records`` come clustered by the
+    key already (a window over it): then only ``sink.parallelism`` shuffles them again, and the sort is
+    one Spark drops when the rows are in that order already."""
     if order:
         n = table.sink_parallelism
-        records = records.repartition(n, "key") if n else records.repartition("key")
+        records = records.repartition(n, *cluster) if n else records
         names = [c for c in records.columns if c in ("key", "value", "headers", "partition")]
-        records = records.sortWithinPartitions(*order).select(*names)
+        records = records.sortWithinPartitions(*cluster, *order).select(*names)
     elif table.sink_parallelism is not None:
         records = records.repartition(table.sink_parallelism)
     options = producer_options(table, conn)
@@ -157,6 +161,7 @@ def write_changelog(
     if bad_op:
         raise SpecError("op", f"unknown change kind {bad_op[0]['op']!r}.", f"use one of {', '.join(OPS)}.")
     in_order: list[str] = []
+    clustered: list[str] = []
     if not order:
         dup = df.groupBy(*pk).count().where("count > 1").limit(1).collect()
         if dup:
@@ -177,19 +182,21 @@ def write_changelog(
             changes = df.withColumn("__drop", followed).where(~F.col("__drop"))
             changes = changes.select("*", *[F.col(c).alias(f"__o{i}") for i, c in enumerate(order)])
             changes = changes.withColumn("__o_after", after)
+            changes = changes.select("*", *[F.col(k).alias(f"__k{i}") for i, k in enumerate(pk)])
             in_order = [*[f"__o{i}" for i in range(len(order))], "__o_after"]
+            clustered = [f"__k{i}" for i in range(len(pk))]
     key, value = _encoded(table, changes)
     headers = _headers(table)
     columns = [key.alias("key"), F.when(F.col("op").isin("+I", "+U"), value).alias("value")]
     if headers is not None:
         columns.append(headers.alias("headers"))
-    records = changes.select(*columns, *in_order).persist(StorageLevel.MEMORY_AND_DISK)
+    records = changes.select(*columns, *clustered, *in_order).persist(StorageLevel.MEMORY_AND_DISK)
     try:
         null_keys = records.where(F.col("key").isNull()).limit(1).count()
         if null_keys:
             raise DataError("A primary key encodes to NULL bytes; a Kafka upsert key cannot be NULL.")
         stats = _write_stats(records)
-        _write(table, conn, records, [F.col(c).asc_nulls_first() for c in in_order])
+        _write(table, conn, records, [F.col(c).asc_nulls_first() for c in in_order], clustered)
     finally:
         records.unpersist()
     return RunResult(
