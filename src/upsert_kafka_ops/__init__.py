@@ -27,6 +27,7 @@ _EXPORTS = {
     "run_job": "upsert_kafka_ops.jobs.run",
     "materialize": "upsert_kafka_ops.engine.source",
     "read_changelog": "upsert_kafka_ops.engine.source",
+    "write_append": "upsert_kafka_ops.engine.sink",
     "write_changelog": "upsert_kafka_ops.engine.sink",
     "write_snapshot": "upsert_kafka_ops.engine.sink",
     "build_spark_session": "upsert_kafka_ops.engine.session",
@@ -42,13 +43,14 @@ __all__ = [  # the keys of _EXPORTS, spelled out for linters and type checkers
     "materialize",
     "read_changelog",
     "run_job",
+    "write_append",
     "write_changelog",
     "write_snapshot",
 ]
 
 if TYPE_CHECKING:
     from upsert_kafka_ops.engine.session import build_spark_session
-    from upsert_kafka_ops.engine.sink import write_changelog, write_snapshot
+    from upsert_kafka_ops.engine.sink import write_append, write_changelog, write_snapshot
     from upsert_kafka_ops.engine.source import materialize, read_changelog
     from upsert_kafka_ops.jobs.run import run_job
     from upsert_kafka_ops.jobs.spec import Pipeline

@@ -38,7 +38,7 @@ def test_the_blocker_really_blocks() -> None:
 
 TOP_LEVEL = (
     "UpsertKafkaTable, KafkaTable, KafkaConnection, SecretRef, Pipeline, run_job, materialize, read_changelog,"
-    " write_changelog, write_snapshot, build_spark_session"
+    " write_append, write_changelog, write_snapshot, build_spark_session"
 )
 
 

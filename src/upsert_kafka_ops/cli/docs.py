@@ -73,7 +73,7 @@ def render() -> str:
     ]
     job_models: list[type[BaseModel]] = [
         jobs.Pipeline, jobs.MaterializeJob, jobs.BackfillJob, jobs.TopicToTopicJob, jobs.PublishJob,
-        jobs.UpsertSource, jobs.AppendSource, jobs.TopicSink, jobs.DeltaTarget, jobs.PostgresTarget,
+        jobs.UpsertSource, jobs.AppendSource, jobs.TopicSink, jobs.AppendSink, jobs.DeltaTarget, jobs.PostgresTarget,
         jobs.ParquetTarget, jobs.DeltaFeedSource, jobs.QuerySource, LocalRuntime, SparkSubmitRuntime, LagCondition,
     ]  # fmt: skip
     for model in MODELS + job_models:

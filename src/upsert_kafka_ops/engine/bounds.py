@@ -71,7 +71,7 @@ def _explicit(value: Mapping[Any, Any], topics: list[str], what: str) -> Offsets
 def resolve_bounds(
     table: UpsertKafkaTable | KafkaTable,
     config: dict[str, Any],
-    start: str | Mapping[Any, Any] | StartAt | None = "earliest",
+    start: str | Mapping[Any, Any] | StartAt | None = None,
     until: Any = None,
 ) -> Bounds:
     """Fix the bounds of a read now, against the cluster (``config``: librdkafka settings). ``start``

@@ -50,7 +50,10 @@ def _keytool() -> str:
 
 def _run(args: list[str], passwords: dict[str, str], what: Path, option: str) -> str:
     env = {**os.environ, **passwords}
-    proc = subprocess.run([_keytool(), *args], capture_output=True, text=True, env=env, check=False)
+    # no terminal: a store without a password given must fail, not wait for one to be typed
+    proc = subprocess.run(
+        [_keytool(), *args], capture_output=True, text=True, env=env, check=False, stdin=subprocess.DEVNULL
+    )
     if proc.returncode != 0:
         detail = (proc.stdout + proc.stderr).strip().splitlines()
         raise SpecError(

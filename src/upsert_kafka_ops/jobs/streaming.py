@@ -1,7 +1,7 @@
 """Topic-to-topic as a Structured Streaming query: ``Trigger.AvailableNow`` over a checkpoint,
-``foreachBatch`` into the upsert sink.
+``foreachBatch`` into the sink (an upsert table in update mode, a plain kafka table in append mode).
 
-It runs when every source is append-only and Spark's streaming checker accepts the query in update
+It runs when every source is append-only and Spark's streaming checker accepts the query in the sink's
 mode (:func:`streaming_verdict`); the checkpoint is tied to the query, its sources and its sink by a
 fingerprint kept beside it, so a changed query is refused instead of continuing from foreign state.
 """
@@ -107,7 +107,7 @@ def _register_streams(
     views = []
     for name, src in job.sources.items():
         assert isinstance(src, AppendSource)
-        raw = _stream_reader(spark, src, connections[src.connection]).load()
+        raw = _stream_reader(spark, src, connections[src.connection], _fresh(job)).load()
         decoded = decode_append(src.table, raw)
         vopts = {k.split(".", 2)[2]: v for k, v in src.table.format_options.items() if k.startswith("value.")}
         if vopts.get("ignore-parse-errors", "false").lower() == "true":
@@ -132,26 +132,34 @@ def _register_streams(
     return views
 
 
-def _stream_reader(spark: SparkSession, src: AppendSource, conn: KafkaConnection) -> Any:
+def _fresh(job: TopicToTopicJob) -> bool:
+    """Whether the job's checkpoint holds no progress yet (then its sources' start applies)."""
+    location = job.checkpoint_location
+    if not location:
+        return True
+    return not (Path(location.removeprefix("file:")) / "offsets").is_dir()
+
+
+def _stream_reader(spark: SparkSession, src: AppendSource, conn: KafkaConnection, fresh: bool) -> Any:
     table = src.table
     options = {f"kafka.{k}": v for k, v in client_properties(table.properties).items()}
     options.update(for_table(conn, table.properties).to_spark_options())
     options.setdefault("kafka.isolation.level", "read_committed")
     reader = spark.readStream.format("kafka").options(**options)
-    reader = reader.option("startingOffsets", _starting_offsets(table, conn))
+    reader = reader.option("startingOffsets", _starting_offsets(table, conn, fresh))
     if table.topic_pattern is not None:
         return reader.option("subscribePattern", table.topic_pattern)
     return reader.option("subscribe", ",".join(table.topic or []))
 
 
-def _starting_offsets(table: KafkaTable, conn: KafkaConnection) -> str:
+def _starting_offsets(table: KafkaTable, conn: KafkaConnection, fresh: bool) -> str:
     """Spark's ``startingOffsets`` for the table's ``scan.startup.*``: where a new checkpoint starts,
     as Flink's start applies to a job started without state (a checkpoint's offsets win after)."""
     from upsert_kafka_ops.engine.bounds import offsets_to_json, resolve_bounds
 
     start = table.start_position()
-    if isinstance(start, str):
-        return start
+    if isinstance(start, str) or not fresh:  # with progress in the checkpoint Spark ignores the start
+        return start if isinstance(start, str) else "earliest"
     bounds = resolve_bounds(table, for_table(conn, table.properties).to_librdkafka(), start, "latest")
     return json.dumps(offsets_to_json(bounds.start))
 
@@ -203,7 +211,8 @@ def _check_fingerprint(
                 f"job {job.name!r}: the query, its sources or its sink changed since the checkpoint {location} was written; "
                 "Spark cannot continue a stream whose state no longer matches. Reset it with "
                 f"`upsert-kafka-ops reset-checkpoint PIPELINE --job {job.name}` (the next run reprocesses the "
-                "sources from the earliest offset; upserts make the re-sent rows harmless)."
+                "sources from where their scan.startup.mode says, the earliest offset by default; upserts make "
+                "the re-sent rows harmless)."
             )
     else:
         folder.mkdir(parents=True, exist_ok=True)
@@ -211,7 +220,8 @@ def _check_fingerprint(
 
 
 def reset_checkpoint(job: TopicToTopicJob) -> bool:
-    """Delete the streaming checkpoint of ``job``; the next run starts from the earliest offset."""
+    """Delete the streaming checkpoint of ``job``; the next run starts where its sources'
+    ``scan.startup.mode`` says (the earliest offset by default)."""
     import shutil
 
     location = _checkpoint(job)

@@ -245,9 +245,7 @@ class _KafkaTableBase(SpecModel):
         check_table_secrets(self.properties)
         check_table_sasl(self.properties)
         for key in self.properties:
-            if key in OWNED_CLIENT_PROPERTIES and not (
-                key == "auto.offset.reset" and isinstance(self, KafkaTable)
-            ):
+            if key in self._owned_properties:
                 raise SpecError(
                     f"properties.{key}",
                     "is set by the connector itself (keys and values are bytes; offsets are managed per run).",
@@ -656,7 +654,8 @@ class KafkaTable(_KafkaTableBase):
             raise SpecError(
                 "properties.auto.offset.reset",
                 f"'{reset}': it says where a 'group-offsets' start begins in a partition the group has no "
-                f"committed offset for ({', '.join(OFFSET_RESETS)}); other start modes fix the start themselves.",
+                f"committed offset for ({', '.join(OFFSET_RESETS)}); other start modes fix the start themselves "
+                "(an unset 'scan.startup.mode' is 'earliest-offset' here, where Flink's default is 'group-offsets').",
                 "remove it, or set 'scan.startup.mode' = 'group-offsets'.",
             )
 
@@ -833,6 +832,26 @@ class StartAt:
     offsets: dict[int, int] = dataclasses.field(default_factory=dict)
     group: str | None = None
     reset: str = "none"
+
+    def __post_init__(self) -> None:
+        if self.mode not in ("timestamp", "group-offsets", "specific-offsets"):
+            raise SpecError(
+                "scan.startup.mode",
+                f"'{self.mode}' is not a start StartAt describes.",
+                "use 'earliest' or 'latest' for those; StartAt takes timestamp, group-offsets or specific-offsets.",
+            )
+        if self.mode == "timestamp" and self.timestamp_ms is None:
+            raise SpecError(
+                "scan.startup.timestamp-millis", "is required in 'timestamp' startup mode but missing."
+            )
+        if self.mode == "group-offsets" and not self.group:
+            raise SpecError("properties.group.id", "is required in 'group-offsets' startup mode.", "set it.")
+        if self.reset not in OFFSET_RESETS:
+            raise SpecError(
+                "properties.auto.offset.reset",
+                f"Invalid value '{self.reset}'.",
+                f"use one of {', '.join(OFFSET_RESETS)}.",
+            )
 
 
 STARTUP_MODES = ("earliest-offset", "latest-offset", "group-offsets", "timestamp", "specific-offsets")
