@@ -103,6 +103,10 @@ def _write(
         records = records.sortWithinPartitions(*cluster, *order).select(*names)
     elif table.sink_parallelism is not None:
         records = records.repartition(table.sink_parallelism)
+    _save(table, conn, records)
+
+
+def _save(table: UpsertKafkaTable | KafkaTable, conn: KafkaConnection, records: DataFrame) -> None:
     options = producer_options(table, conn)
     writer = records.write.format("kafka").mode("append")  # Spark's V2 Kafka writer appends only
     writer.options(**options).option("topic", _sink_topic(table)).save()
@@ -339,8 +343,7 @@ def write_append(df: DataFrame, table: KafkaTable, connection: KafkaConnection |
     records = rows.select(*columns).persist(StorageLevel.MEMORY_AND_DISK)
     try:
         stats = _write_stats(records)
-        options = producer_options(table, conn)
-        records.write.format("kafka").mode("append").options(**options).option("topic", topic).save()
+        _save(table, conn, records)  # already spread over sink.parallelism tasks, as 'fixed' needs
     finally:
         records.unpersist()
     return RunResult(

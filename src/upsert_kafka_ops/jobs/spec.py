@@ -156,15 +156,16 @@ class AppendSource(_TableOnConnection):
         })  # fmt: skip
 
 
-def _source_kind(value: Any) -> str:
-    kind = value.get("kind", "upsert-kafka") if isinstance(value, dict) else getattr(value, "kind", "")
+def _kind(value: Any, default: str) -> str:
+    """The ``kind`` of a source or sink given as a dict (``default`` when it has none) or a model."""
+    kind = value.get("kind", default) if isinstance(value, dict) else getattr(value, "kind", "")
     return str(kind)
 
 
 #: A topic-to-topic source; ``kind`` defaults to ``upsert-kafka``.
 Source = Annotated[
     Annotated[UpsertSource, Tag("upsert-kafka")] | Annotated[AppendSource, Tag("kafka")],
-    Discriminator(_source_kind),
+    Discriminator(lambda value: _kind(value, "upsert-kafka")),
 ]
 
 
@@ -207,15 +208,10 @@ def _check_one_topic(table: UpsertKafkaTable | KafkaTable) -> None:
         )
 
 
-def _sink_kind(value: Any) -> str:
-    kind = value.get("kind", "topic") if isinstance(value, dict) else getattr(value, "kind", "")
-    return str(kind)
-
-
 #: A topic-to-topic sink; ``kind`` defaults to ``topic`` (an upsert-kafka table).
 Sink = Annotated[
     Annotated[TopicSink, Tag("topic")] | Annotated[AppendSink, Tag("kafka")],
-    Discriminator(_sink_kind),
+    Discriminator(lambda value: _kind(value, "topic")),
 ]
 
 

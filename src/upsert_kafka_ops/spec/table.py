@@ -390,28 +390,13 @@ class UpsertKafkaTable(_KafkaTableBase):
                 "zero together to enable sink buffer flushing.",
                 "set both, or neither.",
             )
-        if self.scan_bounded_mode == "timestamp" and self.scan_bounded_timestamp_millis is None:
-            raise SpecError(
-                "scan.bounded.timestamp-millis",
-                "is required in 'timestamp' bounded mode but missing.",
-                "set it.",
-            )
-        if self.scan_bounded_mode == "specific-offsets":
-            if self.scan_bounded_specific_offsets is None:
-                raise SpecError(
-                    "scan.bounded.specific-offsets",
-                    "is required in 'specific-offsets' bounded mode but missing.",
-                    "set it, e.g. 'partition:0,offset:42;partition:1,offset:300'.",
-                )
-            if self.topic_pattern is not None or len(self.topic or []) != 1:
-                raise SpecError(
-                    "scan.bounded.specific-offsets",
-                    "Currently Kafka source only supports specific offset for single topic.",
-                    "set a single 'topic', or use another 'scan.bounded.mode'.",
-                )
-            self.bounded_offsets()
-        if self.scan_bounded_mode == "group-offsets" and "group.id" not in self.properties:
-            raise SpecError("properties.group.id", "is required in 'group-offsets' bounded mode.", "set it.")
+        _check_position(
+            self,
+            "bounded",
+            self.scan_bounded_mode,
+            self.scan_bounded_timestamp_millis,
+            self.scan_bounded_specific_offsets,
+        )
         _check_format("key.format", self.key_format, upsert=True)
         _check_format("value.format", self.value_format, upsert=True)
         fmt_opts = {k: v for k, v in self.format_options.items() if k.startswith("key.")}
@@ -616,38 +601,13 @@ class KafkaTable(_KafkaTableBase):
                         f"is used only in '{used_by}' {side} mode, and '{option}' is '{mode}'.",
                         f"set '{option}' = '{used_by}', or remove it.",
                     )
-            if mode == "timestamp":
-                stamp = self._scan(f"scan.{side}.timestamp-millis")
-                if stamp is None:
-                    raise SpecError(
-                        f"scan.{side}.timestamp-millis",
-                        f"is required in 'timestamp' {side} mode but missing.",
-                        "set it.",
-                    )
-                if not stamp.isdigit():
-                    raise SpecError(
-                        f"scan.{side}.timestamp-millis",
-                        f"'{stamp}' is not a number of milliseconds.",
-                        "give epoch milliseconds, e.g. 1767225600000.",
-                    )
-            if mode == "specific-offsets":
-                text = self._scan(f"scan.{side}.specific-offsets")
-                if text is None:
-                    raise SpecError(
-                        f"scan.{side}.specific-offsets",
-                        f"is required in 'specific-offsets' {side} mode but missing.",
-                        "set it, e.g. 'partition:0,offset:42;partition:1,offset:300'.",
-                    )
-                if self.topic_pattern is not None or len(self.topic or []) != 1:
-                    raise SpecError(
-                        f"scan.{side}.specific-offsets",
-                        "Currently Kafka source only supports specific offset for single topic.",
-                        f"set a single 'topic', or use another '{option}'.",
-                    )
-                specific_offsets(text, f"scan.{side}.specific-offsets")
-            if mode == "group-offsets" and "group.id" not in self.properties:
+            stamp = self._scan(f"scan.{side}.timestamp-millis")
+            _check_position(self, side, mode, stamp, self._scan(f"scan.{side}.specific-offsets"))
+            if mode == "timestamp" and not (stamp or "").isdigit():
                 raise SpecError(
-                    "properties.group.id", f"is required in 'group-offsets' {side} mode.", "set it."
+                    f"scan.{side}.timestamp-millis",
+                    f"'{stamp}' is not a number of milliseconds.",
+                    "give epoch milliseconds, e.g. 1767225600000.",
                 )
         reset = self.properties.get("auto.offset.reset")
         if reset is not None and (self.startup_mode != "group-offsets" or reset.lower() not in OFFSET_RESETS):
@@ -885,6 +845,31 @@ class StopAt:
 
     offsets: dict[int, int]
     group: str | None = None
+
+
+def _check_position(table: _KafkaTableBase, side: str, mode: str, stamp: object, offsets: str | None) -> None:
+    """Flink's rules for where one side of a read (``side``: startup or bounded) is in ``mode``: the
+    option that mode needs is there, and specific offsets name one topic's partitions."""
+    if mode == "timestamp" and stamp is None:
+        raise SpecError(
+            f"scan.{side}.timestamp-millis", f"is required in 'timestamp' {side} mode but missing.", "set it."
+        )
+    if mode == "specific-offsets":
+        if offsets is None:
+            raise SpecError(
+                f"scan.{side}.specific-offsets",
+                f"is required in 'specific-offsets' {side} mode but missing.",
+                "set it, e.g. 'partition:0,offset:42;partition:1,offset:300'.",
+            )
+        if table.topic_pattern is not None or len(table.topic or []) != 1:
+            raise SpecError(
+                f"scan.{side}.specific-offsets",
+                "Currently Kafka source only supports specific offset for single topic.",
+                f"set a single 'topic', or use another 'scan.{side}.mode'.",
+            )
+        specific_offsets(offsets, f"scan.{side}.specific-offsets")
+    if mode == "group-offsets" and "group.id" not in table.properties:
+        raise SpecError("properties.group.id", f"is required in 'group-offsets' {side} mode.", "set it.")
 
 
 def _end_position(mode: str, offsets: Any, timestamp_ms: int | None, properties: dict[str, str]) -> Any:
