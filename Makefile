@@ -31,7 +31,7 @@ help:
 	@echo "make test   - install, fetch jars, lint, run the whole test suite against real Kafka and Spark"
 	@echo "make check  - lint and unit tests only (no JVM; about a minute): the quick loop"
 	@echo "make jars   - resolve the JVM jars from Maven Central (a no-op when up to date)"
-	@echo "make bench  - engine throughput next to Kafka's ConsumerPerformance/ProducerPerformance"
+	@echo "make bench  - engine throughput next to Kafka's perf tools, Spark's raw read and Flink's job"
 
 toolchain:
 	@scripts/ensure-toolchain.sh
@@ -96,14 +96,17 @@ test: jars lint unit chart integration
 demo: jars
 	$(BIN)/upsert-kafka-ops demo
 
-# Throughput against Kafka's own perf tools (never part of the tests); results in build/bench/.
-bench: jars
-	@$(TIMED) bench $(BIN)/python benchmarks/bench_engine.py
+# Throughput next to Kafka's perf tools, Spark's raw read and Flink's job (never part of the tests);
+# results and a chart in build/bench/.
+bench: jars flink
+	@$(BIN)/pip install -q -c constraints.txt -e ".[bench]"
+	@$(TIMED) bench env UKO_FLINK_PYTHON=$(CURDIR)/$(FLINK_VENV)/bin/python $(BIN)/python benchmarks/bench_engine.py
 	@$(TIMED) "lag bench" $(BIN)/python benchmarks/bench_lag.py
 
 # Re-pin the whole verified set after changing a range in pyproject.toml (check it resolves first:
 # pip install --dry-run -c constraints.txt -e ".[$(EXTRAS)]").
 constraints: install
+	@$(BIN)/pip install -q -c constraints.txt -e ".[bench]"
 	@{ echo "# Exact versions verified to install and pass together (make, CI). Regenerate: make constraints"; \
 	   $(BIN)/pip freeze --exclude-editable | grep -v '^upsert-kafka-ops'; } > constraints.txt.new
 	@mv constraints.txt.new constraints.txt

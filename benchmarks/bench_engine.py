@@ -1,14 +1,19 @@
-"""Engine throughput next to Kafka's own perf tools, measured in the same run on the same broker.
+"""Engine throughput next to its peer and its floors, measured in the same run on the same broker.
 
-- materialize: a topic of N records (K keys, P partitions, ~150-byte JSON values, 5% tombstones),
-  against ``ConsumerPerformance`` reading the same topic and record count;
-- sink: ``write_changelog`` of N changelog rows read from a Parquet file (N distinct keys, so every
-  row is written), against ``ProducerPerformance`` writing N records of the same size;
-- avro-confluent: the same sink and a materialize of what it wrote, with avro-confluent keys and
-  values (warm), next to the JSON figures of the same run.
+Baselines: Kafka's ``ConsumerPerformance`` and ``ProducerPerformance``; Spark's own raw read of the
+topic (``key, value`` into the ``noop`` sink: the floor of any Spark design); a bare Spark start
+(``spark.range(1).count()`` in a new process); and the peer, Flink 2.2.1's bounded upsert-kafka job on
+the same topic (PyFlink in ``.venv-flink``, ``benchmarks/flink_job.py``), its job time and its whole
+process.
 
-Cold is the first run in a fresh JVM, warm the second. Results are printed and written as JSON.
-Run: ``make bench`` (``BENCH_RECORDS``, ``BENCH_KEYS``, ``BENCH_PARTITIONS`` to resize).
+Measured: ``materialize`` warm (a session that has run it before) and cold (a new process: session
+start and one materialize, ``benchmarks/cold_run.py``); incremental runs as an orchestrator starts them
+(a new ``upsert-kafka-ops run`` process each, Delta target): the full run, a run over 1% new records,
+a run over a tiny delta; ``write_changelog`` and ``materialize`` in json, avro and avro-confluent.
+The timed repetitions alternate (engine, peer, baseline) so drift in the machine touches them all;
+figures are medians. Results: ``build/bench/results.json`` and a chart, ``build/bench/results.png``.
+
+Run: ``make bench`` (``BENCH_RECORDS``, ``BENCH_KEYS``, ``BENCH_PARTITIONS``, ``BENCH_REPEAT`` to resize).
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ import json
 import os
 import random
 import re
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -25,16 +31,22 @@ from pathlib import Path
 from typing import Any
 
 from upsert_kafka_ops import jars
-from upsert_kafka_ops.engine import materialize, write_changelog
+from upsert_kafka_ops.engine import materialize, resolve_bounds, write_changelog
+from upsert_kafka_ops.engine.source import read_raw
 from upsert_kafka_ops.local import LocalKafka, LocalSchemaRegistry
 from upsert_kafka_ops.runtime import build_spark_session
 from upsert_kafka_ops.spec.connection import KafkaConnection
 from upsert_kafka_ops.spec.table import UpsertKafkaTable
 
-RECORDS = int(os.environ.get("BENCH_RECORDS", "2000000"))
-KEYS = int(os.environ.get("BENCH_KEYS", "200000"))
+RECORDS = int(os.environ.get("BENCH_RECORDS", "1000000"))
+KEYS = int(os.environ.get("BENCH_KEYS", "100000"))
 PARTITIONS = int(os.environ.get("BENCH_PARTITIONS", "8"))
+REPEAT = int(os.environ.get("BENCH_REPEAT", "3"))
 OUT = Path(os.environ.get("BENCH_OUT", "build/bench/results.json"))
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+FLINK_PYTHON = Path(os.environ.get("UKO_FLINK_PYTHON") or ROOT / ".venv-flink" / "bin" / "python")
+FORMATS = ("json", "avro", "avro-confluent")
 COLUMNS = [
     {"name": "id", "type": "BIGINT"},
     {"name": "name", "type": "STRING"},
@@ -44,24 +56,36 @@ COLUMNS = [
     {"name": "active", "type": "BOOLEAN"},
     {"name": "updated", "type": "TIMESTAMP(3)"},
 ]
+#: (result, its baseline, the ratio the issue asks for, "min" or "max"): the targets of issue 20
+TARGETS = [
+    ("materialize_warm", "flink_job", 2.0, "min"),
+    ("materialize_warm", "spark_raw_read", 0.7, "min"),
+    ("materialize_cold_process", "flink_process", 1.0, "min"),
+    ("sink_json_warm", "producer_perf", 0.5, "min"),
+    ("incremental_1pct", "incremental_full", 0.10, "max"),
+    ("incremental_tiny", "bare_spark_start", 1.5, "max"),
+    ("sink_avro_warm", "sink_json_warm", 0.8, "min"),
+    ("sink_avro-confluent_warm", "sink_json_warm", 0.8, "min"),
+    ("materialize_avro", "materialize_json", 0.8, "min"),
+    ("materialize_avro-confluent", "materialize_json", 0.8, "min"),
+]
 
 
-def _table(topic: str, servers: str, fmt: str = "json", registry_url: str = "") -> UpsertKafkaTable:
-    registry = {}
+def _table(
+    topic: str, servers: str, fmt: str = "json", registry_url: str = "", bounded: bool = True
+) -> UpsertKafkaTable:
+    options = {
+        "connector": "upsert-kafka",
+        "topic": topic,
+        "properties.bootstrap.servers": servers,
+        "key.format": fmt,
+        "value.format": fmt,
+    }
     if fmt == "avro-confluent":
-        registry = {f"{side}.avro-confluent.url": registry_url for side in ("key", "value")}
-    return UpsertKafkaTable.from_options(
-        {
-            "connector": "upsert-kafka",
-            "topic": topic,
-            "properties.bootstrap.servers": servers,
-            "key.format": fmt,
-            "value.format": fmt,
-            **registry,
-        },
-        columns=COLUMNS,
-        primary_key=["id"],
-    )
+        options.update({f"{side}.avro-confluent.url": registry_url for side in ("key", "value")})
+    if bounded:  # Flink's read ends where the engine's does: the end offsets when the read starts
+        options["scan.bounded.mode"] = "latest-offset"
+    return UpsertKafkaTable.from_options(options, columns=COLUMNS, primary_key=["id"], name=topic)
 
 
 def _value(i: int, rnd: random.Random) -> bytes:
@@ -77,10 +101,11 @@ def _value(i: int, rnd: random.Random) -> bytes:
     return json.dumps(row, separators=(",", ":")).encode()
 
 
-def _produce_source(servers: str, topic: str) -> tuple[int, int]:
+def _produce(servers: str, topic: str, records: int, seed: int) -> int:
+    """``records`` JSON changes over KEYS keys (5% tombstones); returns their bytes."""
     from confluent_kafka import Producer
 
-    rnd = random.Random(42)
+    rnd = random.Random(seed)
     producer = Producer(
         {
             "bootstrap.servers": servers,
@@ -92,7 +117,7 @@ def _produce_source(servers: str, topic: str) -> tuple[int, int]:
         }
     )
     total = 0
-    for n in range(RECORDS):
+    for n in range(records):
         k = rnd.randrange(KEYS)
         value = None if rnd.random() < 0.05 else _value(k, rnd)
         key = b'{"id":%d}' % k
@@ -106,7 +131,18 @@ def _produce_source(servers: str, topic: str) -> tuple[int, int]:
         if n % 10000 == 0:
             producer.poll(0)
     assert producer.flush(120) == 0
-    return RECORDS, total
+    return total
+
+
+def _process(cmd: list[str], stdin: str = "") -> tuple[float, dict[str, Any]]:
+    """Run ``cmd`` as a new process; its wall time and the JSON object its stdout ends with."""
+    began = time.monotonic()
+    proc = subprocess.run(cmd, input=stdin, capture_output=True, text=True, check=False)
+    secs = time.monotonic() - began
+    if proc.returncode != 0:
+        raise RuntimeError(f"{cmd[:3]} exited {proc.returncode}:\n{proc.stderr[-4000:]}")
+    start = proc.stdout.find("{")
+    return secs, (json.loads(proc.stdout[start:]) if start >= 0 else {})
 
 
 def _java_tool(cls: str, args: list[str]) -> str:
@@ -117,7 +153,7 @@ def _java_tool(cls: str, args: list[str]) -> str:
     return proc.stdout
 
 
-def consumer_perf(servers: str, topic: str, n: int) -> dict[str, float]:
+def consumer_perf(servers: str, topic: str, n: int) -> float:
     out = _java_tool(
         "org.apache.kafka.tools.ConsumerPerformance",
         ["--bootstrap-server", servers, "--topic", topic, "--num-records", str(n), "--timeout", "60000"],
@@ -126,74 +162,141 @@ def consumer_perf(servers: str, topic: str, n: int) -> dict[str, float]:
     fields = dict(
         zip([h.strip() for h in header.split(",")], [v.strip() for v in row.split(",")], strict=False)
     )
-    return {"records_per_s": float(fields["nMsg.sec"]), "mb_per_s": float(fields["MB.sec"])}
+    return n / float(fields["nMsg.sec"])
 
 
-def producer_perf(servers: str, topic: str, n: int, size: int) -> dict[str, float]:
+def producer_perf(servers: str, topic: str, n: int, size: int) -> float:
     out = _java_tool(
         "org.apache.kafka.tools.ProducerPerformance",
-        [
-            "--topic",
-            topic,
-            "--num-records",
-            str(n),
-            "--record-size",
-            str(size),
-            "--throughput",
-            "-1",
-            "--producer-props",
-            f"bootstrap.servers={servers}",
-            "acks=all",
-            "enable.idempotence=true",
-        ],
-    )
+        ["--topic", topic, "--num-records", str(n), "--record-size", str(size), "--throughput", "-1",
+         "--producer-props", f"bootstrap.servers={servers}", "acks=all", "enable.idempotence=true"],
+    )  # fmt: skip
     last = [ln for ln in out.splitlines() if "records sent" in ln][-1]
-    m = re.search(r"([\d.]+) records/sec \(([\d.]+) MB/sec\)", last)
+    m = re.search(r"([\d.]+) records/sec", last)
     assert m, last
-    return {"records_per_s": float(m.group(1)), "mb_per_s": float(m.group(2))}
+    return n / float(m.group(1))
+
+
+def flink_job(table: UpsertKafkaTable) -> tuple[float, float]:
+    """Flink's bounded job over ``table`` in a new PyFlink process: (job seconds, process seconds)."""
+    if not FLINK_PYTHON.is_file():
+        raise SystemExit(
+            f"PyFlink's virtualenv is missing ({FLINK_PYTHON}): run `make flink` (make bench does)."
+        )
+    job = {"jars": [str(j) for j in jars.jar_paths("flink")], "parallelism": 2,
+           "ddl": table.to_flink_ddl(), "table": table.name}  # fmt: skip
+    secs, out = _process([str(FLINK_PYTHON), str(HERE / "flink_job.py")], json.dumps(job))
+    return float(out["job_s"]), secs
+
+
+class Figures:
+    """Timings by name (seconds, several per name) and the records each name moves."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, list[float]] = {}
+        self.records: dict[str, int] = {}
+
+    def add(self, name: str, secs: float, records: int) -> None:
+        self.seconds.setdefault(name, []).append(secs)
+        self.records[name] = records
+        print(f"bench: {name}: {secs:.2f}s ({records / secs:,.0f} records/s)" if records else
+              f"bench: {name}: {secs:.2f}s", flush=True)  # fmt: skip
+
+    def median(self, name: str) -> float:
+        return statistics.median(self.seconds[name])
+
+    def rate(self, name: str) -> float:
+        return self.records[name] / self.median(name)
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            name: {"seconds_median": round(self.median(name), 3), "seconds": [round(s, 3) for s in runs],
+                   "records": self.records[name],
+                   "records_per_s": round(self.rate(name)) if self.records[name] else None}
+            for name, runs in self.seconds.items()
+        }  # fmt: skip
+
+
+def _ratio(fig: Figures, name: str, base: str, sense: str) -> float:
+    """Throughput ratio (``min`` targets) or time ratio (``max`` targets) of ``name`` to ``base``."""
+    if sense == "max":
+        return fig.median(name) / fig.median(base)
+    return fig.rate(name) / fig.rate(base)
+
+
+def _pipeline(path: Path, servers: str, table: UpsertKafkaTable, warehouse: Path) -> None:
+    ddl = "\n".join("          " + line for line in table.to_flink_ddl().splitlines())
+    path.write_text(
+        "version: 1\n"
+        f"connections:\n  bench:\n    bootstrap_servers: '{servers}'\n"
+        "jobs:\n  - name: bench-to-delta\n    kind: materialize\n"
+        f"    source:\n      connection: bench\n      table:\n        ddl: |\n{ddl}\n"
+        f"    target: {{kind: delta, path: '{warehouse}'}}\n"
+    )
+
+
+def _run_job(pipeline: Path, mode: str) -> tuple[float, int]:
+    cli = str(Path(sys.executable).with_name("upsert-kafka-ops"))
+    secs, out = _process([cli, "run", str(pipeline), "--mode", mode, "--json"])
+    (result,) = out["results"]
+    assert result["status"] == "succeeded", result
+    return secs, int(result["records_read"])
 
 
 def main() -> int:
-    jars.fetch(log=False)
-    results: dict[str, Any] = {
-        "records": RECORDS,
-        "keys": KEYS,
-        "partitions": PARTITIONS,
-        "cores": os.cpu_count(),
-    }
+    jars.fetch(["kafka", "spark", "flink"], log=False)
+    fig = Figures()
+    results: dict[str, Any] = {"records": RECORDS, "keys": KEYS, "partitions": PARTITIONS,
+                               "repeat": REPEAT, "cores": os.cpu_count()}  # fmt: skip
     with (
-        tempfile.TemporaryDirectory(prefix="uko-bench-") as tmp,
-        LocalKafka(Path(tmp) / "kafka", heap="2g") as kafka,
-        LocalSchemaRegistry(Path(tmp) / "registry") as schema_registry,
+        tempfile.TemporaryDirectory(prefix="uko-bench-") as tmp_dir,
+        LocalKafka(Path(tmp_dir) / "kafka", heap="2g") as kafka,
+        LocalSchemaRegistry(Path(tmp_dir) / "registry") as schema_registry,
     ):
+        tmp = Path(tmp_dir)
         servers = kafka.bootstrap_servers
         conn = KafkaConnection(bootstrap_servers=servers)
-        for topic in ("bench_src", "bench_sink", "bench_pp", "bench_ac"):
-            kafka.create_topic(topic, partitions=PARTITIONS)
+        kafka.create_topic("bench_src", partitions=PARTITIONS)
+        kafka.create_topic("bench_pp", partitions=PARTITIONS)
+        for fmt in FORMATS:
+            kafka.create_topic(f"bench_sink_{fmt}", partitions=PARTITIONS)
         began = time.monotonic()
-        n, size = _produce_source(servers, "bench_src")
-        print(f"bench: produced {n} records ({size / 1e6:.1f} MB) in {time.monotonic() - began:.1f}s")
-        results["consumer_perf"] = consumer_perf(servers, "bench_src", n)
-        print(f"bench: ConsumerPerformance {results['consumer_perf']}")
-
-        spark = build_spark_session(app_name="upsert-kafka-ops-bench")
+        size = _produce(servers, "bench_src", RECORDS, seed=42)
+        print(f"bench: produced {RECORDS} records ({size / 1e6:.1f} MB) in {time.monotonic() - began:.1f}s")
         table = _table("bench_src", servers)
-        for run in ("cold", "warm"):
+
+        # new processes, alternating: the peer, the engine cold, the floors
+        for _ in range(REPEAT):
+            fig.add("consumer_perf", consumer_perf(servers, "bench_src", RECORDS), RECORDS)
+            job_s, process_s = flink_job(table)
+            fig.add("flink_job", job_s, RECORDS)
+            fig.add("flink_process", process_s, RECORDS)
+            secs, out = _process(
+                [sys.executable, str(HERE / "cold_run.py"), "materialize"], table.to_flink_ddl()
+            )
+            assert out["records_in"] == RECORDS, out
+            fig.add("materialize_cold_process", secs, RECORDS)
+            fig.add("bare_spark_start", _process([sys.executable, str(HERE / "cold_run.py"), "bare"])[0], 0)
+
+        # one session, warm: Spark's raw read and materialize, alternating
+        spark = build_spark_session(app_name="upsert-kafka-ops-bench")
+        bounds = resolve_bounds(table, conn.to_librdkafka())
+        materialize(spark, table, conn)[0].unpersist()  # warm-up: JIT, Kafka consumers
+        for _ in range(REPEAT):
+            t0 = time.monotonic()
+            read_raw(spark, table, conn, bounds).select("key", "value").write.format("noop").mode(
+                "overwrite"
+            ).save()
+            fig.add("spark_raw_read", time.monotonic() - t0, RECORDS)
             t0 = time.monotonic()
             df, res = materialize(spark, table, conn)
-            secs = time.monotonic() - t0
-            rate = {
-                "records_per_s": res.records_in / secs,
-                "mb_per_s": res.bytes_in / secs / 2**20,
-                "seconds": secs,
-                "live_keys": res.records_out,
-            }
-            rate["ratio_vs_consumer_perf"] = rate["records_per_s"] / results["consumer_perf"]["records_per_s"]
-            results[f"materialize_{run}"] = rate
-            print(f"bench: materialize ({run}) {rate}")
+            fig.add("materialize_warm", time.monotonic() - t0, res.records_in)
+            results["live_keys"] = res.records_out
             df.unpersist()
 
-        parquet = str(Path(tmp) / "changelog.parquet")
+        # sinks: N distinct keys from Parquet, in each format, twice (cold, warm) into one topic;
+        # then each topic (2N records over N keys) materialized
+        parquet = str(tmp / "changelog.parquet")
         (
             spark.range(RECORDS)
             .selectExpr(
@@ -209,55 +312,80 @@ def main() -> int:
             )
             .write.parquet(parquet)
         )
-        sink = _table("bench_sink", servers)
-        for run in ("cold", "warm"):
+        bytes_out = 0
+        for fmt in FORMATS:
+            sink = _table(f"bench_sink_{fmt}", servers, fmt, schema_registry.url, bounded=False)
+            for run in ("cold", "warm"):
+                t0 = time.monotonic()
+                res = write_changelog(spark.read.parquet(parquet), sink, conn, order_by="seq")
+                fig.add(f"sink_{fmt}_{run}", time.monotonic() - t0, res.records_out)
+                bytes_out = res.bytes_out if fmt == "json" else bytes_out
             t0 = time.monotonic()
-            res = write_changelog(spark.read.parquet(parquet), sink, conn, order_by="seq")
-            secs = time.monotonic() - t0
-            rate = {
-                "records_per_s": res.records_out / secs,
-                "mb_per_s": res.bytes_out / secs / 2**20,
-                "seconds": secs,
-            }
-            results[f"sink_{run}"] = rate
-            print(f"bench: write_changelog ({run}) {rate}")
-        json_sink = results["sink_warm"]["records_per_s"]
-        ac = _table("bench_ac", servers, "avro-confluent", schema_registry.url)
-        write_changelog(spark.read.parquet(parquet), ac, conn, order_by="seq")  # cold: JIT, registry
-        t0 = time.monotonic()
-        ac_res = write_changelog(spark.read.parquet(parquet), ac, conn, order_by="seq")
-        secs = time.monotonic() - t0
-        results["avro_confluent_sink_warm"] = {
-            "records_per_s": ac_res.records_out / secs,
-            "mb_per_s": ac_res.bytes_out / secs / 2**20,
-            "seconds": secs,
-            "ratio_vs_json_sink": ac_res.records_out / secs / json_sink,
-        }
-        print(f"bench: write_changelog avro-confluent (warm) {results['avro_confluent_sink_warm']}")
-        t0 = time.monotonic()
-        df, ac_read = materialize(spark, ac, conn)
-        secs = time.monotonic() - t0
-        results["avro_confluent_materialize"] = {
-            "records_per_s": ac_read.records_in / secs,
-            "mb_per_s": ac_read.bytes_in / secs / 2**20,
-            "seconds": secs,
-            "live_keys": ac_read.records_out,
-            "ratio_vs_consumer_perf": ac_read.records_in / secs / results["consumer_perf"]["records_per_s"],
-        }
-        df.unpersist()
-        print(f"bench: materialize avro-confluent {results['avro_confluent_materialize']}")
-        avg = int(res.bytes_out / max(res.records_out, 1))
-        results["producer_perf"] = producer_perf(servers, "bench_pp", RECORDS, avg)
-        print(f"bench: ProducerPerformance ({avg}-byte records) {results['producer_perf']}")
-        for run in ("cold", "warm"):
-            results[f"sink_{run}"]["ratio_vs_producer_perf"] = (
-                results[f"sink_{run}"]["records_per_s"] / results["producer_perf"]["records_per_s"]
-            )
+            df, res = materialize(spark, sink, conn)
+            fig.add(f"materialize_{fmt}", time.monotonic() - t0, res.records_in)
+            df.unpersist()
         spark.stop()
+        fig.add("producer_perf", producer_perf(servers, "bench_pp", RECORDS, bytes_out // RECORDS), RECORDS)
+
+        # incremental runs, each a new `upsert-kafka-ops run` process into Delta (the CLI's own session)
+        pipeline = tmp / "pipeline.yaml"
+        _pipeline(pipeline, servers, _table("bench_src", servers, bounded=False), tmp / "warehouse")
+        fig.add("incremental_full", *_run_job(pipeline, "full"))
+        _produce(servers, "bench_src", RECORDS // 100, seed=43)
+        fig.add("incremental_1pct", *_run_job(pipeline, "incremental"))
+        _produce(servers, "bench_src", 10, seed=44)
+        fig.add("incremental_tiny", *_run_job(pipeline, "incremental"))
+
+    results["figures"] = fig.as_json()
+    results["targets"] = []
+    print(f"\n{'result':<30} {'baseline':<26} {'ratio':>7} {'target':>9}  met")
+    for name, base, target, sense in TARGETS:
+        ratio = _ratio(fig, name, base, sense)
+        met = ratio >= target if sense == "min" else ratio <= target
+        want = f"{'>=' if sense == 'min' else '<='}{target:g}"
+        results["targets"].append({"result": name, "baseline": base, "ratio": round(ratio, 3),
+                                   "target": want, "met": met})  # fmt: skip
+        print(f"{name:<30} {base:<26} {ratio:>7.2f} {want:>9}  {'yes' if met else 'NO'}")
     OUT.parent.mkdir(parents=True, exist_ok=True)
     OUT.write_text(json.dumps(results, indent=2) + "\n")
-    print(json.dumps(results, indent=2))
+    _chart(results, OUT.with_suffix(".png"))
+    print(f"bench: results in {OUT} and {OUT.with_suffix('.png')}")
     return 0
+
+
+def _chart(results: dict[str, Any], path: Path) -> None:
+    """Two panels: records/s of every throughput figure, and each target's ratio against its line."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rates = {
+        k: v["records_per_s"]
+        for k, v in results["figures"].items()
+        if v["records_per_s"] and not k.startswith("incremental")  # those are about time, not rate
+    }
+    targets = results["targets"]
+    fig, (left, right) = plt.subplots(1, 2, figsize=(15, 7), gridspec_kw={"width_ratios": [3, 2]})
+    names = list(rates)
+    left.barh(names, [rates[n] for n in names],
+              color=["tab:orange" if n.startswith(("flink", "consumer", "producer", "spark_raw")) else "tab:blue"
+                     for n in names])  # fmt: skip
+    left.invert_yaxis()
+    left.set_xlabel("records/s (median)")
+    left.set_title(
+        f"{results['records']:,} records, {results['keys']:,} keys, {results['partitions']} partitions"
+    )
+    labels = [f"{t['result']} / {t['baseline']} ({t['target']})" for t in targets]
+    right.barh(labels, [t["ratio"] for t in targets],
+               color=["tab:green" if t["met"] else "tab:red" for t in targets])  # fmt: skip
+    for i, t in enumerate(targets):
+        right.plot([float(t["target"][2:])] * 2, [i - 0.4, i + 0.4], color="black")
+    right.invert_yaxis()
+    right.set_xlabel("ratio (black: the target)")
+    right.set_title("targets (green: met)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
 
 
 if __name__ == "__main__":
