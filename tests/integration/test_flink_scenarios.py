@@ -514,6 +514,33 @@ def test_s8_zero_length_bounded_read(
     assert mresult.records_in == 0
 
 
+def test_a_caught_up_read_runs_no_spark_job_and_keeps_the_fold_schema(
+    kafka: LocalKafka, spark: SparkSession, new_topic: Callable[..., str]
+) -> None:
+    """An incremental run with nothing new (the common orchestrated tick) costs no Spark job: the
+    result is empty, with the columns and types a read with records gives."""
+    topic = new_topic()
+    t0 = _now_ms() - DAY
+    _produce(
+        kafka, topic, [_bounded_record(1, 100, "payload 1", t0), _bounded_record(2, 101, "payload 2", t0)]
+    )
+    table = _table(kafka, topic, _BOUNDED_DDL)
+    for read in (read_changes, materialize):
+        full, _ = read(spark, table, _conn(kafka))
+        assert full.count() == 2
+        group = f"caught-up-{read.__name__}"
+        spark.sparkContext.setJobGroup(group, "a read with nothing to read")
+        try:
+            empty, result = read(spark, table, _conn(kafka), start="latest")
+            assert spark.sparkContext.statusTracker().getJobIdsForGroup(group) == []
+            assert empty.collect() == []
+        finally:
+            spark.sparkContext.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]
+        assert empty.schema == full.schema
+        assert result.records_in == result.records_out == 0
+        assert result.start_offsets == result.end_offsets == {topic: {"0": 2}}
+
+
 # -- S9: temporal join ----------------------------------------------------------------------------
 def test_s9_temporal_join_as_of_snapshots(
     kafka: LocalKafka, spark: SparkSession, new_topic: Callable[..., str]

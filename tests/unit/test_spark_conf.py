@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from upsert_kafka_ops import jars
-from upsert_kafka_ops.errors import JarsError
+from upsert_kafka_ops.engine import class_archive
+from upsert_kafka_ops.errors import JarsError, ToolchainError
 from upsert_kafka_ops.runtime import spark_conf
 
 
@@ -53,3 +54,48 @@ def test_local_driver_gets_more_than_sparks_1g_default(jars_dir: Path) -> None:
     memory = spark_conf(jars_dir=jars_dir)["spark.driver.memory"]
     assert memory.endswith("g") and 1 <= int(memory[:-1]) <= 8
     assert "spark.driver.memory" not in spark_conf("yarn", jars_dir=jars_dir)
+
+
+# -- the local driver's class archive -------------------------------------------------------------
+@pytest.fixture
+def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv(jars.ENV_JARS_DIR, str(tmp_path / "cache" / "jars"))
+    monkeypatch.delenv(class_archive.ENV_SWITCH, raising=False)
+    return tmp_path / "cache"
+
+
+def test_a_local_driver_maps_the_class_archive_of_its_runtime_once_built(jars_dir: Path, cache: Path) -> None:
+    assert "SharedArchiveFile" not in spark_conf(jars_dir=jars_dir)["spark.driver.extraJavaOptions"]
+    archive = class_archive.archive_path(spark_conf(jars_dir=jars_dir))
+    assert archive is not None and archive.is_relative_to(cache)
+    archive.parent.mkdir(parents=True)
+    archive.write_bytes(b"archive")
+    options = spark_conf(jars_dir=jars_dir)["spark.driver.extraJavaOptions"].split()
+    assert options[0].startswith("-Dlog4j2.configurationFile=")
+    assert options[1:] == [f"-XX:SharedArchiveFile={archive}", "-Xshare:auto"]
+    assert class_archive.mapped(spark_conf(jars_dir=jars_dir)) == archive
+    # the driver of a cluster master runs elsewhere; a caller's own archive option is kept as it is
+    assert "SharedArchiveFile" not in spark_conf("yarn", jars_dir=jars_dir)["spark.driver.extraJavaOptions"]
+    own = {"spark.driver.extraJavaOptions": "-XX:ArchiveClassesAtExit=/tmp/x.jsa"}
+    assert (
+        spark_conf(jars_dir=jars_dir, extra=own)["spark.driver.extraJavaOptions"]
+        == own["spark.driver.extraJavaOptions"]
+    )
+
+
+def test_the_class_archive_follows_the_jars_and_can_be_turned_off(
+    jars_dir: Path, cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    before = class_archive.archive_path(spark_conf(jars_dir=jars_dir))
+    (jars_dir / "spark" / "delta.jar").write_bytes(b"PK another build")
+    assert class_archive.archive_path(spark_conf(jars_dir=jars_dir)) != before
+    archive = class_archive.archive_path(spark_conf(jars_dir=jars_dir))
+    assert archive is not None
+    archive.parent.mkdir(parents=True)
+    archive.write_bytes(b"archive")
+    assert class_archive.java_options(spark_conf(jars_dir=jars_dir))
+    monkeypatch.setenv(class_archive.ENV_SWITCH, "off")
+    assert class_archive.java_options(spark_conf(jars_dir=jars_dir)) == ""
+    monkeypatch.setenv(class_archive.ENV_SWITCH, "sometimes")
+    with pytest.raises(ToolchainError, match=class_archive.ENV_SWITCH):
+        spark_conf(jars_dir=jars_dir)

@@ -54,6 +54,11 @@ def register(sub: Any) -> None:
 def _jars(args: argparse.Namespace) -> int:
     if args.jars_command == "fetch":
         jars.fetch(groups=args.group, jars_dir=args.dir)
+        if "spark" in (args.group or jars.DEFAULT_GROUPS):  # the local driver's class archive
+            from upsert_kafka_ops.engine import class_archive
+            from upsert_kafka_ops.engine.session import spark_conf
+
+            class_archive.build(spark_conf(jars_dir=args.dir))
     else:
         for name in args.group or jars.DEFAULT_GROUPS:
             print(jars.group_dir(name, args.dir))

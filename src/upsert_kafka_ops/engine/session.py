@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -15,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from upsert_kafka_ops import jars
+from upsert_kafka_ops.engine import class_archive
 from upsert_kafka_ops.errors import ToolchainError
 
 if TYPE_CHECKING:
@@ -100,6 +102,9 @@ def spark_conf(
     }
     conf = {k: v for k, v in conf.items() if v != ""}
     conf.update(extra or {})
+    driver_opts = conf.get("spark.driver.extraJavaOptions", "")
+    if "Archive" not in driver_opts:  # unless the caller chose one: a local driver maps its classes
+        conf["spark.driver.extraJavaOptions"] = f"{driver_opts} {class_archive.java_options(conf)}".strip()
     return conf
 
 
@@ -167,7 +172,18 @@ def build_spark_session(master: str = "local[*]", **kwargs: Any) -> SparkSession
     conf = spark_conf(master, **kwargs)
     level = log_level(kwargs.get("level"))
     if SparkContext._active_spark_context is None:
-        _start_context(conf, quiet=level in ("error", "warn"))
+        try:
+            _start_context(conf, quiet=level in ("error", "warn"))
+        except Exception as exc:
+            archive = class_archive.mapped(conf)
+            if archive is None or "JAVA_GATEWAY_EXITED" not in str(exc):
+                raise
+            # a damaged archive stops the JVM at start: remove it and start without it
+            print(f"upsert-kafka-ops: the JVM could not map {archive}; removed it, starting without it",
+                  file=sys.stderr)  # fmt: skip
+            archive.unlink(missing_ok=True)
+            conf = spark_conf(master, **kwargs)
+            _start_context(conf, quiet=level in ("error", "warn"))
     builder = SparkSession.builder
     for key, value in conf.items():
         builder = builder.config(key, value)

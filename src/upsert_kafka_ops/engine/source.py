@@ -232,6 +232,10 @@ def _fold(
     raw = read_raw(spark, table, conn, bounds, headers)
     kcodec, vcodec = table.key_codec(), table.value_codec()
     key_names = [c.name for c in table.key_columns]
+    if bounds.span() == 0:  # nothing to read (a caught-up incremental run): no Spark job at all
+        return Read(_nothing(spark, table, raw, key_names, vcodec, keep_deletes), _result(
+            keep_deletes, bounds, dict.fromkeys(_STATS, 0), 0, 0, began
+        ))  # fmt: skip
     # the range is scanned once for the fold and the winning values (and first for a full check)
     progress.expect(bounds.span())
 
@@ -262,7 +266,17 @@ def _fold(
             winners.unpersist()
     finally:
         per_bytes.unpersist()
-    result = RunResult(
+    return Read(df, _result(keep_deletes, bounds, stats, parse_skipped, records_out, began))
+
+
+#: the fold's statistics (:func:`_fold_stats`)
+_STATS = ("records", "bytes", "tombs", "null_keys", "key_errors", "keys", "multi")
+
+
+def _result(
+    keep_deletes: bool, bounds: Bounds, stats: Any, parse_skipped: int, records_out: int, began: float
+) -> RunResult:
+    return RunResult(
         operation="read_changes" if keep_deletes else "materialize",
         topics=sorted({t for t, _ in bounds.partitions()}),
         records_in=int(stats["records"]),
@@ -277,7 +291,21 @@ def _fold(
         end_offsets=offsets_to_json(bounds.end),
         duration_s=round(time.monotonic() - began, 3),
     )
-    return Read(df, result)
+
+
+def _nothing(
+    spark: SparkSession,
+    table: UpsertKafkaTable,
+    raw: DataFrame,
+    key_names: list[str],
+    vcodec: Any,
+    keep_deletes: bool,
+) -> DataFrame:
+    """An empty result with the fold's schema: the plan is only analysed, never run."""
+
+    rows = _rows(table, raw, vcodec, key_from_value=False)
+    deletes = rows.select(*key_names, *POSITION)
+    return spark.createDataFrame([], _output(table, rows, deletes, keep_deletes).schema)
 
 
 def _per_key_bytes(table: UpsertKafkaTable, raw: DataFrame, kcodec: Any, key_names: list[str]) -> DataFrame:
@@ -377,13 +405,6 @@ def _winning_rows(
         F.col("ts").alias("_timestamp"),
     )
 
-    def finish(good: DataFrame) -> DataFrame:
-        out = good.drop("_error", "_is_null").withColumn("op", F.lit("+U"))
-        if keep_deletes:
-            out = out.unionByName(deletes.withColumn("op", F.lit("-D")), allowMissingColumns=True)
-            return out.select("op", *[c.name for c in table.columns], *POSITION)
-        return out.select(*[c.name for c in table.columns])
-
     # persisted: the check, the count and the result all use it (no filter on the decoded rows before
     # the cache: the optimizer would push it below the join and decode every last value). One job
     # fills it and counts the undecodable rows.
@@ -404,11 +425,23 @@ def _winning_rows(
             redo = _refold_without_bad(table, raw, affected, vcodec)
             good = decoded.where(~F.col("_error")).unionByName(redo)
         # materialize the result while its inputs are still cached, then let them go
-        out = finish(good).persist(StorageLevel.MEMORY_AND_DISK)
+        out = _output(table, good, deletes, keep_deletes).persist(StorageLevel.MEMORY_AND_DISK)
         records_out = out.count()
     finally:
         decoded.unpersist()
     return out, skipped, records_out
+
+
+def _output(table: UpsertKafkaTable, good: DataFrame, deletes: DataFrame, keep_deletes: bool) -> DataFrame:
+    """The fold's result from the decoded winning rows (``good``) and the winning tombstones'
+    keys and positions (``deletes``): the live rows, and with ``keep_deletes`` the deletes as '-D'."""
+    from pyspark.sql import functions as F
+
+    out = good.drop("_error", "_is_null").withColumn("op", F.lit("+U"))
+    if keep_deletes:
+        out = out.unionByName(deletes.withColumn("op", F.lit("-D")), allowMissingColumns=True)
+        return out.select("op", *[c.name for c in table.columns], *POSITION)
+    return out.select(*[c.name for c in table.columns])
 
 
 def _rows(

@@ -145,16 +145,19 @@ def delta_merge(
     app_id: str,
     version: int,
     metadata: dict[str, Any],
+    rows: int | None = None,
 ) -> dict[str, int]:
     """MERGE the last change per key (``op`` +U/-D) into the Delta table; one commit with the state.
-    With no changes, an empty append commits the state alone."""
+    With no changes, an empty append commits the state alone.
+
+    :param rows: the number of changes, when known (spares a Spark job that finds out)."""
     from delta.tables import DeltaTable
 
     names = [c for c, _ in target_columns(table)]
     text = json.dumps(metadata, sort_keys=True)
     src = changes.select("op", *names)
     with _delta_commit_confs(spark, app_id, version, text):
-        if src.isEmpty():
+        if rows == 0 if rows is not None else src.isEmpty():
             spark.createDataFrame([], spark.read.format("delta").load(path).schema).write.format(
                 "delta"
             ).mode("append").save(path)

@@ -148,7 +148,7 @@ def _read_and_write(
     payload = st.state_payload(job.name, run, end, mode, topic_ids=topic_ids(conn, sorted(r.end_offsets)))
     fault_point("after-read")
     try:
-        write_target(ctx.spark, target, Write(job, read.df, mode, run, payload, result))
+        write_target(ctx.spark, target, Write(job, read.df, mode, run, payload, result, r.records_out))
     finally:
         read.df.unpersist()
 

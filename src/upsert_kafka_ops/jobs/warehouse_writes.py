@@ -30,7 +30,8 @@ if TYPE_CHECKING:
 @dataclass(frozen=True)
 class Write:
     """One run's write: ``df`` (the latest row per key, or an incremental run's changes) and
-    ``payload`` (the offsets and run number stored with it); the counts go into ``result``."""
+    ``payload`` (the offsets and run number stored with it); the counts go into ``result``.
+    ``rows``: how many rows ``df`` holds, when the fold counted them."""
 
     job: MaterializeJob | BackfillJob
     df: DataFrame
@@ -38,6 +39,7 @@ class Write:
     run: int
     payload: dict[str, Any]
     result: JobResult
+    rows: int | None = None
 
 
 def write_target(spark: SparkSession, target: DeltaTarget | PostgresTarget | ParquetTarget, w: Write) -> None:
@@ -68,7 +70,9 @@ def _write_delta(spark: SparkSession, target: DeltaTarget, w: Write) -> None:
             app_id=job.name, version=run, metadata=meta,
         )  # fmt: skip
     elif mode == "incremental":
-        counts = wh.delta_merge(spark, df, path, table, app_id=job.name, version=run, metadata=meta)
+        counts = wh.delta_merge(
+            spark, df, path, table, app_id=job.name, version=run, metadata=meta, rows=w.rows
+        )
     else:
         counts = wh.delta_overwrite(spark, df, path, table, app_id=job.name, version=run, metadata=meta)
     after = st.read_delta_log(path).state
