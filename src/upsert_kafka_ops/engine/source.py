@@ -101,6 +101,10 @@ def read_raw(
     options = {f"kafka.{k}": v for k, v in client_properties(table.properties).items()}
     options.update(connection.to_spark_options())
     options.setdefault("kafka.isolation.level", "read_committed")
+    # a batch read drains whole ranges: fewer, larger polls (Kafka's default is 500 records a poll;
+    # measured on 1M records over 8 partitions: Spark's scan 2.73 s -> 2.50 s). A table's own
+    # 'properties.max.poll.records' wins.
+    options.setdefault("kafka.max.poll.records", "10000")
     if not parts:  # Spark's source needs at least one partition to assign; read an empty range instead
         t, p = bounds.partitions()[0] if bounds.partitions() else (table.topic[0] if table.topic else "", 0)
         parts, ranges = [(t, p)], {(t, p): (bounds.start.get((t, p), 0),) * 2}

@@ -82,7 +82,9 @@ class JsonCodec:
                 for f in self.row_type.fields:
                     field_error = field_error | F.coalesce(~F.array_contains(keys, f.name), F.lit(False))
             error = parsed.isNull() | parsed.getField("__corrupt").isNotNull() | field_error
-        return Decoded(F.when(data.isNull(), F.lit(None)).otherwise(value), data.isNotNull() & error)
+        # no CASE on NULL bytes around the value (from_json of NULL is NULL, so is the value): there
+        # the parse would sit in a branch, and Spark evaluates a parse it cannot share once per field
+        return Decoded(value, data.isNotNull() & error)
 
     def encode(self, row: Column) -> Column:
         """Flink's JSON encoder, byte for byte: fields in declaration order, nulls written (unless
