@@ -99,6 +99,34 @@ def test_offset_lag_is_exact_per_partition_and_in_total(
     assert [(p.partition, p.lag) for p in everything.partitions] == [(0, 6), (1, 0), (2, None)]
 
 
+def test_a_reused_admin_reads_the_record_at_an_unmoved_commit_once(
+    kafka: LocalKafka, new_topic: Callable[..., str], group: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The lag exporter's evaluations reuse one KafkaAdmin: a partition whose commit has not moved
+    (a stuck consumer: what an alert is about) is not read again; one whose commit moved is."""
+    topic = new_topic(partitions=2)
+    base = int(time.time() * 1000) - 60_000
+    stamps = {p: _produce(kafka, topic, p, 10, ts_ms=base + 1000 * p) for p in (0, 1)}
+    _commit(kafka, group, {(topic, 0): 4, (topic, 1): 2})
+    admin = KafkaAdmin(kafka.client_config(), timeout=10)
+    reads: list[int] = []
+    real = admin.record_reader
+    monkeypatch.setattr(admin, "record_reader", lambda isolation: reads.append(1) or real(isolation))
+
+    def record_times() -> dict[int, int | None]:
+        report = group_lag(admin, group, isolation="read_committed", topics=[topic])
+        assert all(p.time_lag_method == "record" for p in report.partitions)
+        return {p.partition: p.record_timestamp_ms for p in report.partitions}
+
+    try:
+        assert record_times() == {0: stamps[0][4], 1: stamps[1][2]} and len(reads) == 1
+        assert record_times() == {0: stamps[0][4], 1: stamps[1][2]} and len(reads) == 1  # nothing read
+        _commit(kafka, group, {(topic, 1): 5})
+        assert record_times() == {0: stamps[0][4], 1: stamps[1][5]} and len(reads) == 2
+    finally:
+        admin.close()
+
+
 def test_data_loss_and_time_lag_when_the_record_is_gone(
     kafka: LocalKafka, new_topic: Callable[..., str], group: str
 ) -> None:

@@ -213,6 +213,10 @@ class KafkaAdmin:
         self._client: Any = None
         self._errors: list[Any] = []
         self._readers: dict[str, Any] = {}
+        #: the first record lag evaluations found at or after a start offset with :meth:`record_reader`,
+        #: kept while this admin is reused (one per partition and isolation, a record never changes at
+        #: its offset): ``{(topic, partition, isolation): (start, found, monotonic time)}``
+        self.first_records: dict[tuple[str, int, str], tuple[int, Any, float]] = {}
 
     @property
     def bootstrap_servers(self) -> str:
@@ -230,6 +234,7 @@ class KafkaAdmin:
     def close(self) -> None:
         """Drop the clients (librdkafka closes its connections when a handle is destroyed)."""
         self._client = None
+        self.first_records = {}
         readers, self._readers = self._readers, {}
         for consumer in readers.values():
             consumer.close()

@@ -191,6 +191,10 @@ def estimate_time(points: Points, offset: int) -> Estimate | None:
 
 
 # -- reading one record per partition ------------------------------------------------------------------
+#: how long a reused KafkaAdmin trusts a first record it read (see _read_first_records)
+FIRST_RECORD_REUSE_S = 300.0
+
+
 @dataclass(frozen=True)
 class _Probe:
     offset: int
@@ -201,14 +205,27 @@ class _Probe:
 def _read_first_records(
     admin: KafkaAdmin, starts: Mapping[TopicPartitionKey, int], isolation: Isolation, deadline: float
 ) -> dict[TopicPartitionKey, _Probe]:
-    """The first record at or after each start offset (or the end of the partition), until ``deadline``."""
+    """The first record at or after each start offset (or the end of the partition), until ``deadline``.
+
+    A reused ``admin`` remembers what it found for FIRST_RECORD_REUSE_S: a partition whose start has
+    not moved since (a stuck consumer's, the one an alert is about) is not read again. A record never
+    changes at its offset; compaction may remove it, and then the remembered time is older than the
+    true one for at most that long. The end of a partition is never remembered (records arrive)."""
     from confluent_kafka import TIMESTAMP_NOT_AVAILABLE, KafkaError, TopicPartition
 
     if not starts:
         return {}
-    consumer = admin.record_reader(isolation)
-    consumer.assign([TopicPartition(t, p, off) for (t, p), off in starts.items()])
+    now = time.monotonic()
     found: dict[TopicPartitionKey, _Probe] = {}
+    for (t, p), off in starts.items():
+        seen = admin.first_records.get((t, p, isolation))
+        if seen is not None and seen[0] == off and now - seen[2] < FIRST_RECORD_REUSE_S:
+            found[(t, p)] = seen[1]
+    todo = {tp: off for tp, off in starts.items() if tp not in found}
+    if not todo:
+        return found
+    consumer = admin.record_reader(isolation)
+    consumer.assign([TopicPartition(t, p, off) for (t, p), off in todo.items()])
     try:
         while len(found) < len(starts):
             remaining = deadline - time.monotonic()
@@ -227,6 +244,7 @@ def _read_first_records(
                     continue
                 kind, ts = msg.timestamp()
                 found[tp] = _Probe(msg.offset(), None if kind == TIMESTAMP_NOT_AVAILABLE else int(ts))
+                admin.first_records[(*tp, isolation)] = (starts[tp], found[tp], now)
     finally:
         consumer.unassign()
     return found
