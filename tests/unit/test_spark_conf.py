@@ -50,6 +50,13 @@ def test_missing_jars_say_how_to_fetch(tmp_path: Path) -> None:
         spark_conf(jars_dir=tmp_path)
 
 
+def test_generated_code_past_hotspots_huge_method_limit_is_still_compiled(jars_dir: Path) -> None:
+    for side in ("driver", "executor"):
+        assert (
+            "-XX:-DontCompileHugeMethods" in spark_conf(jars_dir=jars_dir)[f"spark.{side}.extraJavaOptions"]
+        )
+
+
 def test_local_driver_gets_more_than_sparks_1g_default(jars_dir: Path) -> None:
     memory = spark_conf(jars_dir=jars_dir)["spark.driver.memory"]
     assert memory.endswith("g") and 1 <= int(memory[:-1]) <= 8
@@ -72,7 +79,7 @@ def test_a_local_driver_maps_the_class_archive_of_its_runtime_once_built(jars_di
     archive.write_bytes(b"archive")
     options = spark_conf(jars_dir=jars_dir)["spark.driver.extraJavaOptions"].split()
     assert options[0].startswith("-Dlog4j2.configurationFile=")
-    assert options[1:] == [f"-XX:SharedArchiveFile={archive}", "-Xshare:auto"]
+    assert options[-2:] == [f"-XX:SharedArchiveFile={archive}", "-Xshare:auto"]
     assert class_archive.mapped(spark_conf(jars_dir=jars_dir)) == archive
     # the driver of a cluster master runs elsewhere; a caller's own archive option is kept as it is
     assert "SharedArchiveFile" not in spark_conf("yarn", jars_dir=jars_dir)["spark.driver.extraJavaOptions"]

