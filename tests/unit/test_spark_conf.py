@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import time
 from pathlib import Path
 
 import pytest
@@ -106,3 +108,21 @@ def test_the_class_archive_follows_the_jars_and_can_be_turned_off(
     monkeypatch.setenv(class_archive.ENV_SWITCH, "sometimes")
     with pytest.raises(ToolchainError, match=class_archive.ENV_SWITCH):
         spark_conf(jars_dir=jars_dir)
+
+
+def test_a_new_class_archive_keeps_three_others_the_newest(tmp_path: Path) -> None:
+    archives = []
+    for age in range(6):  # six other runtimes' archives, the first the newest
+        old = tmp_path / f"spark-driver-{age:016x}.jsa"
+        old.write_bytes(b"x")
+        stamp = time.time() - 3600 * (age + 1)
+        os.utime(old, (stamp, stamp))
+        archives.append(old)
+    new = tmp_path / "spark-driver-ffffffffffffffff.jsa"
+    new.write_bytes(b"x")
+    (tmp_path / "other.txt").write_text("not an archive")
+    removed = class_archive.prune(new)
+    assert sorted(removed) == sorted(archives[class_archive.KEEP_OTHERS :])
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        [new.name, "other.txt", *(a.name for a in archives[: class_archive.KEEP_OTHERS])]
+    )

@@ -117,4 +117,22 @@ def build(conf: dict[str, str], log: bool = True) -> Path | None:
                 f"{proc.stderr[-3000:]}\nSet ${ENV_SWITCH}=off to run without it."
             )
         os.replace(partial, path)  # whole or not at all: a JVM that maps a partial archive stops
+    prune(path)
     return path
+
+
+#: archives of other runtimes (other checkouts, JDKs, jar sets) kept beside a new one
+KEEP_OTHERS = 3
+
+
+def prune(kept: Path) -> list[Path]:
+    """Remove the archives beside ``kept`` but the KEEP_OTHERS newest (each is about 180 MB; a
+    runtime whose archive went trains it again at its next ``jars fetch``). Returns those removed."""
+    others = sorted(
+        (p for p in kept.parent.glob("spark-driver-*.jsa") if p != kept),
+        key=lambda p: p.stat().st_mtime,
+        reverse=True,
+    )
+    for old in others[KEEP_OTHERS:]:
+        old.unlink(missing_ok=True)
+    return others[KEEP_OTHERS:]
