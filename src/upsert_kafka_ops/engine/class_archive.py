@@ -98,7 +98,7 @@ def mapped(conf: dict[str, str]) -> Path | None:
 
 def build(conf: dict[str, str], log: bool = True) -> Path | None:
     """Write the archive of ``conf``'s runtime unless it is there (a training session in a child
-    process; about 15 s). Returns its path, or None when turned off or without a ``java``."""
+    process; about 30 s on 2 cores). Returns its path, or None when turned off or without a ``java``."""
     path = archive_path(conf)
     if path is None or not enabled() or path.is_file():
         return path if path is not None and path.is_file() else None
