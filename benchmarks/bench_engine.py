@@ -3,8 +3,8 @@
 Baselines: Kafka's ``ConsumerPerformance`` and ``ProducerPerformance``; Spark's own raw read of the
 topic (``key, value`` into the ``noop`` sink: the floor of any Spark design); a bare Spark start
 (``spark.range(1).count()`` in a new process); and the peer, Flink 2.2.1's bounded upsert-kafka job on
-the same topic (PyFlink in ``.venv-flink``, ``benchmarks/flink_job.py``), its job time and its whole
-process.
+the same topic (PyFlink in ``.venv-flink``, run by the conformance suite's
+``tests/conformance/flink_runner.py``), its job time and its whole process.
 
 Measured: ``materialize`` warm (a session that has run it before) and cold (a new process: session
 start and one materialize, ``benchmarks/cold_run.py``); incremental runs as an orchestrator starts them
@@ -46,6 +46,7 @@ OUT = Path(os.environ.get("BENCH_OUT", "build/bench/results.json"))
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 FLINK_PYTHON = Path(os.environ.get("UKO_FLINK_PYTHON") or ROOT / ".venv-flink" / "bin" / "python")
+FLINK_RUNNER = ROOT / "tests" / "conformance" / "flink_runner.py"  # real Flink, as the suite runs it
 FORMATS = ("json", "avro", "avro-confluent")
 COLUMNS = [
     {"name": "id", "type": "BIGINT"},
@@ -178,15 +179,23 @@ def producer_perf(servers: str, topic: str, n: int, size: int) -> float:
 
 
 def flink_job(table: UpsertKafkaTable) -> tuple[float, float]:
-    """Flink's bounded job over ``table`` in a new PyFlink process: (job seconds, process seconds)."""
+    """Flink's bounded job over ``table`` into a ``blackhole`` sink (the fold is Flink's
+    ChangelogNormalize), run by the conformance suite's Flink runner in a new PyFlink process:
+    (job seconds, process seconds)."""
     if not FLINK_PYTHON.is_file():
         raise SystemExit(
             f"PyFlink's virtualenv is missing ({FLINK_PYTHON}): run `make flink` (make bench does)."
         )
-    job = {"jars": [str(j) for j in jars.jar_paths("flink")], "parallelism": 2,
-           "ddl": table.to_flink_ddl(), "table": table.name}  # fmt: skip
-    secs, out = _process([str(FLINK_PYTHON), str(HERE / "flink_job.py")], json.dumps(job))
-    return float(out["job_s"]), secs
+    sink = (
+        f"CREATE TABLE `bench_blackhole` WITH ('connector' = 'blackhole') LIKE `{table.name}` (EXCLUDING ALL)"
+    )
+    case = {"name": "bench", "table": table.name, "ddl": table.to_flink_ddl(), "more": [sink],
+            "insert": f"INSERT INTO `bench_blackhole` SELECT * FROM `{table.name}`"}  # fmt: skip
+    job = {"jars": [str(j) for j in jars.jar_paths("flink")], "parallelism": 2, "cases": [case]}
+    secs, out = _process([str(FLINK_PYTHON), str(FLINK_RUNNER)], json.dumps(job))
+    if not out.get("written"):
+        raise RuntimeError(f"Flink's bounded job failed: {out.get('error')}")
+    return float(out["seconds"]), secs
 
 
 class Figures:

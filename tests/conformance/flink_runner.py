@@ -6,7 +6,8 @@ The job (JSON on stdin): ``{"jars": [paths], "parallelism": 2, "cases": [{"name"
 in streaming mode (the DDL bounds the read, e.g. ``'scan.bounded.mode' = 'latest-offset'``) and this
 prints one JSON line on stdout: ``{"name", "columns", "changes": [[row kind, [cells]], ...]}`` or
 ``{"name", "error"}`` when Flink fails the query; a case with ``insert`` runs that statement to its
-end instead and prints ``{"name", "written": true}``. Cells are in :func:`values.canon`'s form.
+end instead and prints ``{"name", "written": true, "seconds"}`` (submit to end, mini-cluster start
+included: ``make bench`` times Flink's job with it). Cells are in :func:`values.canon`'s form.
 Flink's own logs go to stderr.
 """
 
@@ -16,6 +17,7 @@ import json
 import os
 import re
 import sys
+import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
@@ -88,8 +90,10 @@ def main() -> int:
             for ddl in [case["ddl"], *case.get("more", [])]:
                 env.execute_sql(ddl)
             if case.get("insert"):
+                began = time.monotonic()
                 env.execute_sql(case["insert"]).wait()
                 out["written"] = True
+                out["seconds"] = time.monotonic() - began  # make bench's figure of Flink's job
                 print(json.dumps(out), flush=True)
                 continue
             schema = env.from_path(f"`{case['table']}`").get_resolved_schema()

@@ -24,10 +24,12 @@ print(spark.range(10).selectExpr("max_by(id, id)").first()[0])
 """
 
 
-def _session(*conf: str) -> subprocess.CompletedProcess[str]:
+def _session(cwd: Path, *conf: str) -> subprocess.CompletedProcess[str]:
+    """A session in a new process, in ``cwd`` (a JVM that crashes writes its report there)."""
     return subprocess.run(
-        [sys.executable, "-c", SESSION, *conf], capture_output=True, text=True, timeout=300, check=False
-    )
+        [sys.executable, "-c", SESSION, *conf], cwd=cwd, capture_output=True, text=True, timeout=300,
+        check=False,
+    )  # fmt: skip
 
 
 def test_a_run_maps_the_class_archive_that_jars_fetch_built(jars_dir: Path, tmp_path: Path) -> None:
@@ -37,7 +39,7 @@ def test_a_run_maps_the_class_archive_that_jars_fetch_built(jars_dir: Path, tmp_
     log = tmp_path / "classes.log"
     options = f"{conf['spark.driver.extraJavaOptions']} -Xlog:class+load=info:file={log}"
     assert f"-XX:SharedArchiveFile={archive}" in options
-    proc = _session(f"spark.driver.extraJavaOptions={options}")
+    proc = _session(tmp_path, f"spark.driver.extraJavaOptions={options}")
     assert proc.returncode == 0 and proc.stdout.strip() == "9", proc.stderr[-3000:]
     lines = log.read_text().splitlines()
     mapped = [ln for ln in lines if ln.endswith("source: shared objects file (top)")]
@@ -62,9 +64,10 @@ def test_a_damaged_class_archive_is_removed_and_the_run_starts_without_it(
     try:
         again = spark_conf(jars_dir=jars_dir, extra={"spark.driver.extraClassPath": str(extra)})
         assert class_archive.mapped(again) == archive
-        proc = _session(f"spark.driver.extraClassPath={extra}")
+        proc = _session(tmp_path, f"spark.driver.extraClassPath={extra}")
         assert proc.returncode == 0 and proc.stdout.strip() == "9", proc.stderr[-3000:]
         assert f"could not map {archive}" in proc.stderr
+        assert list(tmp_path.glob("hs_err_pid*.log")), "the crash report is in the working folder, as said"
         assert not archive.exists()
     finally:
         archive.unlink(missing_ok=True)

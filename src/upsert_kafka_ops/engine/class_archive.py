@@ -100,8 +100,10 @@ def build(conf: dict[str, str], log: bool = True) -> Path | None:
     """Write the archive of ``conf``'s runtime unless it is there (a training session in a child
     process; about 30 s on 2 cores). Returns its path, or None when turned off or without a ``java``."""
     path = archive_path(conf)
-    if path is None or not enabled() or path.is_file():
-        return path if path is not None and path.is_file() else None
+    if path is None or not enabled():
+        return None
+    if path.is_file():
+        return path
     path.parent.mkdir(parents=True, exist_ok=True)
     if log:
         print(f"class archive: training the Spark driver's class archive {path.name}", file=sys.stderr)

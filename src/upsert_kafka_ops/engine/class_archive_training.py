@@ -11,6 +11,7 @@ from pathlib import Path
 def train(out: Path) -> None:
     """The training session: what a run loads (session start, the Kafka source, the formats' codecs,
     aggregation, joins, windows, Delta and Parquet), then a clean JVM exit that writes ``out``."""
+    from delta.tables import DeltaTable
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
@@ -54,8 +55,6 @@ def train(out: Path) -> None:
         per_key.join(F.broadcast(ranked), "key").select("key", "n").collect()
         delta, parquet = f"{tmp}/delta", f"{tmp}/parquet"
         per_key.select("key", "n").write.format("delta").save(delta)
-        from delta.tables import DeltaTable
-
         spark.conf.set("spark.databricks.delta.write.txnAppId", "train")
         spark.conf.set("spark.databricks.delta.write.txnVersion", "1")
         (DeltaTable.forPath(spark, delta).alias("t").merge(per_key.select("key", "n").alias("s"), "t.key = s.key")

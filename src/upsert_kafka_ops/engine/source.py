@@ -306,7 +306,6 @@ def _nothing(
     keep_deletes: bool,
 ) -> DataFrame:
     """An empty result with the fold's schema: the plan is only analysed, never run."""
-
     rows = _rows(table, raw, vcodec, key_from_value=False)
     deletes = rows.select(*key_names, *POSITION)
     return spark.createDataFrame([], _output(table, rows, deletes, keep_deletes).schema)
