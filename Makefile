@@ -18,13 +18,18 @@ TOOLS_DIR ?= $(HOME)/.cache/upsert-kafka-ops/tools
 HELM_BUILT := $(TOOLS_DIR)/helm-$(HELM_VERSION)/helm
 HELM := .tools/bin/helm
 GO ?= $(shell command -v go || echo /usr/local/go/bin/go)
+# Kerberos (GSSAPI) for the librdkafka clients: confluent-kafka built from source against a librdkafka
+# with Cyrus SASL (scripts/build-librdkafka.sh), once per machine into the user cache. make test needs
+# it (a real MIT KDC and a GSSAPI listener); make demo keeps the wheel.
+LIBRDKAFKA_BUILT := $(TOOLS_DIR)/librdkafka-2.15.1-gssapi
+KERBEROS_STAMP := $(VENV)/.kerberos-stamp
 # Real Flink, the conformance tests' oracle: PyFlink in its own virtualenv (its pins clash with
 # pyspark's world), Flink's Kafka connector jar through the project's jar fetcher.
 FLINK_VENV := .venv-flink
 FLINK_STAMP := $(FLINK_VENV)/.installed-stamp
 FLINK_VERSION := 2.2.1
 
-.PHONY: help toolchain install jars flink registry lint unit check helm chart integration test demo bench constraints clean
+.PHONY: help toolchain install jars flink kerberos registry lint unit check helm chart integration test demo bench constraints clean
 
 help:
 	@echo "make demo   - install, fetch jars, run the main job on a local Kafka broker and local Spark"
@@ -47,6 +52,19 @@ install: toolchain
 
 jars: install
 	@$(TIMED) jars $(BIN)/upsert-kafka-ops jars fetch
+
+$(LIBRDKAFKA_BUILT)/.built:
+	@$(TIMED) "librdkafka build" scripts/build-librdkafka.sh $(LIBRDKAFKA_BUILT)
+
+$(KERBEROS_STAMP): $(STAMP) $(LIBRDKAFKA_BUILT)/.built
+	env C_INCLUDE_PATH=$(LIBRDKAFKA_BUILT)/include LIBRARY_PATH=$(LIBRDKAFKA_BUILT)/lib \
+	  LDFLAGS="-Wl,-rpath,$(LIBRDKAFKA_BUILT)/lib" $(BIN)/pip install -q --no-cache-dir --no-deps \
+	  --force-reinstall --no-binary confluent-kafka -c constraints.txt confluent-kafka
+	@touch $@
+
+kerberos: install
+	@scripts/ensure-toolchain.sh kerberos
+	@$(TIMED) kerberos $(MAKE) --no-print-directory $(KERBEROS_STAMP)
 
 $(FLINK_STAMP): constraints-flink.txt
 	$(PYTHON) -m venv $(FLINK_VENV)
@@ -88,7 +106,7 @@ registry: jars
 
 # The suites with real services, side by side in their own pytest processes (scripts/run-suites.sh);
 # the conformance suite compares the engine with real Flink.
-integration: jars flink registry
+integration: jars flink kerberos registry
 	@$(TIMED) "integration, conformance, airflow and dagster tests" env UKO_FLINK_PYTHON=$(CURDIR)/$(FLINK_VENV)/bin/python scripts/run-suites.sh $(BIN)/pytest build/test-logs
 
 test: jars lint unit chart integration

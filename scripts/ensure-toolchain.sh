@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Java 17+ and Maven are needed for the Kafka broker, Spark and the jar resolution; the PostgreSQL
 # server programs for the local warehouse (src/upsert_kafka_ops/local/postgres.py).
+# With the argument `kerberos` (make kerberos, make test): a real MIT KDC and the libraries librdkafka
+# is built with for GSSAPI (scripts/build-librdkafka.sh).
 # As root on Debian they are installed with apt-get; anywhere else a missing tool is a loud error.
 set -euo pipefail
 
@@ -31,6 +33,19 @@ if ! command -v java >/dev/null 2>&1 || [ "$(java_major)" -lt 17 ] 2>/dev/null; 
 fi
 command -v mvn >/dev/null 2>&1 || need+=(maven)
 pg_bindir >/dev/null || need+=(postgresql)
+if [ "${1:-}" = kerberos ]; then
+  # the KDC and its admin tool (src/upsert_kafka_ops/local/kdc.py), kinit (librdkafka renews tickets with it)
+  command -v krb5kdc >/dev/null 2>&1 || [ -x /usr/sbin/krb5kdc ] || need+=(krb5-kdc)
+  command -v kadmin.local >/dev/null 2>&1 || [ -x /usr/sbin/kadmin.local ] || need+=(krb5-admin-server)
+  command -v kinit >/dev/null 2>&1 || need+=(krb5-user)
+  command -v pkg-config >/dev/null 2>&1 || need+=(pkg-config)
+  # librdkafka's build: a header of each library, and the Cyrus SASL GSSAPI plugin
+  for pair in sasl/sasl.h:libsasl2-dev openssl/ssl.h:libssl-dev zlib.h:zlib1g-dev zstd.h:libzstd-dev \
+      lz4.h:liblz4-dev curl/curl.h:libcurl4-openssl-dev; do
+    [ -f "/usr/include/${pair%%:*}" ] || [ -f "/usr/include/x86_64-linux-gnu/${pair%%:*}" ] || need+=("${pair#*:}")
+  done
+  ls /usr/lib/*/sasl2/libgssapiv2.so* >/dev/null 2>&1 || need+=(libsasl2-modules-gssapi-mit)
+fi
 
 if [ ${#need[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then

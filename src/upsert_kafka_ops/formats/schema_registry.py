@@ -178,7 +178,7 @@ def client(config: RegistryConfig) -> Any:
         if found is None:
             try:
                 from confluent_kafka.schema_registry import SchemaRegistryClient
-            except ImportError as exc:  # httpx2/attrs/cachetools/authlib are an extra
+            except ImportError as exc:  # httpx/attrs/cachetools/authlib are an extra
                 from upsert_kafka_ops.errors import ToolchainError
 
                 raise ToolchainError(
