@@ -7,7 +7,7 @@ import json
 import os
 import subprocess
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -69,15 +69,22 @@ def flink_python() -> Path:
     return python
 
 
-def run(cases: Sequence[Case], jars: Sequence[Path], log: Path, timeout: float = 600.0) -> dict[str, Outcome]:
-    """Run every case in one PyFlink process (one JVM start for them all); Flink's logs go to ``log``."""
+def run(
+    cases: Sequence[Case],
+    jars: Sequence[Path],
+    log: Path,
+    timeout: float = 600.0,
+    env: Mapping[str, str] | None = None,
+) -> dict[str, Outcome]:
+    """Run every case in one PyFlink process (one JVM start for them all); Flink's logs go to ``log``;
+    ``env`` adds to the process's environment (e.g. JVM options through ``JAVA_TOOL_OPTIONS``)."""
     job = {"jars": [str(j) for j in jars], "parallelism": 2,
            "cases": [{"name": c.name, "table": c.table, "ddl": c.ddl, "more": list(c.more), "insert": c.insert}
                      for c in cases]}  # fmt: skip
     with open(log, "wb") as err:
         proc = subprocess.run(
             [str(flink_python()), str(RUNNER)], input=json.dumps(job).encode(), stdout=subprocess.PIPE,
-            stderr=err, timeout=timeout, check=False,
+            stderr=err, timeout=timeout, check=False, env={**os.environ, **(env or {})},
         )  # fmt: skip
     outcomes = {}
     for line in proc.stdout.decode().splitlines():

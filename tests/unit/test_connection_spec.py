@@ -556,7 +556,8 @@ def test_owned_properties_are_rejected(key: str, field: str, where: str) -> None
     ("fields", "at_fault"),
     [
         ({"security_protocol": "TLS"}, "security_protocol"),
-        ({"security_protocol": "SASL_SSL", "sasl_mechanism": "GSSAPI"}, "sasl_mechanism"),
+        ({"security_protocol": "SASL_SSL", "sasl_mechanism": "KERBEROS"}, "sasl_mechanism"),
+        ({"kerberos_principal": "a@B"}, "kerberos_principal"),  # without GSSAPI
         ({"ssl_truststore_type": "DER"}, "ssl_truststore_type"),
         ({"ssl_keystore_type": "PEM"}, "ssl_keystore_type"),
         ({"properties": {"a": 1}}, "properties.a"),

@@ -4,6 +4,8 @@ configuration built from the result."""
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from upsert_kafka_ops.errors import SpecError
@@ -91,18 +93,96 @@ def test_a_store_without_its_type_is_read_as_kafkas_java_client_reads_it() -> No
     assert for_table(typed, {"ssl.truststore.location": "/x.jks"}).ssl_truststore_type == "PKCS12"
 
 
+KRB5 = "com.sun.security.auth.module.Krb5LoginModule"
+KERBEROS = {"connector": "upsert-kafka", "topic": "t", "key.format": "json", "value.format": "json",
+            "properties.bootstrap.servers": "kdc-host:9092", "properties.security.protocol": "SASL_PLAINTEXT",
+            "properties.sasl.mechanism": "GSSAPI", "properties.sasl.kerberos.service.name": "kafka-svc"}  # fmt: skip
+
+
+def _kerberos_table(**properties: str) -> UpsertKafkaTable:
+    options = {**KERBEROS, **{f"properties.{k}": v for k, v in properties.items()}}
+    return UpsertKafkaTable.from_options(options, [{"name": "id", "type": "BIGINT"}], ["id"])
+
+
+def test_kerberos_as_dli_writes_it_reaches_both_clients(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("KRB5_CONFIG", raising=False)
+    table = _kerberos_table(**{
+        "connector.auth.open": "true", "connector.kerberos.principal": "etl@EXAMPLE.COM",
+        "connector.kerberos.keytab": "/etc/etl.keytab", "connector.kerberos.krb5": "/etc/example-krb5.conf",
+    })  # fmt: skip
+    conn = for_table(KafkaConnection(bootstrap_servers="b:9092"), table.properties)
+    assert (conn.sasl_mechanism, conn.kerberos_principal, conn.kerberos_keytab, conn.kerberos_service_name) == (
+        "GSSAPI", "etl@EXAMPLE.COM", "/etc/etl.keytab", "kafka-svc"
+    )  # fmt: skip
+    java = conn.java_client_properties()
+    assert java["sasl.jaas.config"] == (
+        f'{KRB5} required useKeyTab=true storeKey=true keyTab="/etc/etl.keytab" principal="etl@EXAMPLE.COM";'
+    )
+    assert java["sasl.kerberos.service.name"] == "kafka-svc"
+    rdk = conn.to_librdkafka()
+    assert (rdk["sasl.kerberos.principal"], rdk["sasl.kerberos.keytab"]) == (
+        "etl@EXAMPLE.COM",
+        "/etc/etl.keytab",
+    )
+    assert rdk["sasl.kerberos.service.name"] == "kafka-svc" and rdk["sasl.mechanism"] == "GSSAPI"
+    assert os.environ["KRB5_CONFIG"] == "/etc/example-krb5.conf"  # MIT's library reads it from there
+    assert client_properties(table.properties) == {}  # none of them is a Java client property
+
+
+def test_kerberos_as_apache_kafka_writes_it_a_jaas_line_is_no_secret() -> None:
+    jaas = f'{KRB5} required useKeyTab=true storeKey=true keyTab="/k/etl.keytab" principal="etl@EX.COM";'
+    table = _kerberos_table(**{"sasl.jaas.config": jaas})
+    conn = for_table(KafkaConnection(bootstrap_servers="b:9092"), table.properties)
+    assert conn.java_client_properties()["sasl.jaas.config"] == jaas
+    rdk = conn.to_librdkafka()  # librdkafka has no JAAS: the principal and keytab come out of it
+    assert (rdk["sasl.kerberos.principal"], rdk["sasl.kerberos.keytab"]) == ("etl@EX.COM", "/k/etl.keytab")
+    cache = f'{KRB5} required useTicketCache=true principal="etl@EX.COM";'
+    rdk = for_table(KafkaConnection(bootstrap_servers="b:9092"), {"sasl.mechanism": "GSSAPI",
+                    "security.protocol": "SASL_PLAINTEXT", "sasl.jaas.config": cache}).to_librdkafka()  # fmt: skip
+    assert "sasl.kerberos.keytab" not in rdk and rdk["sasl.kerberos.min.time.before.relogin"] == "0"
+    assert "password" not in repr(table) and "etl.keytab" in table.to_flink_ddl()
+
+
 @pytest.mark.parametrize(
-    ("properties", "field"),
+    ("properties", "field", "message"),
     [
-        ({"properties.sasl.mechanism": "GSSAPI"}, "properties.sasl.mechanism"),
-        ({"properties.sasl.kerberos.service.name": "kafka"}, "properties.sasl.kerberos.service.name"),
+        ({"connector.auth.open": "yes"}, "properties.connector.auth.open", "is 'yes'"),
+        ({"connector.auth.open": "false", "connector.kerberos.principal": "a@B"},
+         "properties.connector.auth.open", "connector.kerberos.principal is set"),
+        ({"connector.kerberos.keytab": "obs://bucket/user.keytab", "connector.kerberos.principal": "a@B"},
+         "properties.connector.kerberos.keytab", "obs:// files are not downloaded"),
+        ({"connector.kerberos.krb5": "s3://b/krb5.conf"}, "properties.connector.kerberos.krb5", "s3://"),
+        ({"connector.kerberos.principal": "a@B"}, "kerberos_keytab", "go together"),
+        ({}, "kerberos_principal", "GSSAPI needs a principal and its keytab"),
     ],
-)
-def test_kerberos_in_a_table_is_refused_at_validation_not_at_the_first_connection(
-    properties: dict[str, str], field: str
+)  # fmt: skip
+def test_kerberos_mistakes_are_refused_at_validation(
+    properties: dict[str, str], field: str, message: str
 ) -> None:
-    options = {"connector": "upsert-kafka", "topic": "t", "key.format": "json", "value.format": "json",
-               "properties.security.protocol": "SASL_PLAINTEXT", **properties}  # fmt: skip
-    with pytest.raises(SpecError, match=r"Kerberos \(GSSAPI\) is not supported yet") as info:
-        UpsertKafkaTable.from_options(options, [{"name": "id", "type": "BIGINT"}], ["id"])
+    with pytest.raises(SpecError, match=message) as info:
+        table = _kerberos_table(**properties)
+        for_table(KafkaConnection(bootstrap_servers="b:9092"), table.properties)
     assert info.value.field == field and info.value.fix
+
+
+def test_a_second_krb5_conf_in_one_process_is_an_error_naming_both(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("KRB5_CONFIG", "/etc/krb5-one.conf")
+    conn = KafkaConnection(bootstrap_servers="b:9092", security_protocol="SASL_PLAINTEXT", sasl_mechanism="GSSAPI",
+                           kerberos_principal="a@B", kerberos_keytab="/a.keytab",
+                           kerberos_krb5_conf="/etc/krb5-two.conf")  # fmt: skip
+    with pytest.raises(SpecError, match=r"krb5-two\.conf.*KRB5_CONFIG='/etc/krb5-one\.conf'") as info:
+        conn.to_librdkafka()
+    assert info.value.field == "kerberos_krb5_conf"
+
+
+def test_an_airflow_kafka_connections_kerberos_keys_become_the_fields() -> None:
+    conn = KafkaConnection.from_librdkafka({
+        "bootstrap.servers": "b:9092", "security.protocol": "SASL_SSL", "sasl.mechanism": "GSSAPI",
+        "sasl.kerberos.principal": "etl@EX.COM", "sasl.kerberos.keytab": "/k/etl.keytab",
+        "sasl.kerberos.service.name": "kafka-svc",
+    })  # fmt: skip
+    assert (conn.kerberos_principal, conn.kerberos_keytab, conn.kerberos_service_name) == (
+        "etl@EX.COM", "/k/etl.keytab", "kafka-svc"
+    )  # fmt: skip
+    assert conn.librdkafka_properties == {}
+    assert 'principal="etl@EX.COM"' in conn.java_client_properties()["sasl.jaas.config"]

@@ -17,10 +17,12 @@ from typing import TYPE_CHECKING, Any
 
 from upsert_kafka_ops import jars
 from upsert_kafka_ops.engine import class_archive
-from upsert_kafka_ops.errors import ToolchainError
+from upsert_kafka_ops.errors import SpecError, ToolchainError
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
+
+    from upsert_kafka_ops.spec.connection import KafkaConnection
 
 #: the Spark (log4j) level when the caller names none: ``warn`` for the library; the CLI sets ``error``
 #: (``info`` with ``-v``) through this variable, so every session its process builds follows it
@@ -223,3 +225,24 @@ def _pump(stream: Any, dropped: tuple[bytes, ...]) -> None:
                 os.write(2, line)
             except OSError:
                 return
+
+
+def use_krb5_conf(spark: SparkSession, connection: KafkaConnection) -> None:
+    """Point the driver JVM's Kerberos at a GSSAPI connection's ``kerberos_krb5_conf``: Kafka's Java
+    client reads the JVM's one ``java.security.krb5.conf``, loaded at its first Kerberos login. In
+    local mode the executors are this JVM; a cluster's executors read theirs from
+    ``spark.executor.extraJavaOptions`` (or ``/etc/krb5.conf``)."""
+    path = connection.kerberos_krb5_conf
+    if connection.sasl_mechanism != "GSSAPI" or path is None:
+        return
+    system = spark.sparkContext._jvm.java.lang.System  # type: ignore[union-attr]
+    current = system.getProperty("java.security.krb5.conf")
+    if current is None:
+        system.setProperty("java.security.krb5.conf", path)
+    elif os.path.realpath(current) != os.path.realpath(path):
+        raise SpecError(
+            "kerberos_krb5_conf",
+            f"is {path!r}, but this Spark driver already uses java.security.krb5.conf={current!r} (a JVM "
+            "reads one krb5.conf).",
+            "use one krb5.conf that lists every realm, for every connection this session runs.",
+        )

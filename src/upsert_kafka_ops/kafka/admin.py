@@ -18,7 +18,10 @@ from upsert_kafka_ops.errors import KafkaConnectionError, SpecError
 from upsert_kafka_ops.spec.connection import KafkaConnection
 
 _LOG = logging.getLogger("upsert_kafka_ops.kafka.client")
-_AUTH_HINT = "check the username, password and SASL mechanism of the connection"
+_AUTH_HINT = (
+    "check the connection's credentials (username and password, or Kerberos principal, keytab and "
+    "krb5.conf) and its SASL mechanism"
+)
 _SSL_HINT = "check the CA file (ssl.ca.location) and that the server certificate names the host"
 _K = TypeVar("_K")
 #: The group id of record readers: set because librdkafka requires one, never joined nor committed to.
@@ -71,8 +74,10 @@ def _describe(bootstrap: str, seen: list[Any], last: str, timeout: float) -> str
     from confluent_kafka import KafkaError
 
     texts = [e.str() for e in seen]
-    if any(e.code() == KafkaError._AUTHENTICATION for e in seen):
+    auth = [e.str() for e in seen if e.code() == KafkaError._AUTHENTICATION]
+    if auth:
         cause = f"authentication failed ({_AUTH_HINT})"
+        texts = auth  # what the login said, not the "brokers are down" that follows it
     elif any(e.code() == KafkaError._SSL or "SSL" in e.str() for e in seen):
         cause = f"TLS handshake failed ({_SSL_HINT})"
     else:

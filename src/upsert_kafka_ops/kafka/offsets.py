@@ -39,14 +39,10 @@ def topic_partitions(
 
     :raises SpecError: when a named topic does not exist.
     """
-    from confluent_kafka import KafkaException
+    from upsert_kafka_ops.kafka.admin import probe
 
-    try:
-        md = _admin(config).list_topics(timeout=timeout)
-    except KafkaException as exc:
-        raise KafkaConnectionError(
-            f"Cannot list topics at {config.get('bootstrap.servers')}: {exc}"
-        ) from None
+    # the metadata through probe: an authentication or TLS failure ends the wait at once and is named
+    md = probe(config, timeout=timeout)
     if pattern is not None:
         rx = re.compile(pattern)
         names = sorted(t for t in md.topics if rx.fullmatch(t) and not t.startswith("__"))

@@ -1,9 +1,10 @@
 """Local services for development, demos and tests: a real Kafka broker, a real PostgreSQL, a real
-Schema-Registry-compatible server and a Spark standalone cluster on 127.0.0.1."""
+Schema-Registry-compatible server, a real MIT KDC and a Spark standalone cluster on 127.0.0.1."""
 
 from __future__ import annotations
 
 from upsert_kafka_ops.local.kafka import LocalKafka
+from upsert_kafka_ops.local.kdc import LocalKdc
 from upsert_kafka_ops.local.postgres import LocalPostgres
 from upsert_kafka_ops.local.process import free_port
 from upsert_kafka_ops.local.schema_registry import LocalSchemaRegistry
@@ -11,6 +12,7 @@ from upsert_kafka_ops.local.spark_cluster import LocalSparkCluster, spark_home
 
 __all__ = [
     "LocalKafka",
+    "LocalKdc",
     "LocalPostgres",
     "LocalSchemaRegistry",
     "LocalSparkCluster",

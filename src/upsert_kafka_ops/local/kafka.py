@@ -8,8 +8,10 @@ Use it as a context manager::
 or from the command line (``upsert-kafka-ops local kafka start|stop|status``), which keeps the
 pid and the bootstrap address in ``state.json`` of the state folder.
 
-Optional listeners: ``SASL_PLAINTEXT`` with SCRAM-SHA-256/512 users created at format time, and
-``SSL`` with a generated CA and a server certificate valid for IP 127.0.0.1.
+Optional listeners: ``SASL_PLAINTEXT`` with SCRAM-SHA-256/512 users created at format time,
+``SSL`` with a generated CA and a server certificate valid for IP 127.0.0.1, and ``KERBEROS``
+(SASL_PLAINTEXT with GSSAPI) against a :class:`~upsert_kafka_ops.local.kdc.LocalKdc`, advertised as
+``localhost`` so that clients ask for the service principal ``kafka/localhost``.
 """
 
 from __future__ import annotations
@@ -25,10 +27,14 @@ from typing import Any
 
 from upsert_kafka_ops import jars
 from upsert_kafka_ops.errors import KafkaConnectionError, LocalServiceError
+from upsert_kafka_ops.local.kdc import LocalKdc
 from upsert_kafka_ops.local.process import alive, free_port, java_executable, terminate, wait_ready
 from upsert_kafka_ops.local.tls import TlsFiles, generate
 
 SCRAM_MECHANISMS = ("SCRAM-SHA-256", "SCRAM-SHA-512")
+#: the broker's Kerberos service: clients name it as ``sasl.kerberos.service.name``
+KERBEROS_SERVICE = "kafka"
+KERBEROS_HOST = "localhost"
 _LOG4J2 = """\
 status = warn
 appender.file.type = File
@@ -64,6 +70,8 @@ class LocalKafka:
     :param scram_users: ``{user: password}``; enables a ``SASL_PLAINTEXT`` listener with
         SCRAM-SHA-256 and SCRAM-SHA-512, each user created for both mechanisms at format time.
     :param ssl: enable an ``SSL`` listener with a generated CA (:attr:`ca_file`).
+    :param kerberos: a started KDC; enables a ``KERBEROS`` listener (SASL_PLAINTEXT, GSSAPI) whose
+        service principal ``kafka/localhost`` is created in it.
     :param heap: JVM heap (``-Xmx``).
     :param properties: extra broker properties (override the defaults).
     :param port: the PLAINTEXT listener's port (default: a free one).
@@ -76,6 +84,7 @@ class LocalKafka:
         jars_dir: Path | None = None,
         scram_users: dict[str, str] | None = None,
         ssl: bool = False,
+        kerberos: LocalKdc | None = None,
         heap: str = "1g",
         properties: dict[str, str] | None = None,
         port: int | None = None,
@@ -85,6 +94,7 @@ class LocalKafka:
         self.jars_dir = jars_dir
         self.scram_users = dict(scram_users or {})
         self.ssl = ssl
+        self.kerberos = kerberos
         self.heap = heap
         self.extra_properties = dict(properties or {})
         self.ports: dict[str, int] = {}
@@ -110,6 +120,12 @@ class LocalKafka:
     @property
     def ssl_bootstrap_servers(self) -> str:
         return self._address("SSL")
+
+    @property
+    def kerberos_bootstrap_servers(self) -> str:
+        """The GSSAPI listener, by the host name its service principal carries."""
+        self._address("KERBEROS")
+        return f"{KERBEROS_HOST}:{self.ports['KERBEROS']}"
 
     @property
     def ca_file(self) -> Path:
@@ -138,6 +154,9 @@ class LocalKafka:
             if name in p:
                 listeners.append(f"{name}://127.0.0.1:{p[name]}")
                 advertised.append(f"{name}://127.0.0.1:{p[name]}")
+        if "KERBEROS" in p:
+            listeners.append(f"KERBEROS://127.0.0.1:{p['KERBEROS']}")
+            advertised.append(f"KERBEROS://{KERBEROS_HOST}:{p['KERBEROS']}")
         props: dict[str, str] = {
             "process.roles": "broker,controller",
             "node.id": "1",
@@ -147,7 +166,8 @@ class LocalKafka:
             "controller.listener.names": "CONTROLLER",
             "inter.broker.listener.name": "PLAINTEXT",
             "listener.security.protocol.map": (
-                "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT,SSL:SSL"
+                "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT,SSL:SSL,"
+                "KERBEROS:SASL_PLAINTEXT"
             ),
             "log.dirs": str(self.work_dir / "data"),
             "num.partitions": "1",
@@ -168,6 +188,15 @@ class LocalKafka:
                 props[f"listener.name.sasl_plaintext.{mech.lower()}.sasl.jaas.config"] = (
                     "org.apache.kafka.common.security.scram.ScramLoginModule required;"
                 )
+        if self.kerberos is not None:
+            principal = self.kerberos.principal(f"{KERBEROS_SERVICE}/{KERBEROS_HOST}")
+            keytab = self.kerberos.keytab(f"{KERBEROS_SERVICE}/{KERBEROS_HOST}")
+            props["listener.name.kerberos.sasl.enabled.mechanisms"] = "GSSAPI"
+            props["listener.name.kerberos.sasl.kerberos.service.name"] = KERBEROS_SERVICE
+            props["listener.name.kerberos.gssapi.sasl.jaas.config"] = (
+                "com.sun.security.auth.module.Krb5LoginModule required useKeyTab=true storeKey=true "
+                f'keyTab="{keytab}" principal="{principal}";'
+            )
         if self.tls is not None:
             props["listener.name.ssl.ssl.keystore.type"] = "PEM"
             props["listener.name.ssl.ssl.keystore.location"] = str(self.tls.server_keystore)
@@ -203,6 +232,9 @@ class LocalKafka:
         if self.ssl:
             self.ports["SSL"] = free_port()
             self.tls = generate(self.work_dir / "tls")
+        if self.kerberos is not None:
+            self.ports["KERBEROS"] = free_port()
+            self.kerberos.add_principal(f"{KERBEROS_SERVICE}/{KERBEROS_HOST}")
         props_file = self.work_dir / "server.properties"
         props_file.write_text(self._properties())
         (self.work_dir / "log4j2.properties").write_text(_LOG4J2.format(log=self.log_file))
@@ -227,6 +259,7 @@ class LocalKafka:
         cmd = [
             java, f"-Xmx{self.heap}", "-Xms256m", "-XX:+UseG1GC", "-Djava.awt.headless=true",
             f"-Dlog4j2.configurationFile={self.work_dir / 'log4j2.properties'}",
+            *([f"-Djava.security.krb5.conf={self.kerberos.krb5_conf}"] if self.kerberos else []),
             "-cp", classpath, "kafka.Kafka", str(props_file),
         ]  # fmt: skip
         with open(self.stdout_file, "ab") as out:

@@ -34,9 +34,12 @@ from upsert_kafka_ops.errors import SpecError
 from upsert_kafka_ops.spec.base import SpecModel
 
 SecurityProtocol = Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"]
-SaslMechanism = Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER"]
+SaslMechanism = Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER", "GSSAPI"]
 StoreType = Literal["PEM", "JKS", "PKCS12"]
 
+KRB5_LOGIN_MODULE = "com.sun.security.auth.module.Krb5LoginModule"
+#: librdkafka's and Kafka's Java client's default Kerberos service name of the brokers
+DEFAULT_KERBEROS_SERVICE = "kafka"
 _LOGIN_MODULES = {
     "PLAIN": "org.apache.kafka.common.security.plain.PlainLoginModule",
     "SCRAM-SHA-256": "org.apache.kafka.common.security.scram.ScramLoginModule",
@@ -63,6 +66,9 @@ _OWNED = {
     "ssl.key.pem": "ssl_key_location",
     "ssl.keystore.key": "ssl_key_location",
     "sasl.oauthbearer.client.secret": "password",
+    "sasl.kerberos.service.name": "kerberos_service_name",
+    "sasl.kerberos.principal": "kerberos_principal",
+    "sasl.kerberos.keytab": "kerberos_keytab",
 }
 
 
@@ -167,6 +173,40 @@ def _jaas_credentials(jaas: str) -> dict[str, str]:
     return {f"sasl.{k}": re.sub(r"\\(.)", r"\1", v) for k, v in found.items()}
 
 
+def _jaas_kerberos(jaas: str) -> tuple[str | None, str | None]:
+    """``(principal, keytab)`` of a Krb5LoginModule JAAS line (keytab None unless useKeyTab=true)."""
+    found = dict(re.findall(r'\b(principal|keyTab|useKeyTab)\s*=\s*"?((?:[^"\\;\s]|\\.)*)"?', jaas))
+    keytab = found.get("keyTab") if found.get("useKeyTab", "").lower() == "true" else None
+    return found.get("principal"), keytab
+
+
+def _local_path(value: str, field: str, what: str) -> None:
+    """Refuse a URI where a file on this machine is needed (e.g. DLI's ``obs://`` keytab)."""
+    scheme = re.match(r"^([A-Za-z][A-Za-z0-9+.-]*)://", value)
+    if scheme and scheme.group(1).lower() != "file":
+        raise SpecError(
+            field,
+            f"is {value!r}: the {what} is read from the file system of every machine a client runs on, "
+            f"and {scheme.group(1)}:// files are not downloaded here.",
+            "copy it there (e.g. a Kubernetes secret mounted as a file) and give its path.",
+        )
+
+
+def use_krb5_conf(path: str) -> None:
+    """Point this process's MIT Kerberos library (librdkafka's GSSAPI, and the kinit it runs) at
+    ``path`` through ``KRB5_CONFIG``: it reads the file named there, one per process."""
+    current = os.environ.get("KRB5_CONFIG")
+    if current is None:
+        os.environ["KRB5_CONFIG"] = path
+    elif os.path.realpath(current) != os.path.realpath(path):
+        raise SpecError(
+            "kerberos_krb5_conf",
+            f"is {path!r}, but this process already uses KRB5_CONFIG={current!r} (MIT's Kerberos library "
+            "reads one krb5.conf per process).",
+            "use one krb5.conf that lists every realm, for every connection this process runs.",
+        )
+
+
 def _read_pem(path: str, field: str) -> str:
     try:
         return Path(path).read_text()
@@ -224,6 +264,21 @@ class KafkaConnection(SpecModel):
         default_factory=dict,
         description="Extra Java client properties (Flink's properties.*), passed to Spark as kafka.<key>.",
     )
+    kerberos_principal: str | None = Field(
+        default=None, description="GSSAPI: the client's Kerberos principal, e.g. etl@EXAMPLE.COM."
+    )
+    kerberos_keytab: str | None = Field(
+        default=None,
+        description="GSSAPI: keytab file with the principal's keys, a path on every machine a client runs on.",
+    )
+    kerberos_service_name: str | None = Field(
+        default=None,
+        description="GSSAPI: the brokers' Kerberos service name (sasl.kerberos.service.name); 'kafka' when unset.",
+    )
+    kerberos_krb5_conf: str | None = Field(
+        default=None,
+        description="GSSAPI: krb5.conf naming the realm's KDCs; else KRB5_CONFIG, the JVM's java.security.krb5.conf or /etc/krb5.conf. One per process.",
+    )
     librdkafka_properties: dict[str, str] = Field(
         default_factory=dict,
         description="Extra librdkafka properties for confluent-kafka (admin, lag, tests).",
@@ -259,6 +314,7 @@ class KafkaConnection(SpecModel):
                 f"{self.sasl_mechanism} needs username and password.",
                 "set username, and password as a reference: {'env': 'VAR_NAME'} or {'file': '/path'}.",
             )
+        self._check_kerberos()
         if (self.ssl_certificate_location is None) != (self.ssl_key_location is None):
             raise SpecError(
                 "ssl_key_location" if self.ssl_key_location is None else "ssl_certificate_location",
@@ -278,6 +334,37 @@ class KafkaConnection(SpecModel):
                     )
         return self
 
+    def _check_kerberos(self) -> None:
+        kerberos = [
+            f
+            for f in ("kerberos_principal", "kerberos_keytab", "kerberos_service_name", "kerberos_krb5_conf")
+            if getattr(self, f) is not None
+        ]
+        if self.sasl_mechanism != "GSSAPI":
+            if kerberos:
+                raise SpecError(
+                    kerberos[0],
+                    f"is set but sasl_mechanism is {self.sasl_mechanism}.",
+                    "set sasl_mechanism GSSAPI (with SASL_PLAINTEXT or SASL_SSL), or drop the kerberos_* fields.",
+                )
+            return
+        if (self.kerberos_principal is None) != (self.kerberos_keytab is None):
+            raise SpecError(
+                "kerberos_keytab" if self.kerberos_keytab is None else "kerberos_principal",
+                "kerberos_principal and kerberos_keytab go together.",
+                "set both (the principal and the keytab holding its keys).",
+            )
+        if self.kerberos_principal is None and self.sasl_jaas_config is None:
+            raise SpecError(
+                "kerberos_principal",
+                "GSSAPI needs a principal and its keytab.",
+                f"set kerberos_principal and kerberos_keytab, or sasl_jaas_config with a {KRB5_LOGIN_MODULE} line.",
+            )
+        for field, what in (("kerberos_keytab", "keytab"), ("kerberos_krb5_conf", "krb5.conf")):
+            value = getattr(self, field)
+            if value is not None:
+                _local_path(value, field, what)
+
     # -- Java client (Spark) ---------------------------------------------------------------------
     def java_client_properties(self) -> dict[str, str]:
         """Java client properties with secrets resolved (no ``kafka.`` prefix)."""
@@ -289,12 +376,20 @@ class KafkaConnection(SpecModel):
             out["sasl.mechanism"] = self.sasl_mechanism
             if self.sasl_jaas_config is not None:
                 out["sasl.jaas.config"] = self.sasl_jaas_config.resolve()
+            elif self.sasl_mechanism == "GSSAPI":
+                out["sasl.jaas.config"] = (
+                    f"{KRB5_LOGIN_MODULE} required useKeyTab=true storeKey=true "
+                    f"keyTab={_jaas_quote(self.kerberos_keytab or '')} "
+                    f"principal={_jaas_quote(self.kerberos_principal or '')};"
+                )
             elif self.sasl_mechanism in _LOGIN_MODULES:
                 assert self.username is not None and self.password is not None
                 out["sasl.jaas.config"] = (
                     f"{_LOGIN_MODULES[self.sasl_mechanism]} required "
                     f"username={_jaas_quote(self.username)} password={_jaas_quote(self.password.resolve())};"
                 )
+            if self.sasl_mechanism == "GSSAPI":
+                out["sasl.kerberos.service.name"] = self.kerberos_service_name or DEFAULT_KERBEROS_SERVICE
         if self.security_protocol in ("SSL", "SASL_SSL"):
             if self.ssl_truststore_location:
                 out["ssl.truststore.type"] = self.ssl_truststore_type
@@ -339,6 +434,8 @@ class KafkaConnection(SpecModel):
             if self.sasl_mechanism == "OAUTHBEARER":
                 if self.password is not None:
                     out["sasl.oauthbearer.client.secret"] = self.password.resolve()
+            elif self.sasl_mechanism == "GSSAPI":
+                out.update(self._librdkafka_kerberos())
             elif self.username and self.password is not None:
                 out["sasl.username"] = self.username
                 out["sasl.password"] = self.password.resolve()
@@ -387,6 +484,24 @@ class KafkaConnection(SpecModel):
         out.update(self.librdkafka_properties)
         return out
 
+    def _librdkafka_kerberos(self) -> dict[str, str]:
+        """librdkafka's GSSAPI settings: its principal and keytab (from the fields, or the JAAS line the
+        Java clients use); with a ticket cache and no keytab, no kinit runs. The krb5.conf becomes this
+        process's KRB5_CONFIG."""
+        principal, keytab = self.kerberos_principal, self.kerberos_keytab
+        if principal is None and self.sasl_jaas_config is not None:
+            principal, keytab = _jaas_kerberos(self.sasl_jaas_config.resolve())
+        out = {"sasl.kerberos.service.name": self.kerberos_service_name or DEFAULT_KERBEROS_SERVICE}
+        if principal:
+            out["sasl.kerberos.principal"] = principal
+        if keytab:
+            out["sasl.kerberos.keytab"] = keytab
+        else:  # tickets come from the cache (kinit done outside): librdkafka must not run kinit itself
+            out["sasl.kerberos.min.time.before.relogin"] = "0"
+        if self.kerberos_krb5_conf is not None:
+            use_krb5_conf(self.kerberos_krb5_conf)
+        return out
+
     @classmethod
     def from_librdkafka(cls, config: dict[str, Any]) -> KafkaConnection:
         """Build a connection from librdkafka keys (e.g. an Airflow ``kafka`` connection's extra).
@@ -428,6 +543,9 @@ class KafkaConnection(SpecModel):
             "ssl_keystore_location": take("ssl.keystore.location"),
             "ssl_keystore_password": secret("ssl.keystore.password"),
             "ssl_endpoint_identification": endpoint is None or str(endpoint).lower() not in ("none", ""),
+            "kerberos_principal": take("sasl.kerberos.principal"),
+            "kerberos_keytab": take("sasl.kerberos.keytab"),
+            "kerberos_service_name": take("sasl.kerberos.service.name"),
         }
         data["librdkafka_properties"] = {k: str(v) for k, v in conf.items()}
         return cls(**{k: v for k, v in data.items() if v is not None})
@@ -447,6 +565,11 @@ TABLE_SECURITY = {
     "ssl.keystore.password": "ssl_keystore_password",
     "ssl.key.password": "ssl_key_password",
     "ssl.endpoint.identification.algorithm": "ssl_endpoint_identification",
+    "sasl.kerberos.service.name": "kerberos_service_name",
+    # Huawei DLI's Kerberos keys, as its Flink connector pages write them
+    "connector.kerberos.principal": "kerberos_principal",
+    "connector.kerberos.keytab": "kerberos_keytab",
+    "connector.kerberos.krb5": "kerberos_krb5_conf",
 }
 #: the ones holding a secret: in a table they are references (``env:NAME`` or ``file:/path``)
 SECRET_PROPERTIES = (
@@ -458,18 +581,21 @@ SECRET_PROPERTIES = (
 
 
 def check_table_sasl(properties: dict[str, str]) -> None:
-    """Refuse Kerberos (GSSAPI) in a table's client properties, at validation rather than at the first
-    connection: the librdkafka inside confluent-kafka's wheels is built without GSSAPI, and the bounds,
-    offset, lag and admin clients use it."""
-    kerberos = sorted(k for k in properties if k.startswith("sasl.kerberos."))
-    if properties.get("sasl.mechanism", "").strip().upper() == "GSSAPI" or kerberos:
-        option = f"properties.{kerberos[0]}" if kerberos else "properties.sasl.mechanism"
+    """Check a table's Kerberos keys at validation: DLI's ``connector.auth.open`` switch is 'true' or
+    'false' and 'true' whenever ``connector.kerberos.*`` is given; keytab and krb5.conf are local files."""
+    auth_open = properties.get("connector.auth.open")
+    dli = sorted(k for k in properties if k.startswith("connector.kerberos."))
+    if auth_open is not None and auth_open.strip().lower() not in ("true", "false"):
+        raise SpecError("properties.connector.auth.open", f"is {auth_open!r}.", "write 'true' or 'false'.")
+    if dli and auth_open is not None and auth_open.strip().lower() == "false":
         raise SpecError(
-            option,
-            "Kerberos (GSSAPI) is not supported yet: the librdkafka build in confluent-kafka's wheels, which "
-            "the offset lookups, lag and admin clients use, has no GSSAPI.",
-            "use SCRAM-SHA-256/512, PLAIN, OAUTHBEARER or mutual TLS.",
+            "properties.connector.auth.open",
+            f"is 'false' but properties.{dli[0]} is set.",
+            "write 'true' to log in with Kerberos, or drop the connector.kerberos.* keys.",
         )
+    for key, what in (("connector.kerberos.keytab", "keytab"), ("connector.kerberos.krb5", "krb5.conf")):
+        if key in properties:
+            _local_path(properties[key], f"properties.{key}", what)
 
 
 def check_table_secrets(properties: dict[str, str]) -> None:
@@ -477,7 +603,7 @@ def check_table_secrets(properties: dict[str, str]) -> None:
     and logs): the value must be ``env:NAME`` or ``file:/path``, resolved only when a client starts."""
     for key in SECRET_PROPERTIES:
         value = properties.get(key)
-        if value is None:
+        if value is None or _kerberos_jaas(key, value):
             continue
         kind, sep, rest = value.partition(":")
         if not (sep and kind in ("env", "file") and rest):
@@ -489,7 +615,16 @@ def check_table_secrets(properties: dict[str, str]) -> None:
             )
 
 
+def _kerberos_jaas(key: str, value: str) -> bool:
+    """A Krb5LoginModule line names a keytab and a principal, no password: not a secret."""
+    return (
+        key == "sasl.jaas.config" and value.strip().startswith(KRB5_LOGIN_MODULE) and "password" not in value
+    )
+
+
 def _table_value(key: str, value: str) -> Any:
+    if _kerberos_jaas(key, value):
+        return SecretRef.from_value(value)
     if key in SECRET_PROPERTIES:
         return SecretRef.model_validate(value)
     if key == "ssl.endpoint.identification.algorithm":
@@ -535,9 +670,11 @@ def for_table(connection: KafkaConnection, properties: dict[str, str]) -> KafkaC
 
 def client_properties(properties: dict[str, str]) -> dict[str, str]:
     """A table's client properties minus the ones :func:`for_table` moves into the connection (and
-    ``auto.offset.reset``, which says where a 'group-offsets' start begins, not a client setting here)."""
+    ``auto.offset.reset``, which says where a 'group-offsets' start begins, not a client setting here,
+    and DLI's ``connector.auth.open`` switch)."""
     return {
         k: v
         for k, v in properties.items()
-        if k not in ("bootstrap.servers", "auto.offset.reset") and k not in TABLE_SECURITY
+        if k not in ("bootstrap.servers", "auto.offset.reset", "connector.auth.open")
+        and k not in TABLE_SECURITY
     }

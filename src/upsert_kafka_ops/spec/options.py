@@ -50,8 +50,18 @@ CONNECTOR_OPTIONS: tuple[Option, ...] = (
         "connection's defaults (two different explicit values are an error naming both); their secrets "
         "(sasl.jaas.config, store and key passwords) are 'env:NAME' or 'file:/path' references. The "
         "properties the connector sets itself (serializers, enable.auto.commit, auto.offset.reset, "
-        "partitioner.class, transactional.id) are refused; so is Kerberos (sasl.mechanism GSSAPI, "
-        "sasl.kerberos.*): the librdkafka in confluent-kafka's wheels, used for offsets, lag and admin, has no GSSAPI.",
+        "partitioner.class, transactional.id) are refused. Kerberos: sasl.mechanism GSSAPI with "
+        "sasl.kerberos.service.name ('kafka' when unset) and a Krb5LoginModule sasl.jaas.config (keytab and "
+        "principal; no secret, so a literal line is allowed); the offset, lag and admin clients need "
+        "confluent-kafka built against a librdkafka with GSSAPI (make kerberos; docs/kerberos.md).",
+    ),
+    Option(
+        "properties.connector.kerberos.*",
+        "same",
+        "Huawei DLI's Kerberos keys, as its connector pages write them: connector.kerberos.principal, "
+        ".keytab and .krb5 (the krb5.conf) with connector.auth.open = 'true'. Keytab and krb5.conf are "
+        "paths on every machine a client runs on (an obs:// or other remote file is refused: nothing is "
+        "downloaded); one krb5.conf per process (KRB5_CONFIG, the JVM's java.security.krb5.conf).",
     ),
     Option("key.format", "same", "json, csv, raw, avro or avro-confluent (see the formats below)."),
     Option(
