@@ -3,25 +3,25 @@
 # the librdkafka inside confluent-kafka's Linux wheels has no GSSAPI, and the offset, bounds, lag and
 # admin clients use it. Built once per machine into the user cache (every clone shares it), from the
 # librdkafka sources that Confluent's own Node.js client publishes on the npm registry (the newest
-# librdkafka sources this project's registries carry), checked against a pinned digest.
+# librdkafka sources this project's registries carry), checked against a pinned digest. Needs python3,
+# openssl, a C compiler and the -dev packages `scripts/ensure-toolchain.sh kerberos` installs.
 #
 #   scripts/build-librdkafka.sh DEST     builds into DEST (prefix with include/ and lib/)
 set -euo pipefail
 
 LIBRDKAFKA_VERSION=2.15.1
 NPM_PACKAGE=@confluentinc/kafka-javascript@1.10.1  # its deps/librdkafka is librdkafka 2.15.1
+NPM_TARBALL=https://registry.npmjs.org/@confluentinc/kafka-javascript/-/kafka-javascript-1.10.1.tgz
 NPM_INTEGRITY=sha512-KVePUBn21EqCVP9mfxzEuM3SYJHHEF7X+iiC2e43QQgDSyEaksInmCGooT3w5q+cNAdkSCrK71j0ICfqoSqZLw==
 
 dest=${1:?usage: build-librdkafka.sh DEST}
 if [ -f "$dest/.built" ]; then
   exit 0
 fi
-command -v npm >/dev/null || { echo "ERROR: npm is needed to fetch the librdkafka sources ($NPM_PACKAGE)." >&2; exit 1; }
-
 work=$(mktemp -d "${TMPDIR:-/tmp}/librdkafka.XXXXXX")
 trap 'rm -rf "$work"' EXIT
-(cd "$work" && npm pack --silent "$NPM_PACKAGE" >/dev/null)
-tarball=$(ls "$work"/*.tgz)
+tarball="$work/package.tgz"
+python3 -c 'import sys, urllib.request; urllib.request.urlretrieve(sys.argv[1], sys.argv[2])' "$NPM_TARBALL" "$tarball"
 actual="sha512-$(openssl dgst -sha512 -binary "$tarball" | base64 -w0)"
 if [ "$actual" != "$NPM_INTEGRITY" ]; then
   echo "ERROR: $NPM_PACKAGE does not match its pinned digest ($actual)." >&2
