@@ -186,3 +186,21 @@ def test_an_airflow_kafka_connections_kerberos_keys_become_the_fields() -> None:
     )  # fmt: skip
     assert conn.librdkafka_properties == {}
     assert 'principal="etl@EX.COM"' in conn.java_client_properties()["sasl.jaas.config"]
+
+
+@pytest.mark.parametrize(
+    ("jaas", "principal", "keytab"),
+    [
+        (f'{KRB5} required useKeyTab=true keyTab="/my dir/etl.keytab" principal="etl@EX.COM";',
+         "etl@EX.COM", "/my dir/etl.keytab"),
+        (f"{KRB5} required useKeyTab=true keyTab=/k/etl.keytab principal=etl@EX.COM;", "etl@EX.COM", "/k/etl.keytab"),
+        (f'{KRB5} required useKeyTab=false keyTab="/k/etl.keytab" principal="etl@EX.COM";', "etl@EX.COM", None),
+    ],
+)  # fmt: skip
+def test_librdkafka_reads_the_principal_and_keytab_of_any_krb5_jaas_line(
+    jaas: str, principal: str, keytab: str | None
+) -> None:
+    conn = KafkaConnection(bootstrap_servers="b:9092", security_protocol="SASL_PLAINTEXT", sasl_mechanism="GSSAPI",
+                           sasl_jaas_config=SecretRef.from_value(jaas))  # fmt: skip
+    rdk = conn.to_librdkafka()
+    assert (rdk["sasl.kerberos.principal"], rdk.get("sasl.kerberos.keytab")) == (principal, keytab)

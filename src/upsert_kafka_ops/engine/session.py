@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from upsert_kafka_ops import jars
 from upsert_kafka_ops.engine import class_archive
-from upsert_kafka_ops.errors import SpecError, ToolchainError
+from upsert_kafka_ops.errors import ToolchainError
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -232,17 +232,12 @@ def use_krb5_conf(spark: SparkSession, connection: KafkaConnection) -> None:
     client reads the JVM's one ``java.security.krb5.conf``, loaded at its first Kerberos login. In
     local mode the executors are this JVM; a cluster's executors read theirs from
     ``spark.executor.extraJavaOptions`` (or ``/etc/krb5.conf``)."""
+    from upsert_kafka_ops.spec.connection import krb5_conf_unset
+
     path = connection.kerberos_krb5_conf
     if connection.sasl_mechanism != "GSSAPI" or path is None:
         return
     system = spark.sparkContext._jvm.java.lang.System  # type: ignore[union-attr]
-    current = system.getProperty("java.security.krb5.conf")
-    if current is None:
-        system.setProperty("java.security.krb5.conf", path)
-    elif os.path.realpath(current) != os.path.realpath(path):
-        raise SpecError(
-            "kerberos_krb5_conf",
-            f"is {path!r}, but this Spark driver already uses java.security.krb5.conf={current!r} (a JVM "
-            "reads one krb5.conf).",
-            "use one krb5.conf that lists every realm, for every connection this session runs.",
-        )
+    key = "java.security.krb5.conf"
+    if krb5_conf_unset(system.getProperty(key), path, f"the Spark driver's {key}"):
+        system.setProperty(key, path)

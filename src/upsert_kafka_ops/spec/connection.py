@@ -174,8 +174,14 @@ def _jaas_credentials(jaas: str) -> dict[str, str]:
 
 
 def _jaas_kerberos(jaas: str) -> tuple[str | None, str | None]:
-    """``(principal, keytab)`` of a Krb5LoginModule JAAS line (keytab None unless useKeyTab=true)."""
-    found = dict(re.findall(r'\b(principal|keyTab|useKeyTab)\s*=\s*"?((?:[^"\\;\s]|\\.)*)"?', jaas))
+    """``(principal, keytab)`` of a Krb5LoginModule JAAS line (keytab None unless useKeyTab=true);
+    values quoted (with JAAS's backslash escapes) or bare."""
+    found = {
+        name: re.sub(r"\\(.)", r"\1", quoted) if quoted or not bare else bare
+        for name, quoted, bare in re.findall(
+            r'\b(principal|keyTab|useKeyTab)\s*=\s*(?:"((?:[^"\\]|\\.)*)"|([^\s;]+))', jaas
+        )
+    }
     keytab = found.get("keyTab") if found.get("useKeyTab", "").lower() == "true" else None
     return found.get("principal"), keytab
 
@@ -192,19 +198,29 @@ def _local_path(value: str, field: str, what: str) -> None:
         )
 
 
-def use_krb5_conf(path: str) -> None:
-    """Point this process's MIT Kerberos library (librdkafka's GSSAPI, and the kinit it runs) at
-    ``path`` through ``KRB5_CONFIG``: it reads the file named there, one per process."""
-    current = os.environ.get("KRB5_CONFIG")
+def krb5_conf_unset(current: str | None, path: str, holder: str) -> bool:
+    """Whether ``holder`` (``KRB5_CONFIG``, a JVM's ``java.security.krb5.conf``), which names the one
+    krb5.conf a process's Kerberos library reads and now holds ``current``, still needs ``path``.
+
+    :raises SpecError: when it names another file: one process cannot use two.
+    """
     if current is None:
-        os.environ["KRB5_CONFIG"] = path
-    elif os.path.realpath(current) != os.path.realpath(path):
+        return True
+    if os.path.realpath(current) != os.path.realpath(path):
         raise SpecError(
             "kerberos_krb5_conf",
-            f"is {path!r}, but this process already uses KRB5_CONFIG={current!r} (MIT's Kerberos library "
-            "reads one krb5.conf per process).",
+            f"is {path!r}, but this process already uses {holder}={current!r} (a Kerberos library reads "
+            "one krb5.conf per process).",
             "use one krb5.conf that lists every realm, for every connection this process runs.",
         )
+    return False
+
+
+def use_krb5_conf(path: str) -> None:
+    """Point this process's MIT Kerberos library (librdkafka's GSSAPI, and the kinit it runs) at
+    ``path`` through ``KRB5_CONFIG``, the one file it reads."""
+    if krb5_conf_unset(os.environ.get("KRB5_CONFIG"), path, "KRB5_CONFIG"):
+        os.environ["KRB5_CONFIG"] = path
 
 
 def _read_pem(path: str, field: str) -> str:
