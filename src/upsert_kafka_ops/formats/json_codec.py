@@ -136,24 +136,23 @@ def json_decimal(c: Column, plain: bool) -> Column:
             exp.cast("string"),
         )
 
-    # no point: an integer whose trailing zeros become an exponent (100 -> 1E+2)
-    int_digits = F.rtrim(body, F.lit("0"))
-    zeros = F.length(body) - F.length(int_digits)
+    # the digits once the fraction's trailing zeros are gone: an integer when the fraction was all
+    # zeros (89879170.00 -> 89879170, which goes on below as an integer: 8.987917E+7)
+    value = F.when(has_point, stripped).otherwise(body)
+    # an integer whose trailing zeros become an exponent (100 -> 1E+2)
+    int_digits = F.rtrim(value, F.lit("0"))
+    zeros = F.length(value) - F.length(int_digits)
     integral = (
-        F.when(body == "0", F.lit("0"))
+        F.when(value == "0", F.lit("0"))
         .when(zeros > 0, F.concat(sign, sci(int_digits, "E+", zeros + F.length(int_digits) - 1)))
-        .otherwise(F.concat(sign, body))
+        .otherwise(F.concat(sign, value))
     )
-    # a point: below 1e-6 (0.000000ddd) scientific, otherwise plain
-    after = F.substring(stripped, 3, 1 << 30)
+    # a fraction: below 1e-6 (0.000000ddd) scientific, otherwise plain
+    after = F.substring(value, 3, 1 << 30)
     frac = F.ltrim(after, F.lit("0"))
     tiny = F.concat(sign, sci(frac, "E-", F.length(after) - F.length(frac) + 1))
-    fractional = (
-        F.when(stripped == "0", F.lit("0"))
-        .when(stripped.startswith("0.000000"), tiny)
-        .otherwise(F.concat(sign, stripped))
-    )
-    return F.when(has_point, fractional).otherwise(integral)
+    fractional = F.when(value.startswith("0.000000"), tiny).otherwise(F.concat(sign, value))
+    return F.when(value.contains("."), fractional).otherwise(integral)
 
 
 def _json_value(c: Column, t: SqlType, options: dict[str, str]) -> Column:
