@@ -8,7 +8,12 @@ prints one JSON line on stdout: ``{"name", "columns", "changes": [[row kind, [ce
 ``{"name", "error"}`` when Flink fails the query; a case with ``insert`` runs that statement to its
 end instead and prints ``{"name", "written": true, "seconds"}`` (submit to end, mini-cluster start
 included: ``make bench`` times Flink's job with it). Cells are in :func:`values.canon`'s form.
-Flink's own logs go to stderr.
+Lines come in the order the reads end, not the cases' order. Flink's own logs go to stderr.
+
+Up to ``READS_IN_FLIGHT`` reads run at once (each bounded read is its own job on its own
+mini-cluster, mostly waiting on the broker and on job scheduling: on 2 cores four at a time take
+half the time of one at a time); an insert waits for the reads before it and runs alone, so a read
+after it sees what it wrote.
 """
 
 from __future__ import annotations
@@ -22,6 +27,8 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from values import canon, time_text, timestamp_text
+
+READS_IN_FLIGHT = 4
 
 
 def _error(exc: BaseException) -> str:
@@ -84,12 +91,28 @@ def main() -> int:
     config.set("restart-strategy.type", "none")  # a failing read fails at once, with its cause
     config.set("classloader.check-leaked-classloader", "false")
     config.set("table.local-time-zone", "UTC")  # as the engine's Spark session
+    pending: list[tuple[dict[str, object], object, list[str]]] = []
+
+    def finish(read: tuple[dict[str, object], object, list[str]]) -> None:
+        out, result, kinds = read
+        try:
+            with result.collect() as rows:  # type: ignore[attr-defined]
+                out["changes"] = [
+                    [str(r.get_row_kind()), [_cell(v, k) for v, k in zip(r, kinds, strict=True)]]
+                    for r in rows
+                ]
+        except Exception as exc:  # py4j wraps Flink's exception; report it and go on
+            out["error"] = _error(exc)
+        print(json.dumps(out), flush=True)
+
     for case in job["cases"]:
         out: dict[str, object] = {"name": case["name"]}
         try:
             for ddl in [case["ddl"], *case.get("more", [])]:
                 env.execute_sql(ddl)
             if case.get("insert"):
+                while pending:  # what the insert writes must not reach a read submitted before it
+                    finish(pending.pop(0))
                 began = time.monotonic()
                 env.execute_sql(case["insert"]).wait()
                 out["written"] = True
@@ -101,16 +124,17 @@ def main() -> int:
             kinds = [_text_kind(str(t)) for t in schema.get_column_data_types()]
             # times go through Flink's own text: PyFlink's conversion to Python objects rounds them
             select = ", ".join(_SELECT[k].format(f"`{n}`") for n, k in zip(names, kinds, strict=True))
-            result = env.execute_sql(f"SELECT {select} FROM `{case['table']}`")
+            result = env.execute_sql(f"SELECT {select} FROM `{case['table']}`")  # submitted, not waited for
             out["columns"] = names
-            with result.collect() as rows:
-                out["changes"] = [
-                    [str(r.get_row_kind()), [_cell(v, k) for v, k in zip(r, kinds, strict=True)]]
-                    for r in rows
-                ]
         except Exception as exc:  # py4j wraps Flink's exception; report it and go on with the next case
             out["error"] = _error(exc)
-        print(json.dumps(out), flush=True)
+            print(json.dumps(out), flush=True)
+            continue
+        pending.append((out, result, kinds))
+        if len(pending) >= READS_IN_FLIGHT:
+            finish(pending.pop(0))
+    for read in pending:
+        finish(read)
     return 0
 
 
