@@ -10,7 +10,7 @@ import pytest
 
 from upsert_kafka_ops.errors import SpecError
 from upsert_kafka_ops.spec.connection import KafkaConnection, SecretRef, client_properties, for_table
-from upsert_kafka_ops.spec.table import UpsertKafkaTable
+from upsert_kafka_ops.spec.table import KafkaTable, UpsertKafkaTable
 
 JAAS = 'org.apache.kafka.common.security.scram.ScramLoginModule required username="etl" password="p\\"w";'
 DDL = """CREATE TABLE t (id BIGINT, v STRING, PRIMARY KEY (id) NOT ENFORCED) WITH (
@@ -204,3 +204,20 @@ def test_librdkafka_reads_the_principal_and_keytab_of_any_krb5_jaas_line(
                            sasl_jaas_config=SecretRef.from_value(jaas))  # fmt: skip
     rdk = conn.to_librdkafka()
     assert (rdk["sasl.kerberos.principal"], rdk.get("sasl.kerberos.keytab")) == (principal, keytab)
+
+
+@pytest.mark.parametrize("connector", ["kafka", "upsert-kafka"])
+def test_dlis_dew_secret_keys_are_refused_with_what_to_write_instead(connector: str) -> None:
+    options = {"connector": connector, "topic": "t", "properties.bootstrap.servers": "b:9092", "format": "json",
+               "key.format": "json", "value.format": "json", "dew.endpoint": "kms.example.com",
+               "dew.csms.secretName": "kafka-secrets"}  # fmt: skip
+    if connector == "kafka":
+        options.pop("key.format")
+    with pytest.raises(SpecError, match=r"dew\.csms\.secretName") as info:
+        if connector == "kafka":
+            KafkaTable.from_options({k: v for k, v in options.items() if k != "value.format"},
+                                    [{"name": "id", "type": "BIGINT"}])  # fmt: skip
+        else:
+            UpsertKafkaTable.from_options({k: v for k, v in options.items() if k != "format"},
+                                          [{"name": "id", "type": "BIGINT"}], ["id"])  # fmt: skip
+    assert info.value.fix is not None and "'env:TRUST_PASSWORD'" in info.value.fix

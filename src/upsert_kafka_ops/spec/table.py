@@ -742,7 +742,7 @@ class KafkaTable(_KafkaTableBase):
             raise SpecError(
                 sorted(opts)[0],
                 "Unsupported option for the 'kafka' connector.",
-                f"remove: {', '.join(sorted(opts))}.",
+                f"remove: {', '.join(sorted(opts))}.{_dew_hint(opts)}",
             )
         return _validate_options(cls, data)
 
@@ -981,9 +981,20 @@ def _upsert_fields(options: dict[str, str]) -> dict[str, Any]:
         raise SpecError(
             ", ".join(sorted(opts)),
             "Unsupported options found for 'upsert-kafka'.",
-            f"remove them. Supported options: {', '.join(supported)}.",
+            f"remove them. Supported options: {', '.join(supported)}.{_dew_hint(opts)}",
         )
     return data
+
+
+def _dew_hint(options: dict[str, str]) -> str:
+    """What to write instead of Huawei DLI's ``dew.*`` keys (secrets kept in its DEW service)."""
+    if not any(k.startswith("dew.") for k in options):
+        return ""
+    return (
+        " The dew.* keys fetch secrets from Huawei DLI's DEW service, which is not used here: write the "
+        "secret property itself as a reference, e.g. 'properties.ssl.truststore.password' = 'env:TRUST_PASSWORD' "
+        "(or 'file:/path')."
+    )
 
 
 def _codec(table: _KafkaTableBase, side: Literal["key", "value"], fmt: str, fields: list[Any]) -> Codec:
