@@ -8,7 +8,7 @@ prints one JSON line on stdout: ``{"name", "columns", "changes": [[row kind, [ce
 ``{"name", "error"}`` when Flink fails the query; a case with ``insert`` runs that statement to its
 end instead and prints ``{"name", "written": true, "seconds"}`` (submit to end, mini-cluster start
 included: ``make bench`` times Flink's job with it). Cells are in :func:`values.canon`'s form.
-Lines come in the order the reads end, not the cases' order. Flink's own logs go to stderr.
+Lines do not come in the cases' order (a failed submission's at once, reads as they are finished). Flink's own logs go to stderr.
 
 Up to ``READS_IN_FLIGHT`` reads run at once (each bounded read is its own job on its own
 mini-cluster, mostly waiting on the broker and on job scheduling: on 2 cores four at a time take

@@ -49,7 +49,8 @@ def _process_kerberos(kdc: LocalKdc, tmp_path: Path, monkeypatch: pytest.MonkeyP
     """The tickets librdkafka's kinit gets go to a cache of this test's own; KRB5_CONFIG is put back
     after each test (the engine sets it from the table's krb5.conf)."""
     monkeypatch.setenv("KRB5CCNAME", f"FILE:{tmp_path / 'krb5cc'}")
-    monkeypatch.delenv("KRB5_CONFIG", raising=False)
+    monkeypatch.setenv("KRB5_CONFIG", "unset")  # recorded as absent, so put back as absent
+    monkeypatch.delenv("KRB5_CONFIG")
 
 
 def _topic(broker: LocalKafka, rows: int) -> str:

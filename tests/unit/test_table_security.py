@@ -5,6 +5,7 @@ configuration built from the result."""
 from __future__ import annotations
 
 import os
+from typing import Any
 
 import pytest
 
@@ -99,13 +100,22 @@ KERBEROS = {"connector": "upsert-kafka", "topic": "t", "key.format": "json", "va
             "properties.sasl.mechanism": "GSSAPI", "properties.sasl.kerberos.service.name": "kafka-svc"}  # fmt: skip
 
 
+@pytest.fixture(autouse=True)
+def _kerberos_environment(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The code sets KRB5_CONFIG and KRB5CCNAME for its process: each test starts without the first
+    and with a ticket cache of its own, and both are put back after it (setenv records the absence
+    that a bare delenv of an unset variable would not)."""
+    monkeypatch.setenv("KRB5_CONFIG", "unset")
+    monkeypatch.delenv("KRB5_CONFIG")
+    monkeypatch.setenv("KRB5CCNAME", f"FILE:{tmp_path}/krb5cc")
+
+
 def _kerberos_table(**properties: str) -> UpsertKafkaTable:
     options = {**KERBEROS, **{f"properties.{k}": v for k, v in properties.items()}}
     return UpsertKafkaTable.from_options(options, [{"name": "id", "type": "BIGINT"}], ["id"])
 
 
-def test_kerberos_as_dli_writes_it_reaches_both_clients(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv("KRB5_CONFIG", raising=False)
+def test_kerberos_as_dli_writes_it_reaches_both_clients() -> None:
     table = _kerberos_table(**{
         "connector.auth.open": "true", "connector.kerberos.principal": "etl@EXAMPLE.COM",
         "connector.kerberos.keytab": "/etc/etl.keytab", "connector.kerberos.krb5": "/etc/example-krb5.conf",
@@ -116,7 +126,8 @@ def test_kerberos_as_dli_writes_it_reaches_both_clients(monkeypatch: pytest.Monk
     )  # fmt: skip
     java = conn.java_client_properties()
     assert java["sasl.jaas.config"] == (
-        f'{KRB5} required useKeyTab=true storeKey=true keyTab="/etc/etl.keytab" principal="etl@EXAMPLE.COM";'
+        f'{KRB5} required useKeyTab=true storeKey=true refreshKrb5Config=true keyTab="/etc/etl.keytab" '
+        'principal="etl@EXAMPLE.COM";'
     )
     assert java["sasl.kerberos.service.name"] == "kafka-svc"
     rdk = conn.to_librdkafka()
@@ -152,17 +163,61 @@ def test_kerberos_as_apache_kafka_writes_it_a_jaas_line_is_no_secret() -> None:
         ({"connector.kerberos.keytab": "obs://bucket/user.keytab", "connector.kerberos.principal": "a@B"},
          "properties.connector.kerberos.keytab", "obs:// files are not downloaded"),
         ({"connector.kerberos.krb5": "s3://b/krb5.conf"}, "properties.connector.kerberos.krb5", "s3://"),
-        ({"connector.kerberos.principal": "a@B"}, "kerberos_keytab", "go together"),
-        ({}, "kerberos_principal", "GSSAPI needs a principal and its keytab"),
+        ({"connector.kerberos.krb5": "file:///etc/krb5.conf"}, "properties.connector.kerberos.krb5", "a URL"),
     ],
 )  # fmt: skip
-def test_kerberos_mistakes_are_refused_at_validation(
+def test_kerberos_mistakes_in_a_table_are_refused_when_it_is_built(
     properties: dict[str, str], field: str, message: str
 ) -> None:
     with pytest.raises(SpecError, match=message) as info:
-        table = _kerberos_table(**properties)
-        for_table(KafkaConnection(bootstrap_servers="b:9092"), table.properties)
+        _kerberos_table(**properties)
     assert info.value.field == field and info.value.fix
+
+
+@pytest.mark.parametrize(
+    ("properties", "connection", "field", "message"),
+    [
+        ({"connector.kerberos.principal": "a@B"}, {}, "kerberos_keytab", "go together"),
+        ({}, {}, "kerberos_principal", "GSSAPI needs a principal and its keytab"),
+        ({"sasl.jaas.config": f'{KRB5} required useKeyTab=true keyTab="/t.keytab" principal="t@B";'},
+         {"kerberos_principal": "c@B", "kerberos_keytab": "/c.keytab", "security_protocol": "SASL_PLAINTEXT",
+          "sasl_mechanism": "GSSAPI"}, "sasl_jaas_config", "could log in as different principals"),
+    ],
+)  # fmt: skip
+def test_kerberos_mistakes_across_table_and_connection_are_refused_when_they_meet(
+    properties: dict[str, str], connection: dict[str, str], field: str, message: str
+) -> None:
+    table = _kerberos_table(**properties)
+    with pytest.raises(SpecError, match=message) as info:
+        for_table(KafkaConnection(bootstrap_servers="b:9092", **connection), table.properties)
+    assert info.value.field == field and info.value.fix
+
+
+def test_gssapi_with_another_login_module_is_refused_for_librdkafka() -> None:
+    conn = KafkaConnection(bootstrap_servers="b:9092", security_protocol="SASL_PLAINTEXT", sasl_mechanism="GSSAPI",
+                           sasl_jaas_config=SecretRef.from_value(JAAS))  # fmt: skip
+    with pytest.raises(
+        SpecError, match=r"is not a com\.sun\.security\.auth\.module\.Krb5LoginModule line"
+    ) as info:
+        conn.to_librdkafka()
+    assert info.value.field == "sasl_jaas_config" and "password" not in str(info.value)
+
+
+def test_one_ticket_cache_holds_one_principal_and_a_process_gets_its_own(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    def conn(principal: str) -> KafkaConnection:
+        return KafkaConnection(bootstrap_servers="b:9092", security_protocol="SASL_PLAINTEXT", sasl_mechanism="GSSAPI",
+                               kerberos_principal=principal, kerberos_keytab="/k.keytab")  # fmt: skip
+
+    conn("one@EX.COM").to_librdkafka()
+    conn("one@EX.COM").to_librdkafka()  # the same principal again: its cache
+    with pytest.raises(SpecError, match=r"already holds 'one@EX\.COM'") as info:
+        conn("two@EX.COM").to_librdkafka()
+    assert info.value.field == "kerberos_principal"
+    monkeypatch.delenv("KRB5CCNAME")
+    conn("two@EX.COM").to_librdkafka()  # no cache named: a private one, never /tmp/krb5cc_<uid>
+    assert os.environ["KRB5CCNAME"].startswith("FILE:") and "uko-krb5cc-" in os.environ["KRB5CCNAME"]
 
 
 def test_a_second_krb5_conf_in_one_process_is_an_error_naming_both(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -227,7 +227,7 @@ def _pump(stream: Any, dropped: tuple[bytes, ...]) -> None:
                 return
 
 
-def use_krb5_conf(spark: SparkSession, connection: KafkaConnection) -> None:
+def use_krb5_conf_in_driver(spark: SparkSession, connection: KafkaConnection) -> None:
     """Point the driver JVM's Kerberos at a GSSAPI connection's ``kerberos_krb5_conf``: Kafka's Java
     client reads the JVM's one ``java.security.krb5.conf``, loaded at its first Kerberos login. In
     local mode the executors are this JVM; a cluster's executors read theirs from

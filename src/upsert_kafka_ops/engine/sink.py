@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from upsert_kafka_ops.engine import progress
 from upsert_kafka_ops.engine.results import RunResult
-from upsert_kafka_ops.engine.session import use_krb5_conf
+from upsert_kafka_ops.engine.session import use_krb5_conf_in_driver
 from upsert_kafka_ops.engine.source import DataError, resolve_connection
 from upsert_kafka_ops.errors import SpecError
 from upsert_kafka_ops.spec.connection import KafkaConnection, client_properties
@@ -109,7 +109,7 @@ def _write(
 
 def _save(table: UpsertKafkaTable | KafkaTable, conn: KafkaConnection, records: DataFrame) -> None:
     options = producer_options(table, conn)
-    use_krb5_conf(records.sparkSession, conn)
+    use_krb5_conf_in_driver(records.sparkSession, conn)
     writer = records.write.format("kafka").mode("append")  # Spark's V2 Kafka writer appends only
     writer.options(**options).option("topic", _sink_topic(table)).save()
 

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 from upsert_kafka_ops.engine import progress
 from upsert_kafka_ops.engine.bounds import Bounds, offsets_to_json, resolve_bounds
 from upsert_kafka_ops.engine.results import RunResult
-from upsert_kafka_ops.engine.session import use_krb5_conf
+from upsert_kafka_ops.engine.session import use_krb5_conf_in_driver
 from upsert_kafka_ops.errors import SpecError, UpsertKafkaOpsError
 from upsert_kafka_ops.formats.columns import Decoded
 from upsert_kafka_ops.formats.registry import FORMATS
@@ -101,7 +101,7 @@ def read_raw(
     parts = [tp for tp in bounds.partitions() if bounds.end[tp] > bounds.start[tp]]
     options = {f"kafka.{k}": v for k, v in client_properties(table.properties).items()}
     options.update(connection.to_spark_options())
-    use_krb5_conf(spark, connection)
+    use_krb5_conf_in_driver(spark, connection)
     options.setdefault("kafka.isolation.level", "read_committed")
     # a batch read drains whole ranges: fewer, larger polls (Kafka's default is 500 records a poll;
     # measured on 1M records over 8 partitions: Spark's scan 2.73 s -> 2.50 s). A table's own

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from upsert_kafka_ops.engine.session import use_krb5_conf
+from upsert_kafka_ops.engine.session import use_krb5_conf_in_driver
 from upsert_kafka_ops.engine.warehouse import fault_point
 from upsert_kafka_ops.errors import SpecError, UpsertKafkaOpsError
 from upsert_kafka_ops.jobs.core import JobResult, RunContext, conform, topic_target
@@ -146,7 +146,7 @@ def _stream_reader(spark: SparkSession, src: AppendSource, conn: KafkaConnection
     options = {f"kafka.{k}": v for k, v in client_properties(table.properties).items()}
     table_conn = for_table(conn, table.properties)
     options.update(table_conn.to_spark_options())
-    use_krb5_conf(spark, table_conn)
+    use_krb5_conf_in_driver(spark, table_conn)
     options.setdefault("kafka.isolation.level", "read_committed")
     reader = spark.readStream.format("kafka").options(**options)
     reader = reader.option("startingOffsets", _starting_offsets(table, conn, fresh))

@@ -30,6 +30,7 @@ from upsert_kafka_ops.errors import KafkaConnectionError, LocalServiceError
 from upsert_kafka_ops.local.kdc import LocalKdc
 from upsert_kafka_ops.local.process import alive, free_port, java_executable, terminate, wait_ready
 from upsert_kafka_ops.local.tls import TlsFiles, generate
+from upsert_kafka_ops.spec.connection import KRB5_LOGIN_MODULE
 
 SCRAM_MECHANISMS = ("SCRAM-SHA-256", "SCRAM-SHA-512")
 #: the broker's Kerberos service: clients name it as ``sasl.kerberos.service.name``
@@ -194,7 +195,7 @@ class LocalKafka:
             props["listener.name.kerberos.sasl.enabled.mechanisms"] = "GSSAPI"
             props["listener.name.kerberos.sasl.kerberos.service.name"] = KERBEROS_SERVICE
             props["listener.name.kerberos.gssapi.sasl.jaas.config"] = (
-                "com.sun.security.auth.module.Krb5LoginModule required useKeyTab=true storeKey=true "
+                f"{KRB5_LOGIN_MODULE} required useKeyTab=true storeKey=true "
                 f'keyTab="{keytab}" principal="{principal}";'
             )
         if self.tls is not None:

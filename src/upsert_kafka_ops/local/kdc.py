@@ -144,6 +144,8 @@ class LocalKdc:
         kadmin = _program("kadmin.local")
         self._run([kadmin, "-r", self.realm, "-q", f"addprinc -randkey {self.principal(name)}"])
         self._run([kadmin, "-r", self.realm, "-q", f"ktadd -k {keytab} {self.principal(name)}"])
+        if not keytab.is_file():  # kadmin.local -q exits 0 even when its query failed
+            raise LocalServiceError(f"kadmin.local wrote no keytab for {self.principal(name)} ({keytab}).")
         keytab.chmod(0o600)
         return keytab
 

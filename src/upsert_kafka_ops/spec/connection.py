@@ -189,13 +189,18 @@ def _jaas_kerberos(jaas: str) -> tuple[str | None, str | None]:
 def _local_path(value: str, field: str, what: str) -> None:
     """Refuse a URI where a file on this machine is needed (e.g. DLI's ``obs://`` keytab)."""
     scheme = re.match(r"^([A-Za-z][A-Za-z0-9+.-]*)://", value)
-    if scheme and scheme.group(1).lower() != "file":
+    if scheme is None:
+        return
+    if scheme.group(1).lower() == "file":
         raise SpecError(
-            field,
-            f"is {value!r}: the {what} is read from the file system of every machine a client runs on, "
-            f"and {scheme.group(1)}:// files are not downloaded here.",
-            "copy it there (e.g. a Kubernetes secret mounted as a file) and give its path.",
+            field, f"is {value!r}, a URL: the Kerberos libraries take a plain path.", "write the path itself."
         )
+    raise SpecError(
+        field,
+        f"is {value!r}: the {what} is read from the file system of every machine a client runs on, "
+        f"and {scheme.group(1)}:// files are not downloaded here.",
+        "copy it there (e.g. a Kubernetes secret mounted as a file) and give its path.",
+    )
 
 
 def krb5_conf_unset(current: str | None, path: str, holder: str) -> bool:
@@ -221,6 +226,31 @@ def use_krb5_conf(path: str) -> None:
     ``path`` through ``KRB5_CONFIG``, the one file it reads."""
     if krb5_conf_unset(os.environ.get("KRB5_CONFIG"), path, "KRB5_CONFIG"):
         os.environ["KRB5_CONFIG"] = path
+
+
+#: the principal each ticket cache holds for librdkafka's kinit, in this process: ``{cache: principal}``
+_TICKET_CACHES: dict[str, str] = {}
+
+
+def _use_ticket_cache(principal: str) -> None:
+    """librdkafka's kinit writes the principal's ticket into the process's ticket cache
+    (``KRB5CCNAME``), which its GSSAPI login then reads: without one set, a private cache of this
+    process (never the user's own ``/tmp/krb5cc_<uid>``); one principal per cache."""
+    import tempfile
+
+    cache = os.environ.get("KRB5CCNAME")
+    if cache is None:
+        cache = f"FILE:{tempfile.mkdtemp(prefix='uko-krb5cc-')}/krb5cc"
+        os.environ["KRB5CCNAME"] = cache
+    held = _TICKET_CACHES.setdefault(cache, principal)
+    if held != principal:
+        raise SpecError(
+            "kerberos_principal",
+            f"is {principal!r}, but this process's ticket cache ({cache}) already holds {held!r}'s tickets "
+            "for librdkafka (one principal per cache).",
+            "run tables of different principals in different processes (jobs), or give each its own "
+            "KRB5CCNAME.",
+        )
 
 
 def _read_pem(path: str, field: str) -> str:
@@ -315,7 +345,7 @@ class KafkaConnection(SpecModel):
             raise SpecError(
                 "sasl_mechanism",
                 f"is required with security_protocol={self.security_protocol}.",
-                "set PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or OAUTHBEARER.",
+                "set PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER or GSSAPI.",
             )
         if not sasl and self.sasl_mechanism is not None:
             raise SpecError(
@@ -370,6 +400,14 @@ class KafkaConnection(SpecModel):
                 "kerberos_principal and kerberos_keytab go together.",
                 "set both (the principal and the keytab holding its keys).",
             )
+        if self.kerberos_principal is not None and self.sasl_jaas_config is not None:
+            raise SpecError(
+                "sasl_jaas_config",
+                "and kerberos_principal/kerberos_keytab both give the Kerberos login (from the table and "
+                "the connection, or both in one), and the Java and librdkafka clients could log in as "
+                "different principals.",
+                "keep one: the Krb5LoginModule line, or the principal and keytab.",
+            )
         if self.kerberos_principal is None and self.sasl_jaas_config is None:
             raise SpecError(
                 "kerberos_principal",
@@ -394,7 +432,8 @@ class KafkaConnection(SpecModel):
                 out["sasl.jaas.config"] = self.sasl_jaas_config.resolve()
             elif self.sasl_mechanism == "GSSAPI":
                 out["sasl.jaas.config"] = (
-                    f"{KRB5_LOGIN_MODULE} required useKeyTab=true storeKey=true "
+                    # refreshKrb5Config: the login reads the krb5.conf named now, not one loaded before
+                    f"{KRB5_LOGIN_MODULE} required useKeyTab=true storeKey=true refreshKrb5Config=true "
                     f"keyTab={_jaas_quote(self.kerberos_keytab or '')} "
                     f"principal={_jaas_quote(self.kerberos_principal or '')};"
                 )
@@ -506,12 +545,21 @@ class KafkaConnection(SpecModel):
         process's KRB5_CONFIG."""
         principal, keytab = self.kerberos_principal, self.kerberos_keytab
         if principal is None and self.sasl_jaas_config is not None:
-            principal, keytab = _jaas_kerberos(self.sasl_jaas_config.resolve())
+            jaas = self.sasl_jaas_config.resolve()
+            if not jaas.strip().startswith(KRB5_LOGIN_MODULE):
+                raise SpecError(
+                    "sasl_jaas_config",
+                    f"is not a {KRB5_LOGIN_MODULE} line, which GSSAPI needs (librdkafka's clients take "
+                    "its principal and keytab).",
+                    f'write "{KRB5_LOGIN_MODULE} required useKeyTab=true keyTab="/path" principal="user@REALM";".',
+                )
+            principal, keytab = _jaas_kerberos(jaas)
         out = {"sasl.kerberos.service.name": self.kerberos_service_name or DEFAULT_KERBEROS_SERVICE}
         if principal:
             out["sasl.kerberos.principal"] = principal
         if keytab:
             out["sasl.kerberos.keytab"] = keytab
+            _use_ticket_cache(principal or "")
         else:  # tickets come from the cache (kinit done outside): librdkafka must not run kinit itself
             out["sasl.kerberos.min.time.before.relogin"] = "0"
         if self.kerberos_krb5_conf is not None:
