@@ -120,6 +120,7 @@ bench: jars flink
 	@$(BIN)/pip install -q -c constraints.txt -e ".[bench]"
 	@$(TIMED) bench env UKO_FLINK_PYTHON=$(CURDIR)/$(FLINK_VENV)/bin/python $(BIN)/python benchmarks/bench_engine.py
 	@$(TIMED) "lag bench" $(BIN)/python benchmarks/bench_lag.py
+	@$(TIMED) "memory bench" $(BIN)/python benchmarks/bench_memory.py
 
 # Re-pin the whole verified set after changing a range in pyproject.toml (check it resolves first:
 # pip install --dry-run -c constraints.txt -e ".[$(EXTRAS)]").

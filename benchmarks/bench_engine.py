@@ -72,7 +72,7 @@ TARGETS = [
 ]
 
 
-def _table(
+def bench_table(
     topic: str, servers: str, fmt: str = "json", registry_url: str = "", bounded: bool = True
 ) -> UpsertKafkaTable:
     options = {
@@ -102,7 +102,7 @@ def _value(i: int, rnd: random.Random) -> bytes:
     return json.dumps(row, separators=(",", ":")).encode()
 
 
-def _produce(servers: str, topic: str, records: int, seed: int) -> int:
+def produce(servers: str, topic: str, records: int, seed: int) -> int:
     """``records`` JSON changes over KEYS keys (5% tombstones); returns their bytes."""
     from confluent_kafka import Producer
 
@@ -270,9 +270,9 @@ def main() -> int:
         for fmt in FORMATS:
             kafka.create_topic(f"bench_sink_{fmt}", partitions=PARTITIONS)
         began = time.monotonic()
-        size = _produce(servers, "bench_src", RECORDS, seed=42)
+        size = produce(servers, "bench_src", RECORDS, seed=42)
         print(f"bench: produced {RECORDS} records ({size / 1e6:.1f} MB) in {time.monotonic() - began:.1f}s")
-        table = _table("bench_src", servers)
+        table = bench_table("bench_src", servers)
 
         # new processes, alternating: the peer, the engine cold, the floors
         for _ in range(REPEAT):
@@ -323,7 +323,7 @@ def main() -> int:
         )
         bytes_out = 0
         for fmt in FORMATS:
-            sink = _table(f"bench_sink_{fmt}", servers, fmt, schema_registry.url, bounded=False)
+            sink = bench_table(f"bench_sink_{fmt}", servers, fmt, schema_registry.url, bounded=False)
             for run in ("cold", "warm"):
                 t0 = time.monotonic()
                 res = write_changelog(spark.read.parquet(parquet), sink, conn, order_by="seq")
@@ -338,11 +338,11 @@ def main() -> int:
 
         # incremental runs, each a new `upsert-kafka-ops run` process into Delta (the CLI's own session)
         pipeline = tmp / "pipeline.yaml"
-        _pipeline(pipeline, servers, _table("bench_src", servers, bounded=False), tmp / "warehouse")
+        _pipeline(pipeline, servers, bench_table("bench_src", servers, bounded=False), tmp / "warehouse")
         fig.add("incremental_full", *_run_job(pipeline, "full"))
-        _produce(servers, "bench_src", RECORDS // 100, seed=43)
+        produce(servers, "bench_src", RECORDS // 100, seed=43)
         fig.add("incremental_1pct", *_run_job(pipeline, "incremental"))
-        _produce(servers, "bench_src", 10, seed=44)
+        produce(servers, "bench_src", 10, seed=44)
         fig.add("incremental_tiny", *_run_job(pipeline, "incremental"))
 
     results["figures"] = fig.as_json()
