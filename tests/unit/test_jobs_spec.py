@@ -201,3 +201,27 @@ def test_a_sink_table_with_several_topics_is_refused_when_the_pipeline_is_read()
     with pytest.raises(SpecError, match="exactly one topic") as info:
         TopicSink.model_validate({"connection": "main", "table": table})
     assert info.value.field == "sink.table.topic" and "'t1;t2'" in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("options", "connection", "field", "message"),
+    [
+        ("'properties.security.protocol' = 'SSL'", {"security_protocol": "SASL_SSL", "sasl_mechanism": "PLAIN",
+         "username": "u", "password": {"env": "P"}}, "jobs.0.source.properties.security.protocol",
+         "the connection sets security_protocol"),
+        ("'properties.security.protocol' = 'SASL_PLAINTEXT', 'properties.sasl.mechanism' = 'GSSAPI', "
+         "'properties.connector.kerberos.principal' = 'etl@EX.COM'", {}, "jobs.0.source.kerberos_keytab",
+         "go together"),
+    ],
+)  # fmt: skip
+def test_a_tables_security_is_merged_with_its_connection_at_validation(
+    options: str, connection: dict[str, Any], field: str, message: str
+) -> None:
+    """What a run would refuse when it merges a table's security into its connection (two explicit
+    values, a half-given Kerberos login) is refused when the pipeline file is read, naming the job."""
+    ddl = DDL.replace("'value.format' = 'json'", f"'value.format' = 'json', {options}")
+    data = _pipeline(source={"connection": "main", "table": {"ddl": ddl}})
+    data["connections"]["main"].update(connection)
+    with pytest.raises(SpecError, match=message) as info:
+        Pipeline.model_validate(data)
+    assert info.value.field == field

@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Annotated, Any, ClassVar, Literal
 
@@ -22,7 +22,7 @@ from pydantic import Discriminator, Field, Tag, model_validator
 
 from upsert_kafka_ops.errors import SpecError
 from upsert_kafka_ops.spec.base import SpecModel
-from upsert_kafka_ops.spec.connection import KafkaConnection, SecretRef
+from upsert_kafka_ops.spec.connection import KafkaConnection, SecretRef, for_table
 from upsert_kafka_ops.spec.table import KafkaTable, UpsertKafkaTable
 
 PIPELINE_VERSION = 1
@@ -596,6 +596,17 @@ class PublishJob(_Job):
 Job = Annotated[MaterializeJob | BackfillJob | TopicToTopicJob | PublishJob, Field(discriminator="kind")]
 
 
+def _kafka_parts(job: Any) -> Iterator[tuple[str, Any]]:
+    """``(where, part)`` for each of a job's parts that reads or writes a Kafka table through a named
+    connection (a source, a topic target or sink, each source of a topic-to-topic job)."""
+    for name in ("source", "target", "sink"):
+        part = getattr(job, name, None)
+        if hasattr(part, "connection") and hasattr(part, "table"):
+            yield name, part
+    for view, part in (getattr(job, "sources", None) or {}).items():
+        yield f"sources.{view}", part
+
+
 class Pipeline(SpecModel):
     """A pipeline file: named connections and the jobs that use them."""
 
@@ -619,6 +630,13 @@ class Pipeline(SpecModel):
                         f"job {job.name!r} names connection {conn!r}, which the pipeline does not define.",
                         f"add it under 'connections' (defined: {', '.join(sorted(self.connections)) or 'none'}).",
                     )
+            # a table's security over its connection's, as a run merges them: a conflict, or a login
+            # only half given (Kerberos principal without keytab), is a validation error, not a run's
+            for where, part in _kafka_parts(job):
+                try:
+                    for_table(self.connections[part.connection], part.table.properties)
+                except SpecError as exc:
+                    raise SpecError(f"jobs.{i}.{where}.{exc.field}", exc.message, exc.fix) from None
         return self
 
     def job(self, name: str) -> MaterializeJob | BackfillJob | TopicToTopicJob | PublishJob:
