@@ -4,7 +4,7 @@
 # admin clients use it. Built once per machine into the user cache (every clone shares it), from the
 # librdkafka sources that Confluent's own Node.js client publishes on the npm registry (the newest
 # librdkafka sources this project's registries carry), checked against a pinned digest. Needs python3,
-# openssl, a C compiler and the -dev packages `scripts/ensure-toolchain.sh kerberos` installs.
+# a C compiler and make, and the -dev packages `scripts/ensure-toolchain.sh kerberos` installs.
 #
 #   scripts/build-librdkafka.sh DEST     builds into DEST (prefix with include/ and lib/)
 set -euo pipefail
@@ -22,7 +22,7 @@ work=$(mktemp -d "${TMPDIR:-/tmp}/librdkafka.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 tarball="$work/package.tgz"
 python3 -c 'import sys, urllib.request; urllib.request.urlretrieve(sys.argv[1], sys.argv[2])' "$NPM_TARBALL" "$tarball"
-actual="sha512-$(openssl dgst -sha512 -binary "$tarball" | base64 -w0)"
+actual=$(python3 -c 'import base64, hashlib, sys; print("sha512-" + base64.b64encode(hashlib.sha512(open(sys.argv[1], "rb").read()).digest()).decode())' "$tarball")
 if [ "$actual" != "$NPM_INTEGRITY" ]; then
   echo "ERROR: $NPM_PACKAGE does not match its pinned digest ($actual)." >&2
   exit 1
