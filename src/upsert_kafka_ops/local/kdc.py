@@ -26,7 +26,7 @@ from pathlib import Path
 from types import TracebackType
 
 from upsert_kafka_ops.errors import LocalServiceError
-from upsert_kafka_ops.local.process import free_port, terminate
+from upsert_kafka_ops.local.process import free_port, terminate, wait_ready
 
 DEFAULT_REALM = "UKO.LOCAL"
 INSTALL_HINT = (
@@ -170,20 +170,30 @@ class LocalKdc:
                 stdin=subprocess.DEVNULL,
                 start_new_session=True,
             )
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self._proc.poll() is not None:
-                out_text = (self.work_dir / "krb5kdc.out").read_text(errors="replace")
-                log = self.log_file.read_text(errors="replace") if self.log_file.exists() else ""
-                self._proc = None
-                raise LocalServiceError(f"krb5kdc exited at start:\n{out_text}{log[-2000:]}")
+
+        def listens(left: float) -> bool:
             try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=0.5):
-                    return self
+                with socket.create_connection(("127.0.0.1", self.port or 0), timeout=min(0.5, left)):
+                    return True
             except OSError:
                 time.sleep(0.05)
-        self.stop()
-        raise LocalServiceError(f"krb5kdc did not listen on 127.0.0.1:{self.port} within {timeout:g}s.")
+                return False
+
+        try:
+            wait_ready(self._proc, listens, timeout, "krb5kdc", self.log_tail)
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def log_tail(self, lines: int = 30) -> str:
+        """The end of the KDC's console output and of its log."""
+        parts = []
+        for f in (self.work_dir / "krb5kdc.out", self.log_file):
+            if f.is_file():
+                text = f.read_text(errors="replace").splitlines()
+                parts.append(f"--- {f} (last {min(lines, len(text))} lines)\n" + "\n".join(text[-lines:]))
+        return "\n".join(parts) or "(krb5kdc wrote nothing)"
 
     def stop(self, timeout: float = 10.0) -> None:
         """Stop the KDC (SIGTERM, then SIGKILL) and wait for it to exit."""
