@@ -99,6 +99,35 @@ def test_offset_lag_is_exact_per_partition_and_in_total(
     assert [(p.partition, p.lag) for p in everything.partitions] == [(0, 6), (1, 0), (2, None)]
 
 
+def test_offsets_requests_split_into_chunks_give_the_same_report(
+    kafka: LocalKafka, new_topic: Callable[..., str], group: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Offsets are asked in chunks (one request over thousands of partitions costs the client more
+    than many small ones): chunks of 2 and 3 give every partition its own numbers."""
+    from upsert_kafka_ops.kafka import admin as admin_module
+
+    topics = [new_topic(partitions=3), new_topic(partitions=4)]
+    counts = {(t, p): 2 + p + 3 * i for i, t in enumerate(topics) for p in range(3 + i)}
+    for (t, p), n in counts.items():
+        _produce(kafka, t, p, n)
+    commits = {tp: n // 2 for tp, n in counts.items() if tp[1] != 1}
+    _commit(kafka, group, commits)
+    whole = group_lag(kafka.client_config(), group, isolation="read_committed", topics=topics)
+    monkeypatch.setattr(admin_module, "OFFSETS_CHUNK", 2)
+    monkeypatch.setattr(admin_module, "GROUP_OFFSETS_CHUNK", 3)
+    chunked = group_lag(kafka.client_config(), group, isolation="read_committed", topics=topics)
+    got = {(p.topic, p.partition): (p.committed, p.earliest, p.end, p.lag) for p in chunked.partitions}
+    assert got == {
+        tp: (commits.get(tp), 0, n, None if tp not in commits else n - commits[tp])
+        for tp, n in counts.items()
+    }
+    assert [p.record_timestamp_ms for p in chunked.partitions] == [
+        p.record_timestamp_ms for p in whole.partitions
+    ]
+    with KafkaAdmin(kafka.client_config(), timeout=10) as admin:
+        assert admin.committed_offsets(group, sorted(counts)) == {tp: commits.get(tp) for tp in counts}
+
+
 def test_a_reused_admin_reads_the_record_at_an_unmoved_commit_once(
     kafka: LocalKafka, new_topic: Callable[..., str], group: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:

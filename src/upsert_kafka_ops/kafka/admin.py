@@ -26,6 +26,11 @@ _SSL_HINT = "check the CA file (ssl.ca.location) and that the server certificate
 _K = TypeVar("_K")
 #: The group id of record readers: set because librdkafka requires one, never joined nor committed to.
 READER_GROUP = "upsert-kafka-ops-lag-reader"
+#: partitions per offsets request. The client's cost grows faster than the list (measured over 10,000
+#: partitions on loopback: one ListOffsets 575 ms, twenty of 500 together 159 ms; one committed-offsets
+#: request 173 ms, ten of 1,000 38 ms)
+OFFSETS_CHUNK = 500
+GROUP_OFFSETS_CHUNK = 1000
 
 
 def probe(config: dict[str, Any], timeout: float = 10.0) -> Any:
@@ -425,10 +430,14 @@ class KafkaAdmin:
             if isolation == "read_committed"
             else IsolationLevel.READ_UNCOMMITTED
         )
-        request = {TopicPartition(t, p): spec for t, p in partitions}
-        if not request:
-            return {}
-        return self.client.list_offsets(request, isolation_level=level, request_timeout=self.timeout)
+        parts = list(partitions)
+        futures: dict[Any, Any] = {}
+        for chunk in _chunks(parts, OFFSETS_CHUNK):  # all in flight at once
+            request = {TopicPartition(t, p): spec for t, p in chunk}
+            futures.update(
+                self.client.list_offsets(request, isolation_level=level, request_timeout=self.timeout)
+            )
+        return futures
 
     def _offsets(
         self, futures: Any, what: str, deadline: float | None = None
@@ -480,17 +489,26 @@ class KafkaAdmin:
         partitions the group has committed offsets for."""
         from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
 
-        asked = None if partitions is None else [TopicPartition(t, p) for t, p in partitions]
-        if asked is not None and not asked:
-            return {}
-        request = [ConsumerGroupTopicPartitions(group, asked)]
-        futures = self.client.list_consumer_group_offsets(request, request_timeout=self.timeout)
-        result = self._wait(futures, f"read the committed offsets of group {group!r}")[group]
+        what = f"read the committed offsets of group {group!r}"
+        chunks: list[Any] = [None]
+        if partitions is not None:
+            chunks = [
+                [TopicPartition(t, p) for t, p in c] for c in _chunks(list(partitions), GROUP_OFFSETS_CHUNK)
+            ]
+            if not chunks:
+                return {}
+        futures = {  # one group a request (the client's rule): the chunks in flight at once
+            i: self.client.list_consumer_group_offsets(
+                [ConsumerGroupTopicPartitions(group, chunk)], request_timeout=self.timeout
+            )[group]
+            for i, chunk in enumerate(chunks)
+        }
         out: dict[TopicPartitionKey, int | None] = {}
-        for tp in result.topic_partitions or []:
-            if tp.error is not None:
-                raise self.failure(_exception(tp.error), f"read the committed offsets of group {group!r}")
-            out[(tp.topic, tp.partition)] = tp.offset if tp.offset >= 0 else None
+        for result in self._wait(futures, what).values():
+            for tp in result.topic_partitions or []:
+                if tp.error is not None:
+                    raise self.failure(_exception(tp.error), what)
+                out[(tp.topic, tp.partition)] = tp.offset if tp.offset >= 0 else None
         return out
 
     def describe_group(self, group: str) -> GroupInfo:
@@ -504,6 +522,10 @@ class KafkaAdmin:
                 owners[(tp.topic, tp.partition)] = f"{member.host}/{member.client_id}"
         state = getattr(desc.state, "name", str(desc.state))
         return GroupInfo(group=group, state=str(state), members=len(desc.members or []), owners=owners)
+
+
+def _chunks(items: list[Any], size: int) -> list[list[Any]]:
+    return [items[i : i + size] for i in range(0, len(items), size)]
 
 
 def _spec(name: str) -> Any:
