@@ -114,13 +114,18 @@ def _save(table: UpsertKafkaTable | KafkaTable, conn: KafkaConnection, records: 
     writer.options(**options).option("topic", _sink_topic(table)).save()
 
 
-def _write_stats(records: DataFrame) -> Any:
+def _write_stats(records: DataFrame, last: str | None = None) -> Any:
+    """Counts of the records to write, in one pass: ``last`` flags each key's last record (the keys
+    are then counted without a shuffle of their own); without it each record is taken as a key of its
+    own (a snapshot's one row per key; an append reports no key count)."""
     from pyspark.sql import functions as F
 
+    n = F.count(F.lit(1))
     return records.agg(
-        F.count(F.lit(1)).alias("n"),
-        F.count_distinct("key").alias("keys"),
+        n.alias("n"),
+        (F.count(F.when(F.col(last), 1)) if last else n).alias("keys"),
         F.count(F.when(F.col("value").isNull(), 1)).alias("tombs"),
+        F.count(F.when(F.col("key").isNull(), 1)).alias("null_keys"),
         F.coalesce(
             F.sum(F.coalesce(F.length("key"), F.lit(0)) + F.coalesce(F.length("value"), F.lit(0))), F.lit(0)
         ).alias("bytes"),
@@ -168,6 +173,7 @@ def write_changelog(
         raise SpecError("op", f"unknown change kind {bad_op[0]['op']!r}.", f"use one of {', '.join(OPS)}.")
     in_order: list[str] = []
     clustered: list[str] = []
+    last: list[str] = []  # a flag on each key's last change (never a dropped one): the keys' count
     if not order:
         dup = df.groupBy(*pk).count().where("count > 1").limit(1).collect()
         if dup:
@@ -181,27 +187,28 @@ def write_changelog(
         after = F.when(F.col("op") == "-U", 0).otherwise(1)  # at equal order, UPDATE_BEFORE first
         ranks = [*[F.col(c).asc_nulls_first() for c in order], after]
         w = Window.partitionBy(*pk).orderBy(*ranks)
+        is_last = F.lead(F.lit(1)).over(w).isNull()
         if table.sink_buffer_flush_max_rows > 0:  # Flink's reducing buffer, the write as one buffer
-            changes = df.withColumn("__last", F.lead(F.lit(1)).over(w)).where(F.col("__last").isNull())
+            changes = df.withColumn("__last", is_last).where(F.col("__last"))
         else:
             followed = F.coalesce((F.col("op") == "-U") & (F.lead("op").over(w) == "+U"), F.lit(False))
-            changes = df.withColumn("__drop", followed).where(~F.col("__drop"))
+            changes = df.withColumn("__drop", followed).withColumn("__last", is_last).where(~F.col("__drop"))
             changes = changes.select("*", *[F.col(c).alias(f"__o{i}") for i, c in enumerate(order)])
             changes = changes.withColumn("__o_after", after)
             changes = changes.select("*", *[F.col(k).alias(f"__k{i}") for i, k in enumerate(pk)])
             in_order = [*[f"__o{i}" for i in range(len(order))], "__o_after"]
             clustered = [f"__k{i}" for i in range(len(pk))]
+        last = ["__last"]
     key, value = _encoded(table, changes)
     headers = _headers(table)
     columns = [key.alias("key"), F.when(F.col("op").isin("+I", "+U"), value).alias("value")]
     if headers is not None:
         columns.append(headers.alias("headers"))
-    records = changes.select(*columns, *clustered, *in_order).persist(StorageLevel.MEMORY_AND_DISK)
+    records = changes.select(*columns, *clustered, *in_order, *last).persist(StorageLevel.MEMORY_AND_DISK)
     try:
-        null_keys = records.where(F.col("key").isNull()).limit(1).count()
-        if null_keys:
+        stats = _write_stats(records, last[0] if last else None)
+        if stats["null_keys"]:
             raise DataError("A primary key encodes to NULL bytes; a Kafka upsert key cannot be NULL.")
-        stats = _write_stats(records)
         _write(table, conn, records, [F.col(c).asc_nulls_first() for c in in_order], clustered)
     finally:
         records.unpersist()

@@ -109,6 +109,14 @@ def json_string(c: Column) -> Column:
     return F.substring(text, 2, F.length(text) - 2)
 
 
+def _quoted(text: Column) -> Column:
+    """A JSON string of text that has nothing to escape (dates, times, base64): quotes only, without
+    the JSON writer that :func:`json_string` runs per row."""
+    from pyspark.sql import functions as F
+
+    return F.concat(F.lit('"'), text, F.lit('"'))
+
+
 def json_decimal(c: Column, plain: bool) -> Column:
     """A decimal's text as Flink 2.x writes it: plain, ``toPlainString()`` at the column's scale (12.30
     stays 12.30; Flink 1.x stripped the trailing zeros), else ``stripTrailingZeros().toString()``.
@@ -186,7 +194,7 @@ def _json_value(c: Column, t: SqlType, options: dict[str, str]) -> Column:
     elif t.name in ("STRING", "VARCHAR", "CHAR"):
         text = json_string(c)
     elif t.name == "TIME":
-        text = json_string(F.substring(c, 1, 8))  # Flink writes TIME as HH:mm:ss
+        text = _quoted(F.substring(c, 1, 8))  # Flink writes TIME as HH:mm:ss
     elif t.name == "BOOLEAN" or t.name in INTEGRAL_BYTES:
         text = c.cast("string")
     elif t.name in ("FLOAT", "DOUBLE"):
@@ -197,15 +205,15 @@ def _json_value(c: Column, t: SqlType, options: dict[str, str]) -> Column:
     elif t.name == "DECIMAL":
         text = json_decimal(c, options.get("encode.decimal-as-plain-number", "false").lower() == "true")
     elif t.name == "DATE":
-        text = json_string(c.cast("string"))
+        text = _quoted(c.cast("string"))
     elif t.name == "TIMESTAMP":
         ts = c.cast("string")
-        text = json_string(F.regexp_replace(ts, " ", "T") if iso else ts)
+        text = _quoted(F.regexp_replace(ts, " ", "T") if iso else ts)
     elif t.name == "TIMESTAMP_LTZ":
         utc = F.convert_timezone(F.current_timezone(), F.lit("UTC"), c.cast("timestamp_ntz")).cast("string")
-        text = json_string(F.concat(F.regexp_replace(utc, " ", "T") if iso else utc, F.lit("Z")))
+        text = _quoted(F.concat(F.regexp_replace(utc, " ", "T") if iso else utc, F.lit("Z")))
     elif t.name in BINARY_TYPES:
-        text = json_string(F.regexp_replace(F.base64(c), "\\r\\n", ""))
+        text = _quoted(F.regexp_replace(F.base64(c), "\\r\\n", ""))
     else:
         raise SpecError("json", f"type {t.to_flink()} cannot be written as JSON here.")
     return F.when(c.isNull(), F.lit("null")).otherwise(text)
