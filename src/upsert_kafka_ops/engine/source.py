@@ -107,6 +107,11 @@ def read_raw(
     # measured on 1M records over 8 partitions: Spark's scan 2.73 s -> 2.50 s). A table's own
     # 'properties.max.poll.records' wins.
     options.setdefault("kafka.max.poll.records", "10000")
+    # a bounded read never waits for new data, yet Spark's reader seeks before every poll and checks
+    # the partition's range when a poll comes back empty, so each fetch could sit out the broker's
+    # wait (Kafka's default 500 ms). Measured on 1M records over 8 partitions, same output: Spark's
+    # scan 2.6 s -> 0.6 s, materialize 5.8 s -> 3.6 s, reading 10 new records 3.6 s -> 1.9 s warm.
+    options.setdefault("kafka.fetch.max.wait.ms", "10")
     if not parts:  # Spark's source needs at least one partition to assign; read an empty range instead
         t, p = bounds.partitions()[0] if bounds.partitions() else (table.topic[0] if table.topic else "", 0)
         parts, ranges = [(t, p)], {(t, p): (bounds.start.get((t, p), 0),) * 2}
