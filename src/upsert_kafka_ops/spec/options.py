@@ -50,7 +50,9 @@ CONNECTOR_OPTIONS: tuple[Option, ...] = (
         "connection's defaults (two different explicit values are an error naming both); their secrets "
         "(sasl.jaas.config, store and key passwords) are 'env:NAME' or 'file:/path' references. The "
         "properties the connector sets itself (serializers, enable.auto.commit, auto.offset.reset, "
-        "partitioner.class, transactional.id) are refused. Kerberos: sasl.mechanism GSSAPI with "
+        "partitioner.class, transactional.id) are refused. Batch reads default max.poll.records to 10000 "
+        "and fetch.max.wait.ms to 10 (a bounded read has nothing to wait for; set either to override). "
+        "Kerberos: sasl.mechanism GSSAPI with "
         "sasl.kerberos.service.name ('kafka' when unset) and a Krb5LoginModule sasl.jaas.config (keytab and "
         "principal; no secret, so a literal line is allowed); the offset, lag and admin clients need "
         "confluent-kafka built against a librdkafka with GSSAPI (make kerberos; docs/kerberos.md).",
