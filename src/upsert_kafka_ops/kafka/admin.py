@@ -26,6 +26,7 @@ _SSL_HINT = "check the CA file (ssl.ca.location) and that the server certificate
 _K = TypeVar("_K")
 #: The group id of record readers: set because librdkafka requires one, never joined nor committed to.
 READER_GROUP = "upsert-kafka-ops-lag-reader"
+_EARLIEST, _LATEST = -2, -1  # ListOffsets' timestamps for the log start and the end
 #: partitions per offsets request. The client's cost grows faster than the list (measured over 10,000
 #: partitions on loopback: one ListOffsets 575 ms, twenty of 500 together 159 ms; one committed-offsets
 #: request 173 ms, ten of 1,000 38 ms)
@@ -222,7 +223,7 @@ class KafkaAdmin:
         self.timeout = timeout
         self._client: Any = None
         self._errors: list[Any] = []
-        self._readers: dict[str, Any] = {}
+        self._readers: dict[tuple[str, str], Any] = {}
         #: the first record lag evaluations found at or after a start offset with :meth:`record_reader`,
         #: kept while this admin is reused (one per partition and isolation, a record never changes at
         #: its offset): ``{(topic, partition, isolation): (start, found, monotonic time)}``
@@ -252,9 +253,13 @@ class KafkaAdmin:
     def record_reader(self, isolation: Isolation) -> Any:
         """A ``Consumer`` for reading single records by ``assign`` (never subscribes nor commits, so
         its group is never joined), kept for reuse until :meth:`close`."""
+        return self._consumer("records", isolation)
+
+    def _consumer(self, use: str, isolation: Isolation) -> Any:
+        """The kept consumer for ``use`` (reading records, or listing offsets) at ``isolation``."""
         if isolation not in ISOLATIONS:
             raise ValueError(f"isolation must be one of {ISOLATIONS}, not {isolation!r}")
-        if isolation not in self._readers:
+        if (use, isolation) not in self._readers:
             from confluent_kafka import Consumer
 
             conf = {k: v for k, v in self.config.items() if not callable(v) and k != "logger"}
@@ -271,11 +276,12 @@ class KafkaAdmin:
                     "max.partition.fetch.bytes": 65536,
                     "queued.max.messages.kbytes": 8192,
                     "logger": _LOG,
+                    "error_cb": self._errors.append,
                     "socket.connection.setup.timeout.ms": max(1000, int(self.timeout * 1000)),
                 }
             )
-            self._readers[isolation] = Consumer(conf)
-        return self._readers[isolation]
+            self._readers[(use, isolation)] = Consumer(conf)
+        return self._readers[(use, isolation)]
 
     @property
     def client(self) -> Any:
@@ -418,55 +424,56 @@ class KafkaAdmin:
         return out
 
     # -- offsets -----------------------------------------------------------------------------------
-    def _offsets_futures(
-        self, partitions: Iterable[TopicPartitionKey], spec: Any, isolation: Isolation
-    ) -> Any:
-        from confluent_kafka import IsolationLevel, TopicPartition
-
-        if isolation not in ISOLATIONS:
-            raise ValueError(f"isolation must be one of {ISOLATIONS}, not {isolation!r}")
-        level = (
-            IsolationLevel.READ_COMMITTED
-            if isolation == "read_committed"
-            else IsolationLevel.READ_UNCOMMITTED
-        )
-        parts = list(partitions)
-        futures: dict[Any, Any] = {}
-        for chunk in _chunks(parts, OFFSETS_CHUNK):  # all in flight at once
-            request = {TopicPartition(t, p): spec for t, p in chunk}
-            futures.update(
-                self.client.list_offsets(request, isolation_level=level, request_timeout=self.timeout)
-            )
-        return futures
-
-    def _offsets(
-        self, futures: Any, what: str, deadline: float | None = None
+    def _list_offsets(
+        self,
+        partitions: Iterable[TopicPartitionKey],
+        timestamp: int,
+        isolation: Isolation,
+        what: str,
+        deadline: float | None = None,
     ) -> dict[TopicPartitionKey, int]:
-        results = self._wait(futures, what, deadline)
-        return {(tp.topic, tp.partition): int(info.offset) for tp, info in results.items()}
+        """Kafka's ListOffsets for every partition at ``timestamp`` (Kafka's -2 earliest and -1 latest, or
+        a time in ms), by the reader consumer of ``isolation`` (the latest offset is the last stable one
+        under ``read_committed``). The consumer's call takes the whole list with no future per
+        partition (10,000 partitions in chunks: 57 ms, against 159 ms through the admin client's
+        futures)."""
+        from confluent_kafka import TopicPartition
+
+        reader = self._consumer("offsets", isolation)
+        end = deadline if deadline is not None else time.monotonic() + self.timeout
+        out: dict[TopicPartitionKey, int] = {}
+        for chunk in _chunks(list(partitions), OFFSETS_CHUNK):
+            try:
+                found = reader.offsets_for_times(
+                    [TopicPartition(t, p, timestamp) for t, p in chunk],
+                    timeout=max(0.001, end - time.monotonic()),
+                )
+            except BaseException as exc:
+                raise self.failure(exc, what) from None
+            for tp in found:
+                if tp.error is not None:
+                    raise self.failure(_exception(tp.error), what)
+                out[(tp.topic, tp.partition)] = int(tp.offset)
+        return out
 
     def earliest_offsets(self, partitions: Iterable[TopicPartitionKey]) -> dict[TopicPartitionKey, int]:
         """The log start offset of each partition (the same for both isolation levels)."""
-        futures = self._offsets_futures(partitions, _spec("earliest"), "read_uncommitted")
-        return self._offsets(futures, "list earliest offsets")
+        return self._list_offsets(partitions, _EARLIEST, "read_uncommitted", "list earliest offsets")
 
     def end_offsets(
         self, partitions: Iterable[TopicPartitionKey], *, isolation: Isolation
     ) -> dict[TopicPartitionKey, int]:
         """End offsets (exclusive): the last stable offset for ``read_committed``, else the high watermark."""
-        futures = self._offsets_futures(partitions, _spec("latest"), isolation)
-        return self._offsets(futures, "list end offsets")
+        return self._list_offsets(partitions, _LATEST, isolation, "list end offsets")
 
     def watermarks(
         self, partitions: Iterable[TopicPartitionKey], *, isolation: Isolation
     ) -> dict[TopicPartitionKey, tuple[int, int]]:
-        """``(earliest, end)`` per partition, both requests in flight at once."""
+        """``(earliest, end)`` per partition, within one timeout."""
         parts = list(partitions)
-        low = self._offsets_futures(parts, _spec("earliest"), "read_uncommitted")
-        high = self._offsets_futures(parts, _spec("latest"), isolation)
         deadline = time.monotonic() + self.timeout
-        lows = self._offsets(low, "list earliest offsets", deadline)
-        highs = self._offsets(high, "list end offsets", deadline)
+        lows = self._list_offsets(parts, _EARLIEST, "read_uncommitted", "list earliest offsets", deadline)
+        highs = self._list_offsets(parts, _LATEST, isolation, "list end offsets", deadline)
         return {tp: (lows[tp], highs[tp]) for tp in parts}
 
     def offsets_for_times(
@@ -474,10 +481,7 @@ class KafkaAdmin:
     ) -> dict[TopicPartitionKey, int | None]:
         """The first offset whose record timestamp is >= ``timestamp_ms``; ``None`` when no record is
         that late."""
-        from confluent_kafka.admin import OffsetSpec  # type: ignore[attr-defined]
-
-        futures = self._offsets_futures(partitions, OffsetSpec.for_timestamp(int(timestamp_ms)), isolation)
-        found = self._offsets(futures, "list offsets for a timestamp")
+        found = self._list_offsets(partitions, int(timestamp_ms), isolation, "list offsets for a timestamp")
         return {tp: (off if off >= 0 else None) for tp, off in found.items()}
 
     # -- groups ------------------------------------------------------------------------------------
@@ -526,12 +530,6 @@ class KafkaAdmin:
 
 def _chunks(items: list[Any], size: int) -> list[list[Any]]:
     return [items[i : i + size] for i in range(0, len(items), size)]
-
-
-def _spec(name: str) -> Any:
-    from confluent_kafka.admin import OffsetSpec  # type: ignore[attr-defined]
-
-    return getattr(OffsetSpec, name)()
 
 
 def _exception(error: Any) -> Exception:
