@@ -1,4 +1,5 @@
-"""Partitions and offsets of topics, with confluent-kafka's AdminClient (no Spark, bounded time).
+"""Partitions and offsets of topics from a librdkafka configuration (no Spark, bounded time): one
+call each, through a :class:`~upsert_kafka_ops.kafka.admin.KafkaAdmin` that lives for the call.
 
 Offsets are ``{(topic, partition): offset}``; an end offset is exclusive (the next offset to read).
 """
@@ -9,24 +10,10 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
-from upsert_kafka_ops.errors import KafkaConnectionError, SpecError
+from upsert_kafka_ops.errors import SpecError
+from upsert_kafka_ops.kafka.admin import KafkaAdmin, probe
 
 TopicPartitionOffsets = dict[tuple[str, int], int]
-
-
-def _admin(config: dict[str, Any]) -> Any:
-    import logging
-
-    from confluent_kafka.admin import AdminClient
-
-    conf: dict[str, Any] = {**config, "logger": logging.getLogger("upsert_kafka_ops.kafka.client")}
-    return AdminClient(conf)
-
-
-def _spec(name: str) -> Any:
-    from confluent_kafka.admin import OffsetSpec  # type: ignore[attr-defined]
-
-    return getattr(OffsetSpec, name)()
 
 
 def topic_partitions(
@@ -39,8 +26,6 @@ def topic_partitions(
 
     :raises SpecError: when a named topic does not exist.
     """
-    from upsert_kafka_ops.kafka.admin import probe
-
     # the metadata through probe: an authentication or TLS failure ends the wait at once and is named
     md = probe(config, timeout=timeout)
     if pattern is not None:
@@ -56,35 +41,12 @@ def topic_partitions(
     return [(t, p) for t in names for p in sorted(md.topics[t].partitions)]
 
 
-def _list_offsets(
-    config: dict[str, Any], partitions: list[tuple[str, int]], spec: Any, read_committed: bool, timeout: float
-) -> TopicPartitionOffsets:
-    from confluent_kafka import IsolationLevel, KafkaException, TopicPartition
-
-    if not partitions:
-        return {}
-    request = {
-        TopicPartition(t, p): (spec if not isinstance(spec, dict) else spec[(t, p)]) for t, p in partitions
-    }
-    level = IsolationLevel.READ_COMMITTED if read_committed else IsolationLevel.READ_UNCOMMITTED
-    admin = _admin(config)  # keep the client alive until its futures are resolved
-    futures = admin.list_offsets(request, isolation_level=level, request_timeout=timeout)
-    out: TopicPartitionOffsets = {}
-    try:
-        for tp, fut in futures.items():
-            out[(tp.topic, tp.partition)] = int(fut.result(timeout=timeout).offset)
-    except KafkaException as exc:
-        raise KafkaConnectionError(
-            f"Cannot list offsets at {config.get('bootstrap.servers')}: {exc}"
-        ) from None
-    return out
-
-
 def earliest_offsets(
     config: dict[str, Any], partitions: list[tuple[str, int]], timeout: float = 30.0
 ) -> TopicPartitionOffsets:
-
-    return _list_offsets(config, partitions, _spec("earliest"), True, timeout)
+    """The log start offset of each partition."""
+    with KafkaAdmin(config, timeout=timeout) as admin:
+        return admin.earliest_offsets(partitions)
 
 
 def end_offsets(
@@ -94,8 +56,10 @@ def end_offsets(
     timeout: float = 30.0,
 ) -> TopicPartitionOffsets:
     """End offsets: the last stable offset for ``read_committed``, else the high watermark."""
-
-    return _list_offsets(config, partitions, _spec("latest"), read_committed, timeout)
+    with KafkaAdmin(config, timeout=timeout) as admin:
+        return admin.end_offsets(
+            partitions, isolation="read_committed" if read_committed else "read_uncommitted"
+        )
 
 
 def offsets_for_timestamp(
@@ -103,25 +67,16 @@ def offsets_for_timestamp(
 ) -> TopicPartitionOffsets:
     """Per partition, the first offset whose record timestamp is >= ``timestamp_ms``; the end offset
     where no record is that late."""
-    from confluent_kafka.admin import OffsetSpec  # type: ignore[attr-defined]
-
-    found = _list_offsets(config, partitions, OffsetSpec.for_timestamp(timestamp_ms), True, timeout)
-    ends = end_offsets(config, partitions, timeout=timeout)
-    return {tp: (off if off >= 0 else ends[tp]) for tp, off in found.items()}
+    with KafkaAdmin(config, timeout=timeout) as admin:
+        found = admin.offsets_for_times(partitions, timestamp_ms, isolation="read_committed")
+        late = [tp for tp, off in found.items() if off is None]
+        ends = admin.end_offsets(late, isolation="read_committed") if late else {}
+    return {tp: (off if off is not None else ends[tp]) for tp, off in found.items()}
 
 
 def committed_offsets(
     config: dict[str, Any], group: str, partitions: list[tuple[str, int]], timeout: float = 30.0
 ) -> dict[tuple[str, int], int | None]:
     """A consumer group's committed offsets; ``None`` for partitions it never committed."""
-    from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException, TopicPartition
-
-    request = [ConsumerGroupTopicPartitions(group, [TopicPartition(t, p) for t, p in partitions])]
-    try:
-        admin = _admin(config)
-        result = admin.list_consumer_group_offsets(request, request_timeout=timeout)[group].result(timeout)
-    except KafkaException as exc:
-        raise KafkaConnectionError(f"Cannot read offsets of group {group!r}: {exc}") from None
-    return {
-        (tp.topic, tp.partition): (tp.offset if tp.offset >= 0 else None) for tp in result.topic_partitions
-    }
+    with KafkaAdmin(config, timeout=timeout) as admin:
+        return admin.committed_offsets(group, partitions)
