@@ -128,6 +128,19 @@ def test_offsets_requests_split_into_chunks_give_the_same_report(
         assert admin.committed_offsets(group, sorted(counts)) == {tp: commits.get(tp) for tp in counts}
 
 
+def test_offsets_of_a_topic_created_a_moment_ago_are_listed(kafka: LocalKafka) -> None:
+    """Just after a topic is created its partitions' leadership is still settling, and the broker
+    answers ListOffsets with "not leader" (most of the time on this machine): the request is asked
+    again within the timeout instead of failing the run that created the topic."""
+    for _ in range(5):
+        name = f"t-{uuid.uuid4().hex[:12]}"
+        kafka.create_topic(name, partitions=4)
+        with KafkaAdmin(kafka.client_config(), timeout=10) as admin:
+            parts = [(name, p) for p in range(4)]
+            assert admin.earliest_offsets(parts) == {tp: 0 for tp in parts}
+            assert admin.end_offsets(parts, isolation="read_committed") == {tp: 0 for tp in parts}
+
+
 def test_a_reused_admin_reads_the_record_at_an_unmoved_commit_once(
     kafka: LocalKafka, new_topic: Callable[..., str], group: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -119,6 +119,16 @@ _UNREACHABLE = {
     "_WAIT_COORD",
 }
 _NOT_FOUND = {"UNKNOWN_TOPIC_OR_PART", "_UNKNOWN_TOPIC", "_UNKNOWN_PARTITION", "UNKNOWN_TOPIC_ID"}
+# a partition's leadership is moving or not yet known (just after a topic is created, or while a
+# broker restarts): the request is asked again after a metadata refresh, within the timeout
+_LEADER_MOVING = {
+    "NOT_LEADER_FOR_PARTITION",
+    "LEADER_NOT_AVAILABLE",
+    "REPLICA_NOT_AVAILABLE",
+    "OFFSET_NOT_AVAILABLE",
+    "FENCED_LEADER_EPOCH",
+    "UNKNOWN_LEADER_EPOCH",
+}
 
 
 class KafkaAccessDeniedError(KafkaConnectionError):
@@ -443,17 +453,29 @@ class KafkaAdmin:
         end = deadline if deadline is not None else time.monotonic() + self.timeout
         out: dict[TopicPartitionKey, int] = {}
         for chunk in _chunks(list(partitions), OFFSETS_CHUNK):
-            try:
-                found = reader.offsets_for_times(
-                    [TopicPartition(t, p, timestamp) for t, p in chunk],
-                    timeout=max(0.001, end - time.monotonic()),
-                )
-            except BaseException as exc:
-                raise self.failure(exc, what) from None
-            for tp in found:
-                if tp.error is not None:
-                    raise self.failure(_exception(tp.error), what)
-                out[(tp.topic, tp.partition)] = int(tp.offset)
+            pending, pause = chunk, 0.02
+            while pending:
+                try:
+                    found = reader.offsets_for_times(
+                        [TopicPartition(t, p, timestamp) for t, p in pending],
+                        timeout=max(0.001, end - time.monotonic()),
+                    )
+                except BaseException as exc:
+                    if not (_leader_moving(exc) and time.monotonic() + pause < end):
+                        raise self.failure(exc, what) from None
+                    found = []
+                again = []
+                for tp in found:
+                    if tp.error is None:
+                        out[(tp.topic, tp.partition)] = int(tp.offset)
+                    elif tp.error.name() in _LEADER_MOVING and time.monotonic() + pause < end:
+                        again.append((tp.topic, tp.partition))
+                    else:
+                        raise self.failure(_exception(tp.error), what)
+                pending = again if found else pending
+                if pending:
+                    time.sleep(pause)
+                    pause = min(pause * 2, 0.5)
         return out
 
     def earliest_offsets(self, partitions: Iterable[TopicPartitionKey]) -> dict[TopicPartitionKey, int]:
@@ -530,6 +552,13 @@ class KafkaAdmin:
 
 def _chunks(items: list[Any], size: int) -> list[list[Any]]:
     return [items[i : i + size] for i in range(0, len(items), size)]
+
+
+def _leader_moving(exc: BaseException) -> bool:
+    from confluent_kafka import KafkaException
+
+    err: Any = exc.args[0] if isinstance(exc, KafkaException) and exc.args else None
+    return hasattr(err, "name") and err.name() in _LEADER_MOVING
 
 
 def _exception(error: Any) -> Exception:
