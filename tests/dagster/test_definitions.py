@@ -52,6 +52,10 @@ def test_definitions_hold_the_demo_assets_checks_and_sensors() -> None:
         "warehouse/source/users"
     }  # publish-users writes what users-to-delta reads
     assert parents["kafka/pageviews_per_region"] == {"kafka/pageviews", "kafka/users"}
+    uris = {k.to_user_string(): str(graph.get(k).metadata["dagster/uri"]) for k in graph.get_all_asset_keys()}
+    table = uris["warehouse/warehouse/users"]
+    assert table.startswith("file:///") and table.endswith("/warehouse/users")
+    assert uris["kafka/users"].startswith("kafka://") and uris["kafka/users"].endswith("/users")
     checks = {(k.asset_key.to_user_string(), k.name) for k in graph.asset_check_keys}
     assert ("warehouse/warehouse/users", "keys_in_single_partition") in checks
     assert ("warehouse/warehouse/users", "row_count_matches_live_keys") in checks

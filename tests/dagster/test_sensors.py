@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from confluent_kafka import Consumer, TopicPartition
 from tests.dagster.support import RESOURCES, one_job
@@ -22,11 +23,11 @@ ROW = {"name": "n", "region": "Berlin", "score": "1.00"}
 
 def _tick(
     sensor: dg.SensorDefinition, cursor: str | None, res: UpsertKafkaResource, inst: dg.DagsterInstance
-) -> dg.SensorResult:
+) -> Any:
+    """One evaluation the way the daemon's code server makes it (``evaluate_tick``, which fills only
+    annotated resource parameters), not a direct call (which passes every required resource)."""
     ctx = dg.build_sensor_context(cursor=cursor, instance=inst, resources={"kafka": res})
-    result = sensor(ctx)
-    assert isinstance(result, dg.SensorResult)
-    return result
+    return sensor.evaluate_tick(ctx)
 
 
 def test_new_data_sensor_requests_the_jobs_assets_once_per_new_data(
@@ -43,12 +44,12 @@ def test_new_data_sensor_requests_the_jobs_assets_once_per_new_data(
     table = dg.AssetKey(["warehouse", tmp_path.name, "users"])
 
     empty = _tick(sensor, None, kafka_resource, instance)
-    assert not empty.run_requests and empty.skip_reason is not None
-    assert "0 new record(s)" in str(empty.skip_reason.skip_message)
+    assert not empty.run_requests and empty.skip_message is not None
+    assert "0 new record(s)" in str(empty.skip_message)
 
     produce(kafka.bootstrap_servers, topic, [(1, ROW)])
     one = _tick(sensor, empty.cursor, kafka_resource, instance)  # below min_records: still a skip
-    assert not one.run_requests and "1 new record(s), 2 wanted" in str(one.skip_reason.skip_message)
+    assert not one.run_requests and "1 new record(s), 2 wanted" in str(one.skip_message)
 
     produce(kafka.bootstrap_servers, topic, [(2, ROW), (3, None)])
     fired = _tick(sensor, one.cursor, kafka_resource, instance)
@@ -58,7 +59,7 @@ def test_new_data_sensor_requests_the_jobs_assets_once_per_new_data(
     assert sum(cursor["requested"][topic].values()) == 3 and cursor["end_offsets"] == cursor["requested"]
 
     again = _tick(sensor, fired.cursor, kafka_resource, instance)  # same offsets: no second request
-    assert not again.run_requests and "already requested" in str(again.skip_reason.skip_message)
+    assert not again.run_requests and "already requested" in str(again.skip_message)
 
     produce(kafka.bootstrap_servers, topic, [(4, ROW)])
     more = _tick(sensor, again.cursor, kafka_resource, instance)
@@ -88,7 +89,7 @@ def test_consumer_lag_sensor_on_a_group_keeps_the_window_in_its_cursor(
                                  group="app", connection="main", topics=[topic], kafka_resources=RESOURCES)  # fmt: skip
     produce(kafka.bootstrap_servers, topic, [(1, ROW), (2, ROW)])
     low = _tick(sensor, None, kafka_resource, instance)
-    assert not low.run_requests and "offset lag 2 < 3 wanted" in str(low.skip_reason.skip_message)
+    assert not low.run_requests and "offset lag 2 < 3 wanted" in str(low.skip_message)
     window = json.loads(low.cursor or "")["window"]
     assert window["group"] == "app" and topic in window["partitions"]
 
@@ -98,4 +99,4 @@ def test_consumer_lag_sensor_on_a_group_keeps_the_window_in_its_cursor(
     assert request.asset_selection == [dg.AssetKey(["warehouse", tmp_path.name, "users"])]
     assert json.loads(fired.cursor or "")["requested"] == {topic: {"0": 3}}
     again = _tick(sensor, fired.cursor, kafka_resource, instance)
-    assert not again.run_requests and "already requested" in str(again.skip_reason.skip_message)
+    assert not again.run_requests and "already requested" in str(again.skip_message)

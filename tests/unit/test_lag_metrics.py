@@ -110,6 +110,14 @@ def test_lineage_dataset_names() -> None:
         "name": "shop.public.users",
     }
     assert postgres_dataset("DB", 5432, "shop", "public", "users").namespace == "postgres://db:5432"
+    uris = {
+        "/data/delta/users": "file:///data/delta/users",
+        "s3a://bucket/warehouse/users/": "s3://bucket/warehouse/users",
+        "hdfs://nn:8020/w/users": "hdfs://nn:8020/w/users",
+        "postgresql://db.local:5433/shop.public.users": "postgres://db.local:5433/shop.public.users",
+    }
+    assert {u: table_dataset(u).uri for u in uris} == uris
+    assert kafka_dataset("Broker-1:9092", "users").uri == "kafka://broker-1:9092/users"
     with pytest.raises(SpecError):
         table_dataset("relative/path")
     with pytest.raises(SpecError):

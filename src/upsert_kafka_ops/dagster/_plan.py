@@ -84,9 +84,14 @@ def resolve_connections(pipeline: Pipeline, kafka_resources: Mapping[str, str], 
     conns = {}
     for name, key in kafka_resources.items():
         res = getattr(resources, key, None)
+        if res is None:
+            raise SpecError(f"kafka_resources.{name}", f"resource {key!r} was not provided to this evaluation.",
+                            f"bind resources={{{key!r}: UpsertKafkaResource(...)}} in Definitions, and list "
+                            f"{key!r} in the definition's required_resource_keys.")  # fmt: skip
         if not isinstance(res, UpsertKafkaResource):
-            raise SpecError(f"kafka_resources.{name}", f"resource {key!r} is not an UpsertKafkaResource.",
-                            f"bind resources={{{key!r}: UpsertKafkaResource(...)}} in Definitions.")  # fmt: skip
+            raise SpecError(f"kafka_resources.{name}", f"resource {key!r} is a {type(res).__name__}, not an "
+                            "UpsertKafkaResource.", f"bind resources={{{key!r}: UpsertKafkaResource(...)}} in "
+                            "Definitions.")  # fmt: skip
         conns[name] = res.connection()
     return pipeline.with_connections(conns) if conns else pipeline
 

@@ -6,7 +6,6 @@ import hashlib
 import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import dagster as dg
@@ -74,9 +73,9 @@ def new_data_sensor(
         required_resource_keys=set(kres.values()),
         description=f"New records in the source topics of upsert-kafka job {job!r}.",
     )
-    def _sensor(context: dg.SensorEvaluationContext, **resources: Any) -> dg.SensorResult:
-        # Dagster passes a sensor's required resources as keyword arguments
-        live = resolve_connections(pipe, kres, SimpleNamespace(**resources))
+    def _sensor(context: dg.SensorEvaluationContext) -> dg.SensorResult:
+        # the daemon's tick fills only annotated parameters, never **kwargs: read context.resources
+        live = resolve_connections(pipe, kres, context.resources)
         state = _cursor(context.cursor, "new_data")
         found = new_data(live, job)
         requested = state.get("requested")
@@ -149,9 +148,9 @@ def consumer_lag_sensor(
         required_resource_keys=set(kres.values()),
         description=f"Lag condition for upsert-kafka job {job!r}.",
     )
-    def _sensor(context: dg.SensorEvaluationContext, **resources: Any) -> dg.SensorResult:
-        # Dagster passes a sensor's required resources as keyword arguments
-        live = resolve_connections(pipe, kres, SimpleNamespace(**resources))
+    def _sensor(context: dg.SensorEvaluationContext) -> dg.SensorResult:
+        # the daemon's tick fills only annotated parameters, never **kwargs: read context.resources
+        live = resolve_connections(pipe, kres, context.resources)
         state = _cursor(context.cursor, "consumer_lag")
         if group is not None and connection is not None:
             gate = lag_gate(condition, connection=live.connections[connection], group=group,

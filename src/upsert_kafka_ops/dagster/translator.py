@@ -75,7 +75,7 @@ class DagsterUpsertKafkaTranslator:
         return re.sub(r"\W", "_", dataset.job)
 
     def get_description(self, dataset: UpsertKafkaDataset) -> str:
-        where = f"{dataset.dataset.namespace}/{dataset.dataset.name}"
+        where = dataset.dataset.uri
         if dataset.job is None:
             return f"External {dataset.kind} {where} (no job of the pipeline writes it)."
         spec = dataset.pipeline.job(dataset.job)
@@ -98,7 +98,7 @@ class DagsterUpsertKafkaTranslator:
         return kinds
 
     def get_metadata(self, dataset: UpsertKafkaDataset) -> dict[str, object]:
-        meta: dict[str, object] = {"dagster/uri": f"{dataset.dataset.namespace}/{dataset.dataset.name}"}
+        meta: dict[str, object] = {"dagster/uri": dataset.dataset.uri}
         if dataset.kind == "topic":
             meta["kafka/topic"] = dataset.dataset.name
         return meta

@@ -37,6 +37,13 @@ class Dataset:
     def to_dict(self) -> dict[str, str]:
         return {"namespace": self.namespace, "name": self.name}
 
+    @property
+    def uri(self) -> str:
+        """The dataset as one URI: ``kafka://host:port/topic``, ``file:///path``, ``s3://bucket/key``,
+        ``postgres://host:port/database.schema.table`` (Airflow's asset URIs, Dagster's ``dagster/uri``)."""
+        base = "file://" if self.namespace == "file" else self.namespace
+        return base + self.name if self.name.startswith("/") else f"{base}/{self.name}"
+
 
 def kafka_dataset(bootstrap_servers: str | KafkaConnection, topic: str) -> Dataset:
     """``kafka://host:port`` (the first bootstrap server) and the topic."""
