@@ -6,6 +6,8 @@ user input name the field or option at fault and say how to fix it.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 
 class UpsertKafkaOpsError(Exception):
     """Base class of every error raised by upsert-kafka-ops."""
@@ -19,14 +21,51 @@ class SpecError(UpsertKafkaOpsError, ValueError):
     :param fix: how to fix it.
     """
 
-    def __init__(self, field: str, message: str, fix: str | None = None) -> None:
+    def __init__(
+        self,
+        field: str,
+        message: str,
+        fix: str | None = None,
+        *,
+        file_line: int | None = None,
+        problems: Sequence[SpecError] = (),
+    ) -> None:
         self.field = field
         self.message = message
         self.fix = fix
-        text = f"{field}: {message}" if field else message
-        if fix:
-            text += f" Fix: {fix}"
+        #: the line of the pipeline file where the field is, when the spec came from a file
+        self.file_line = file_line
+        #: every problem found in one validation (this error alone when it is the only one)
+        self.problems: tuple[SpecError, ...] = tuple(problems) or (self,)
+        if len(self.problems) > 1:
+            text = f"{len(self.problems)} problems:" + "".join(f"\n  - {p._text()}" for p in self.problems)
+        else:
+            text = self._text()
         super().__init__(text)
+
+    def _text(self) -> str:
+        where = (
+            f"{self.field} (line {self.file_line})"
+            if self.file_line is not None and self.field
+            else self.field
+        )
+        text = f"{where}: {self.message}" if where else self.message
+        return f"{text} Fix: {self.fix}" if self.fix else text
+
+    def under(self, prefix: str) -> SpecError:
+        """This error (every problem of it) for a spec found at ``prefix`` of an enclosing one."""
+        return SpecError.of(
+            [SpecError(".".join(x for x in (prefix, p.field) if x), p.message, p.fix) for p in self.problems]
+        )
+
+    @classmethod
+    def of(cls, problems: Sequence[SpecError]) -> SpecError:
+        """One error for ``problems``: the problem itself when there is one; else an error that lists
+        them all and answers ``field``, ``message`` and ``fix`` for the first."""
+        if len(problems) == 1:
+            return problems[0]
+        first = problems[0]
+        return cls(first.field, first.message, first.fix, file_line=first.file_line, problems=problems)
 
 
 class ToolchainError(UpsertKafkaOpsError):

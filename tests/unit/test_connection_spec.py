@@ -570,8 +570,18 @@ def test_invalid_field_values(fields: dict[str, Any], at_fault: str) -> None:
 def test_unknown_field() -> None:
     err = error(KafkaConnection, bootstrap_servers="b:1", sasl_password="env:PW")
     assert err.field == "sasl_password"
-    assert "Extra inputs are not permitted" in err.message
+    assert err.message == "unknown field; did you mean 'ssl_key_password'?"
     assert err.fix is not None and "password" in err.fix
+
+
+def test_every_problem_is_named_with_a_suggestion_for_a_misspelling() -> None:
+    err = error(KafkaConnection, bootstrap_server="b:1", securty_protocol="SSL")
+    assert [(p.field, p.message) for p in err.problems] == [
+        ("bootstrap_server", "unknown field; did you mean 'bootstrap_servers'?"),
+        ("securty_protocol", "unknown field; did you mean 'security_protocol'?"),
+    ]  # the missing bootstrap_servers is the misspelled one: not reported twice
+    assert str(err).startswith("2 problems:\n  - bootstrap_server: unknown field")
+    assert err.field == "bootstrap_server" and err.fix == "rename it to 'bootstrap_servers'."
 
 
 def test_unknown_field_of_a_nested_secret_names_the_path() -> None:

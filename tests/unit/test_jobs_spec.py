@@ -52,6 +52,51 @@ def test_an_unknown_connection_names_the_job_and_the_defined_ones() -> None:
         Pipeline.model_validate(bad)
 
 
+MISSPELLED = """\
+version: 1
+connections:
+  local:
+    bootstrap_servers: 127.0.0.1:9092
+    securty_protocol: PLAINTEXT
+jobs:
+  - name: users-to-delta
+    kind: materialize
+    source:
+      connection: local
+      table:
+        ddl: |
+          CREATE TABLE users (id BIGINT, PRIMARY KEY (id) NOT ENFORCED)
+          WITH ('connector' = 'upsert-kafka', 'topic' = 'u', 'key.format' = 'csv', 'value.format' = 'json')
+    targt: {kind: delta, path: /tmp/x}
+  - name: two
+    kind: materialize
+    source: {connection: local, table: {ddl: "CREATE VIEW"}}
+    target: {kind: delta, pth: /tmp/y}
+"""
+
+
+def test_every_problem_of_a_file_is_named_with_its_path_line_and_a_suggestion() -> None:
+    with pytest.raises(SpecError) as info:
+        Pipeline.from_yaml(MISSPELLED)
+    got = [(p.field, p.file_line, p.message.split(";")[0], p.fix) for p in info.value.problems]
+    assert got == [
+        ("connections.local.securty_protocol", 5, "unknown field", "rename it to 'security_protocol'."),
+        ("jobs.0.targt", 15, "unknown field", "rename it to 'target'."),  # not also "target: required"
+        (
+            "jobs.1.source.table.ddl",
+            18,
+            "syntax error: unexpected 'VIEW' (line 1, column 8)",
+            info.value.problems[2].fix,
+        ),
+        ("jobs.1.target.pth", 19, "unknown field", "rename it to 'path'."),
+    ]
+    text = str(info.value)
+    assert text.startswith(
+        "4 problems:\n  - connections.local.securty_protocol (line 5): unknown field; did you mean"
+    )
+    assert "materialize" not in text  # pydantic's tag for the union member is in no file
+
+
 def test_duplicate_job_names_and_bad_names_are_refused() -> None:
     data = _pipeline()
     data["jobs"].append(dict(data["jobs"][0]))

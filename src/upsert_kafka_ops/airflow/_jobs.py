@@ -139,7 +139,11 @@ def _validate_job(data: dict[str, Any]) -> MaterializeJob | BackfillJob | TopicT
     try:
         return Pipeline.model_validate({"connections": placeholders, "jobs": [data]}).jobs[0]
     except SpecError as exc:
-        if exc.field.startswith("jobs.0"):
-            exc.field = "job" + exc.field[len("jobs.0") :]
-            exc.args = (str(exc.args[0]).replace("jobs.0", "job", 1),)
-        raise
+        at = "jobs.0"
+        error = SpecError.of(
+            [
+                SpecError("job" + p.field[len(at) :] if p.field.startswith(at) else p.field, p.message, p.fix)
+                for p in exc.problems
+            ]
+        )
+    raise error

@@ -21,7 +21,7 @@ from typing import Annotated, Any, ClassVar, Literal
 from pydantic import Discriminator, Field, Tag, model_validator
 
 from upsert_kafka_ops.errors import SpecError
-from upsert_kafka_ops.spec.base import SpecModel
+from upsert_kafka_ops.spec.base import SpecModel, nested
 from upsert_kafka_ops.spec.connection import KafkaConnection, SecretRef, for_table
 from upsert_kafka_ops.spec.table import KafkaTable, UpsertKafkaTable
 
@@ -89,6 +89,32 @@ def _name(data: dict[str, Any]) -> dict[str, str]:
     return {"name": str(data["name"])} if "name" in data else {}
 
 
+def _with_lines(error: SpecError, root: Any) -> SpecError:
+    """``error`` with each problem's line in the YAML file (``root``: the composed node tree), found by
+    following the problem's path as far as the file has it: the key of a misspelled field, the
+    mapping a missing field belongs to."""
+    import yaml
+
+    def line(field: str) -> int | None:
+        node, found = root, None
+        for part in field.split("."):
+            if isinstance(node, yaml.MappingNode):
+                pair = next(((k, v) for k, v in node.value if k.value == part), None)
+                if pair is None:
+                    break
+                found, node = pair[0].start_mark.line + 1, pair[1]
+            elif isinstance(node, yaml.SequenceNode) and part.isdigit() and int(part) < len(node.value):
+                node = node.value[int(part)]
+                found = node.start_mark.line + 1
+            else:
+                break
+        return found
+
+    return SpecError.of(
+        [SpecError(p.field, p.message, p.fix, file_line=line(p.field)) for p in error.problems]
+    )
+
+
 # -- sources ---------------------------------------------------------------------------------------
 class _TableOnConnection(SpecModel):
     """A table on a named connection; ``table`` may be a Flink ``ddl``, ``options`` or the fields."""
@@ -99,7 +125,11 @@ class _TableOnConnection(SpecModel):
     @classmethod
     def _table(cls, data: Any) -> Any:
         if isinstance(data, dict) and "table" in data:
-            data = {**data, "table": _table_input(data["table"], cls.table_kind)}
+            try:
+                data = {**data, "table": _table_input(data["table"], cls.table_kind)}
+            except SpecError as exc:
+                error = nested(exc, "table")
+                raise error from None
         return data
 
 
@@ -683,7 +713,11 @@ class Pipeline(SpecModel):
             raise SpecError("pipeline", f"is not valid YAML{where}: {problem}.") from None
         if not isinstance(data, dict):
             raise SpecError("pipeline", "must be a mapping with 'connections' and 'jobs'.")
-        return cls.model_validate(_expand(data, os.environ if env is None else env))
+        try:
+            return cls.model_validate(_expand(data, os.environ if env is None else env))
+        except SpecError as exc:
+            error = _with_lines(exc, yaml.compose(text))
+        raise error
 
     @classmethod
     def load(cls, path: str | Path, env: Mapping[str, str] | None = None) -> Pipeline:

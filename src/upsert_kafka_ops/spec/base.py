@@ -7,6 +7,7 @@ raised by a validator comes through unchanged.
 
 from __future__ import annotations
 
+import difflib
 from typing import Any, Self
 
 from pydantic import BaseModel, ConfigDict, ValidationError
@@ -25,26 +26,79 @@ def _relative(error: SpecError, path: str) -> SpecError:
     return error
 
 
-def _convert(exc: ValidationError, model: type[BaseModel]) -> SpecError:
-    err = exc.errors()[0]
-    original = (err.get("ctx") or {}).get("error")
-    path = ".".join(str(p) for p in err["loc"])
-    if isinstance(original, SpecError):
-        inner = vars(original).get(_RELATIVE)
-        if inner is not None:  # converted by a nested spec: its path continues ours
-            full = ".".join(p for p in (path, inner) if p)
-            return _relative(SpecError(full or model.__name__, original.message, original.fix), full)
-        if not original.field:  # raised by a nested spec that does not know its field name
-            return _relative(SpecError(path or model.__name__, original.message, original.fix), path)
-        return original
-    field = path or model.__name__
-    fix = None
-    if err["type"] == "extra_forbidden":
-        fix = f"remove it; {model.__name__} accepts: {', '.join(model.model_fields)}."
-    elif err["type"] == "missing":
-        fix = "set it."
-    extra = f" (and {exc.error_count() - 1} more problem(s))" if exc.error_count() > 1 else ""
-    return _relative(SpecError(field, f"{err['msg']}{extra}.", fix), path)
+def _convert(exc: ValidationError, model: type[BaseModel], data: Any) -> SpecError:
+    """Every problem of ``exc`` as one :class:`SpecError` (paths relative to ``model``): a nested
+    spec's problems continue the path where it sits; a misspelled field is named with the field it
+    probably meant, and that field's "missing" is then not reported twice."""
+    problems: list[SpecError] = []
+    meant: set[str] = set()
+    errors = exc.errors()
+    missing = {".".join(_clean(e["loc"], data)) for e in errors if e["type"] == "missing"}
+    for err in errors:
+        original = (err.get("ctx") or {}).get("error")
+        path = ".".join(_clean(err["loc"], data, leaf=not isinstance(original, SpecError)))
+        if isinstance(original, SpecError):
+            for problem in original.problems:
+                inner = vars(problem).get(_RELATIVE)
+                if inner is not None:  # converted by a nested spec: its path continues ours
+                    full = ".".join(p for p in (path, inner) if p)
+                    problems.append(
+                        _relative(SpecError(full or model.__name__, problem.message, problem.fix), full)
+                    )
+                elif not problem.field:  # raised by a nested spec that does not know its field name
+                    problems.append(
+                        _relative(SpecError(path or model.__name__, problem.message, problem.fix), path)
+                    )
+                else:  # raised by a validator under the name it chose (e.g. a Flink option's)
+                    problems.append(problem)
+            continue
+        field = path or model.__name__
+        message, fix = f"{err['msg']}.", None
+        if err["type"] == "extra_forbidden":
+            parent, _, name = path.rpartition(".")
+            candidates = [f for f in model.model_fields if ".".join(p for p in (parent, f) if p) in missing]
+            close = difflib.get_close_matches(name, candidates, n=1, cutoff=0.7) or difflib.get_close_matches(
+                name, list(model.model_fields), n=1, cutoff=0.7
+            )
+            if close:
+                message, fix = f"unknown field; did you mean {close[0]!r}?", f"rename it to {close[0]!r}."
+                meant.add(".".join(p for p in (parent, close[0]) if p))
+            else:
+                message = "unknown field."
+                fix = f"remove it; {model.__name__} accepts: {', '.join(model.model_fields)}."
+        elif err["type"] == "missing":
+            message, fix = "required field, not given.", "set it."
+        problems.append(_relative(SpecError(field, message, fix), path))
+    problems = [p for p in problems if not (p.field in meant and p.message == "required field, not given.")]
+    return SpecError.of(problems)  # each problem keeps its own relative path for an enclosing spec
+
+
+def nested(error: SpecError, prefix: str) -> SpecError:
+    """``error``, raised by a validator about the part ``prefix`` of its spec, with each problem's
+    path continuing where that spec sits in an enclosing one (``table.ddl`` -> ``jobs.1.source.table.ddl``)."""
+    out = error.under(prefix)
+    for problem in out.problems:
+        _relative(problem, problem.field)
+    return out
+
+
+def _clean(loc: tuple[Any, ...], data: Any, *, leaf: bool = True) -> list[str]:
+    """``loc`` as the user wrote it: the tags pydantic adds for a union's member (``materialize``,
+    ``function-after[...]``) are in no input, and leave the path. With ``leaf`` the last part may be
+    absent from the input (a missing field's name)."""
+    out: list[str] = []
+    node = data
+    for i, part in enumerate(loc):
+        last = leaf and i == len(loc) - 1
+        listed = isinstance(node, list) and isinstance(part, int) and 0 <= part < len(node)
+        if listed or (isinstance(node, dict) and part in node):
+            node = node[part]
+        elif isinstance(node, dict | list) and not last:
+            continue  # a union member's tag
+        else:
+            node = None
+        out.append(str(part))
+    return out
 
 
 class SpecModel(BaseModel):
@@ -59,7 +113,7 @@ class SpecModel(BaseModel):
             super().__init__(**data)
             return
         except ValidationError as exc:
-            error = _convert(exc, type(self))
+            error = _convert(exc, type(self), data)
         raise error
 
     @classmethod
@@ -67,7 +121,7 @@ class SpecModel(BaseModel):
         try:
             return super().model_validate(obj, *args, **kwargs)
         except ValidationError as exc:
-            error = _convert(exc, cls)
+            error = _convert(exc, cls, obj)
         raise error
 
     @classmethod
@@ -75,7 +129,7 @@ class SpecModel(BaseModel):
         try:
             return super().model_validate_json(json_data, *args, **kwargs)
         except ValidationError as exc:
-            error = _convert(exc, cls)
+            error = _convert(exc, cls, None)
         raise error
 
     def model_dump_json(self, *args: Any, **kwargs: Any) -> str:
