@@ -51,6 +51,15 @@ def test_every_example_dag_imports_cleanly() -> None:
     }
     for dag_id in ("users_to_delta", "pageviews_per_region", "upsert_kafka_demo"):
         assert bag.dags[dag_id].max_active_runs == 1, dag_id
+    # Assets: the demo DAG's publish task writes the users topic the 5-minute DAG is scheduled on
+    factory = bag.dags["upsert_kafka_demo"]
+    published = {a.uri for a in factory.get_task("publish-users").outlets}
+    (users_topic,) = [u for u in published if u.startswith("kafka://")]
+    assert users_topic.endswith("/users")
+    scheduled = {a.uri for _, a in bag.dags["pageviews_per_region"].timetable.asset_condition.iter_assets()}
+    assert users_topic in scheduled and any(u.endswith("/pageviews") for u in scheduled)
+    (table,) = (a.uri for a in factory.get_task("users-to-delta").outlets)
+    assert table.startswith("file:///") and table.endswith("/warehouse/users")
     gated = bag.dags["users_to_delta"]
     assert gated.get_task("users_to_delta").upstream_task_ids == {"new_users"}
     factory = bag.dags["upsert_kafka_demo"]  # one task per job, ordered by topics and tables
@@ -149,7 +158,10 @@ def test_a_bad_spec_fails_the_task_with_the_field_and_no_retry(kafka_default: di
            "target": {"kind": "delta", "path": "/tmp/x"}}  # fmt: skip
     with pytest.raises(AirflowFailException) as exc:
         UpsertKafkaJobOperator(task_id="t", job=job).execute(context={})  # type: ignore[arg-type]
-    assert "DdlError: ddl: a CREATE TABLE without a WITH clause is not supported (line 1" in str(exc.value)
+    assert (
+        "SpecError: job.source.table.ddl: a CREATE TABLE without a WITH clause is not supported (line 1"
+        in str(exc.value)
+    )
     assert exc.value.__cause__ is None and exc.value.__suppress_context__  # the core's message, no chain
     with pytest.raises(AirflowFailException, match="is a materialize job; UpsertKafkaTopicToTopicOperator"):
         from upsert_kafka_ops.airflow.operators import UpsertKafkaTopicToTopicOperator
@@ -209,3 +221,7 @@ def test_openlineage_datasets_name_the_topic_and_the_table(
     back = UpsertKafkaBackfillOperator(task_id="b", pipeline_file=str(DEMO), job_name="users-to-delta",
                                        kafka_config_ids={"local": "lineage"})  # fmt: skip
     assert back.lineage_datasets() == (inputs, outputs)  # a backfill reads and writes the same datasets
+    # the Assets it declares at parse time carry the same names, as URIs
+    assert [a.uri for a in op.inlets] == ["kafka://b1:9092/users"] == [d.uri for d in inputs]
+    assert [a.uri for a in op.outlets] == [f"file://{tmp_path}/warehouse/users"] == [d.uri for d in outputs]
+    assert (back.inlets, back.outlets) == (op.inlets, op.outlets)

@@ -26,7 +26,8 @@ from typing import Any, ClassVar
 from airflow.sdk import BaseOperator, Context
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
-from upsert_kafka_ops.airflow._jobs import JobFields
+from upsert_kafka_ops.airflow._jobs import JobFields, JobRef
+from upsert_kafka_ops.airflow.assets import assets_of, declared_assets
 from upsert_kafka_ops.errors import SpecError, UpsertKafkaOpsError
 from upsert_kafka_ops.jobs.spec import Pipeline, as_backfill
 from upsert_kafka_ops.runtime.execute import LocalRuntime, RunHandle, Runtime, execute_job
@@ -81,6 +82,9 @@ class UpsertKafkaJobOperator(JobFields, BaseOperator):
         lock_timeout: float = 60.0,
         **kwargs: Any,
     ) -> None:
+        if job is None and pipeline_file is not None:  # inlets/outlets: the Assets page, asset schedules
+            ref = JobRef.of(None, str(pipeline_file), job_name, kafka_config_id, kafka_config_ids)
+            assets_of(declared_assets(ref), kwargs)
         super().__init__(**kwargs)
         self._set_job(job, pipeline_file, job_name, kafka_config_id, kafka_config_ids)
         self.mode = mode
