@@ -285,6 +285,36 @@ def _cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedP
                           timeout=600, check=False, env={**os.environ, **(env or {})})  # fmt: skip
 
 
+_LOGGED_SESSION = """
+import json, logging, sys
+records = []
+class Keep(logging.Handler):
+    def emit(self, record):
+        records.append((record.levelname, record.getMessage()))
+logging.getLogger().addHandler(Keep())
+logging.getLogger().setLevel(logging.DEBUG)
+from upsert_kafka_ops.engine.session import build_spark_session
+spark = build_spark_session("local[1]", level="info")
+spark.range(3).count()
+spark.stop()
+print(json.dumps([r for r in records if r[1].split(" ", 1)[0] in ("INFO", "WARN", "ERROR", "WARNING:")]))
+"""
+
+
+def test_driver_jvm_lines_reach_python_logging_at_their_own_level(jars_dir: Path) -> None:
+    """In a process with logging configured (an Airflow task, a Dagster run) the driver JVM's lines
+    are log records at their log4j level, not raw stderr that the orchestrator shows as errors."""
+    env = {**os.environ, "UPSERT_KAFKA_OPS_JARS_DIR": str(jars_dir)}
+    done = subprocess.run([sys.executable, "-c", _LOGGED_SESSION], capture_output=True, text=True, timeout=300,
+                          check=False, env=env)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    records = json.loads(done.stdout)
+    assert ["INFO", "INFO SparkContext: Running Spark version 4.0.0"] in records
+    assert ["DEBUG", "WARNING: Using incubator modules: jdk.incubator.vector"] in records
+    assert all(level == msg.split(" ", 1)[0] for level, msg in records if msg.startswith(("INFO ", "ERROR ")))
+    assert " INFO SparkContext" not in done.stderr  # nothing raw on stderr
+
+
 def test_cli_run_describe_topic_and_exit_codes(
     kafka: LocalKafka, new_topic: Callable[..., str], jars_dir: Path, tmp_path: Path
 ) -> None:

@@ -126,3 +126,20 @@ def test_a_new_class_archive_keeps_three_others_the_newest(tmp_path: Path) -> No
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
         [new.name, "other.txt", *(a.name for a in archives[: class_archive.KEEP_OTHERS])]
     )
+
+
+def test_jvm_lines_keep_their_log4j_level_for_python_logging() -> None:
+    """An orchestrator logs raw stderr as errors: a driver JVM's lines reach Python logging at their
+    own level, a stack trace at the level of the line it continues, the start-up notice at DEBUG."""
+    import logging
+
+    from upsert_kafka_ops.engine.session import jvm_line
+
+    warn = "26/11/26 02:55:11 WARN NetworkClient: [Producer clientId=producer-1] Connection to node 1"
+    assert jvm_line(warn) == (logging.WARNING, warn[len("26/11/26 02:55:11 ") :])
+    assert jvm_line("26/11/26 02:55:11 ERROR Executor: Exception in task 0.0")[0] == logging.ERROR
+    assert jvm_line("26/11/26 02:55:11 INFO SparkContext: Running Spark version 4.0.0")[0] == logging.INFO
+    assert jvm_line("\tat org.apache.spark.Foo.bar(Foo.scala:1)", logging.ERROR)[0] == logging.ERROR
+    assert jvm_line("Caused by: java.io.IOException: x", logging.ERROR)[0] == logging.ERROR
+    assert jvm_line("WARNING: Using incubator modules: jdk.incubator.vector")[0] == logging.DEBUG
+    assert jvm_line(":: loading settings :: url = jar:file:/x", logging.ERROR)[0] == logging.INFO

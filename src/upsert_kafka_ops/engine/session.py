@@ -5,7 +5,9 @@ pyspark is imported inside the functions, so importing this module needs no JVM.
 
 from __future__ import annotations
 
+import logging
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -36,6 +38,33 @@ _JVM_NOTICES = (
     b"NOTE: Picked up JDK_JAVA_OPTIONS:",
     b"Picked up JAVA_TOOL_OPTIONS:",
 )
+#: the driver JVM's output, at each line's own level, when the process has configured logging
+#: (an Airflow task, a Dagster run, the CLI): an orchestrator logs raw stderr as errors
+JVM_LOG = logging.getLogger("upsert_kafka_ops.spark")
+# log4j's pattern (resources/spark-log4j2*.properties, Spark's own default): "26/11/26 03:10:00 WARN ..."
+_LOG4J_LINE = re.compile(r"^\d\d/\d\d/\d\d \d\d:\d\d:\d\d (TRACE|DEBUG|INFO|WARN|ERROR|FATAL) ")
+_LOG4J_LEVELS = {
+    "TRACE": logging.DEBUG,
+    "DEBUG": logging.DEBUG,
+    "INFO": logging.INFO,
+    "WARN": logging.WARNING,
+    "ERROR": logging.ERROR,
+    "FATAL": logging.CRITICAL,
+}
+
+
+def jvm_line(line: str, previous: int = logging.INFO) -> tuple[int, str]:
+    """A line of a Spark JVM's output as (Python logging level, text): a log4j line at its level,
+    without log4j's timestamp (the record has its own); a stack trace's ``at``/``Caused by`` lines at
+    the level of the line they continue; the JVM's start-up notices at DEBUG; anything else INFO."""
+    found = _LOG4J_LINE.match(line)
+    if found:
+        return _LOG4J_LEVELS[found[1]], line[len(found[0]) - len(found[1]) - 1 :]
+    if line.startswith(("\t", " ", "Caused by:", "Suppressed:")):
+        return previous, line
+    if line.encode().startswith(_JVM_NOTICES):
+        return logging.DEBUG, line
+    return logging.INFO, line
 
 
 def log_level(level: str | None = None) -> str:
@@ -218,13 +247,20 @@ def _start_context(conf: dict[str, str], *, quiet: bool) -> None:
 
 
 def _pump(stream: Any, dropped: tuple[bytes, ...]) -> None:
-    """Copy the JVM's stderr to this process's (file descriptor 2), line by line, without ``dropped``."""
-    for line in iter(stream.readline, b""):
-        if not line.startswith(dropped):
-            try:
-                os.write(2, line)
-            except OSError:
-                return
+    """The JVM's output, line by line, without ``dropped``: to :data:`JVM_LOG` at each line's level
+    when logging is configured, else to this process's stderr (file descriptor 2) as it came."""
+    level = logging.INFO
+    for raw in iter(stream.readline, b""):
+        if raw.startswith(dropped):
+            continue
+        if JVM_LOG.hasHandlers():
+            level, text = jvm_line(raw.decode("utf-8", errors="replace").rstrip("\r\n"), level)
+            JVM_LOG.log(level, "%s", text)
+            continue
+        try:
+            os.write(2, raw)
+        except OSError:
+            return
 
 
 def use_krb5_conf_in_driver(spark: SparkSession, connection: KafkaConnection) -> None:

@@ -36,6 +36,7 @@ from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
+from upsert_kafka_ops.engine.session import jvm_line
 from upsert_kafka_ops.errors import JobFailedError, SpecError, ToolchainError
 from upsert_kafka_ops.spec.base import SpecModel
 
@@ -282,6 +283,7 @@ class _Output:
     def pump(self, stream: Any, name: str) -> None:
         from upsert_kafka_ops.runtime.driver import RESULT_MARKER
 
+        level = logging.INFO
         with open(self.workdir / f"spark-submit.{name}", "w", encoding="utf-8") as saved:
             for raw in iter(stream.readline, b""):
                 line = self.runtime.redact(raw.decode("utf-8", errors="replace").rstrip("\r\n"))
@@ -291,7 +293,8 @@ class _Output:
                     continue
                 saved.write(line + "\n")
                 saved.flush()
-                log.info("spark-submit: %s", line)
+                level, text = jvm_line(line, level)  # WARN stays WARN in the orchestrator's log
+                log.log(level, "spark-submit: %s", text)
                 with self._lock:
                     self.tail.append(line)
                     self.lines.append(line)
