@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import re
 import subprocess
 import sys
 import time
@@ -182,6 +183,9 @@ def test_two_runs_of_one_job_never_interleave(
     assert rc["records_read"] == 0
     assert rows() == oracle_table(servers, topic)
     assert state().run == 2
+    # C's log says that it waited, on what, and for how long (a waiting task is not silent)
+    assert "is being written by another run: waiting for PostgreSQL advisory lock" in err_c
+    assert re.search(r": took PostgreSQL advisory lock \d+ after waiting \d+\.\d s", err_c), err_c[-3000:]
 
 
 def test_a_streaming_run_killed_inside_foreach_batch_is_replayed_without_changing_the_result(

@@ -10,8 +10,9 @@ from the earliest offset and says why), folds the changelog and writes rows and 
 from __future__ import annotations
 
 import fcntl
+import logging
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -39,6 +40,8 @@ from upsert_kafka_ops.jobs.spec import (
 )
 from upsert_kafka_ops.jobs.warehouse_writes import Write, write_target
 from upsert_kafka_ops.spec.connection import KafkaConnection
+
+log = logging.getLogger("upsert_kafka_ops.jobs")
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -249,22 +252,41 @@ def _read_from_earliest(
 
 
 # -- locks ----------------------------------------------------------------------------------------
+def _wait_for(take: Callable[[], bool], timeout: float, what: str, lock: str, hint: str) -> None:
+    """Call ``take`` until it returns True, at most ``timeout`` seconds; the wait is logged when it
+    starts, every 10 s while it lasts, and when it ends (a task waiting on another run says so)."""
+    if take():
+        return
+    start = time.monotonic()
+    log.info("%s is being written by another run: waiting for %s (at most %.0f s)", what, lock, timeout)
+    said = start
+    while not take():
+        now = time.monotonic()
+        if now - start >= timeout:
+            raise ConcurrentRunError(
+                f"{what} is being written by another run ({lock} held for {timeout:.0f} s). "
+                f"Runs of one target are serialized: {hint}"
+            )
+        if now - said >= 10:
+            log.info("%s: still waiting for %s after %.0f s", what, lock, now - start)
+            said = now
+        time.sleep(0.2)
+    log.info("%s: took %s after waiting %.1f s", what, lock, time.monotonic() - start)
+
+
 @contextmanager
 def _file_lock(path: Path, timeout: float, what: str) -> Iterator[None]:
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "a+") as fh:
-        deadline = time.monotonic() + timeout
-        while True:
+
+        def take() -> bool:
             try:
                 fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
             except BlockingIOError:
-                if time.monotonic() >= deadline:
-                    raise ConcurrentRunError(
-                        f"{what} is being written by another run (lock {path} held for {timeout:.0f} s). "
-                        "Runs of one target are serialized: wait for the other run, or raise lock_timeout_s."
-                    ) from None
-                time.sleep(0.2)
+                return False
+            return True
+
+        _wait_for(take, timeout, what, f"lock {path}", "wait for the other run, or raise lock_timeout_s.")
         try:
             yield
         finally:
@@ -273,14 +295,10 @@ def _file_lock(path: Path, timeout: float, what: str) -> Iterator[None]:
 
 @contextmanager
 def _pg_lock(conn: Any, key: int, timeout: float, what: str) -> Iterator[None]:
-    deadline = time.monotonic() + timeout
-    while not conn.execute("SELECT pg_try_advisory_lock(%s)", (key,)).fetchone()[0]:
-        if time.monotonic() >= deadline:
-            raise ConcurrentRunError(
-                f"{what} is being written by another run (PostgreSQL advisory lock {key} held for "
-                f"{timeout:.0f} s). Runs of one target are serialized: wait for the other run."
-            )
-        time.sleep(0.2)
+    def take() -> bool:
+        return bool(conn.execute("SELECT pg_try_advisory_lock(%s)", (key,)).fetchone()[0])
+
+    _wait_for(take, timeout, what, f"PostgreSQL advisory lock {key}", "wait for the other run.")
     try:
         yield
     finally:
