@@ -138,12 +138,20 @@ def _read_and_write(
     if txns:
         run = max(run, txns.get(job.name, 0) + 1)
     result.run = run
+    why = f" ({result.reason})" if result.reason else ""
+    log.info("job %s: run %d, %s into %s%s", job.name, run, mode, target.uri, why)
     if mode == "incremental":
         assert stored is not None
         read = _read_since(ctx, job, table, conn, stored, until)
     else:
         read = _read_from_earliest(ctx, job, target, table, conn, stored, until, rewind, result)
     r = read.result
+    span = sum(int(o) for parts in r.end_offsets.values() for o in parts.values()) - sum(
+        int(o) for parts in r.start_offsets.values() for o in parts.values()
+    )
+    log.info("job %s: read %s of %s records in the offset range (%d row(s) to write) at %.1f s",
+             job.name, f"{r.records_in:,}", f"{max(span, r.records_in):,}", r.records_out,
+             time.monotonic() - ctx.began)  # fmt: skip
     result.records_read = r.records_in
     result.read = r.to_dict()
     result.start_offsets, result.end_offsets = r.start_offsets, r.end_offsets
