@@ -11,11 +11,11 @@ from pathlib import Path
 def train(out: Path) -> None:
     """The training session: what a run loads (session start, the Kafka source, the formats' codecs,
     aggregation, joins, windows, Delta and Parquet), then a clean JVM exit that writes ``out``."""
-    from delta.tables import DeltaTable
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
     from upsert_kafka_ops.engine.session import build_spark_session, spark_conf
+    from upsert_kafka_ops.engine.warehouse import delta_last_commit, delta_ref
     from upsert_kafka_ops.spec.table import UpsertKafkaTable
 
     options = f"{spark_conf()['spark.driver.extraJavaOptions']} -XX:ArchiveClassesAtExit={out}"
@@ -57,9 +57,10 @@ def train(out: Path) -> None:
         per_key.select("key", "n").write.format("delta").save(delta)
         spark.conf.set("spark.databricks.delta.write.txnAppId", "train")
         spark.conf.set("spark.databricks.delta.write.txnVersion", "1")
-        (DeltaTable.forPath(spark, delta).alias("t").merge(per_key.select("key", "n").alias("s"), "t.key = s.key")
-         .whenMatchedUpdateAll().whenNotMatchedInsertAll().execute())  # fmt: skip
-        DeltaTable.forPath(spark, delta).history(1).collect()
+        per_key.select("key", "n").createOrReplaceTempView("train_changes")
+        spark.sql(f"MERGE INTO {delta_ref(delta)} AS t USING train_changes AS s ON t.key = s.key "
+                  "WHEN MATCHED THEN UPDATE SET * WHEN NOT MATCHED THEN INSERT *").collect()  # fmt: skip
+        delta_last_commit(spark, delta)
         spark.read.format("delta").load(delta).write.parquet(parquet)
         spark.read.parquet(parquet).count()
     spark.stop()

@@ -61,14 +61,19 @@ class ReadProgress:
         self._began = 0.0
 
     def __enter__(self) -> ReadProgress:
+        from upsert_kafka_ops.engine.session import is_connect
+
+        self._token = _current.set(self)
+        self._began = time.monotonic()
+        if is_connect(self.spark):  # the driver is the server's: its task metrics are not readable here
+            log.debug("no progress for %s: a Spark Connect session", self.label)
+            return self
         sc = self.spark.sparkContext
         group = sc.getLocalProperty("spark.jobGroup.id")
         if group is None:  # runs inside a caller's group keep it (cancellation uses it)
             group = self._own_group = f"upsert-kafka-ops-progress-{uuid.uuid4().hex[:12]}"
             sc.setJobGroup(group, f"upsert-kafka-ops {self.label}")
         self._group = group
-        self._token = _current.set(self)
-        self._began = time.monotonic()
         v1 = str(self.spark.conf.get("spark.sql.sources.useV1SourceList") or "").lower()
         if "kafka" in (name.strip() for name in v1.split(",")):
             log.debug("no progress for %s: this session reads Kafka with Spark's V1 reader", self.label)

@@ -155,6 +155,12 @@ def check_pyspark_version() -> str:
     return version
 
 
+def is_connect(spark: SparkSession) -> bool:
+    """Whether ``spark`` is a Spark Connect client session (no JVM in this process: no
+    ``sparkContext``, no ``_jvm``)."""
+    return type(spark).__module__.startswith("pyspark.sql.connect")
+
+
 def existing_session() -> SparkSession | None:
     """The SparkSession this thread should use when the caller gave none: the thread's active one,
     else the one another thread of this process created (e.g. an Airflow task run in-process next

@@ -30,7 +30,8 @@ from upsert_kafka_ops.spec.table import UpsertKafkaTable
 from upsert_kafka_ops.spec.types import SqlType, parse_type, quote_name
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import DataFrame, Row, SparkSession
+    from pyspark.sql.types import StructType
 
 FAULT_ENV = "UKO_FAULT_POINT"
 
@@ -80,6 +81,32 @@ def _delta_commit_confs(spark: SparkSession, app_id: str, version: int, metadata
             spark.conf.unset(k)
 
 
+def _sql_string(value: str) -> str:
+    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def delta_ref(path: str) -> str:
+    """The SQL name of the Delta table at ``path`` (``delta.`path```)."""
+    return "delta.`" + path.replace("`", "``") + "`"
+
+
+def delta_schema(spark: SparkSession, path: str) -> StructType | None:
+    """The schema of the Delta table at ``path``, or None when there is none. SQL and the DataFrame
+    reader only (no ``DeltaTable`` API): it works the same in a Spark Connect session, whose server
+    needs no Delta Connect plugin for it."""
+    from pyspark.errors import AnalysisException
+
+    try:
+        return spark.read.format("delta").load(path).schema
+    except AnalysisException:
+        return None
+
+
+def delta_last_commit(spark: SparkSession, path: str) -> Row | None:
+    """The newest entry of the table's history (``DESCRIBE HISTORY``): version, operationMetrics, ..."""
+    return spark.sql(f"DESCRIBE HISTORY {delta_ref(path)} LIMIT 1").first()
+
+
 def ensure_delta_table(
     spark: SparkSession, path: str, table: UpsertKafkaTable, *, as_of_column: str | None = None
 ) -> list[str]:
@@ -88,25 +115,26 @@ def ensure_delta_table(
 
     :param as_of_column: a snapshot table: this TIMESTAMP column leads the key and partitions it.
     """
-    from delta.tables import DeltaTable
-    from pyspark.sql.types import StructType, TimestampType, _parse_datatype_string
+    from pyspark.sql.types import TimestampType, _parse_datatype_string
 
     wanted = target_columns(table)
-    if not DeltaTable.isDeltaTable(spark, path):
-        builder = DeltaTable.createIfNotExists(spark).location(path)
+    have = delta_schema(spark, path)
+    if have is None:
+        columns = [f"{quote_name(as_of_column)} TIMESTAMP NOT NULL"] if as_of_column else []
+        columns += [
+            f"{quote_name(name)} {t.to_spark()}{' NOT NULL' if name in table.primary_key else ''}"
+            for name, t in wanted
+        ]
+        properties = {"upsert_kafka_ops.primary_key": ",".join(table.primary_key)}
         if as_of_column:
-            builder = builder.addColumn(as_of_column, TimestampType(), nullable=False)
-            builder = builder.partitionedBy(as_of_column).property(
-                "upsert_kafka_ops.as_of_column", as_of_column
-            )
-        for name, t in wanted:
-            builder = builder.addColumn(
-                name, _parse_datatype_string(t.to_spark()), nullable=name not in table.primary_key
-            )
-        builder = builder.property("upsert_kafka_ops.primary_key", ",".join(table.primary_key))
-        builder.execute()
+            properties["upsert_kafka_ops.as_of_column"] = as_of_column
+        props = ", ".join(f"'{k}' = {_sql_string(v)}" for k, v in properties.items())
+        spark.sql(
+            f"CREATE TABLE IF NOT EXISTS {delta_ref(path)} ({', '.join(columns)}) USING delta"
+            + (f" PARTITIONED BY ({quote_name(as_of_column)})" if as_of_column else "")
+            + f" TBLPROPERTIES ({props})"
+        )
         return []
-    have: StructType = spark.read.format("delta").load(path).schema
     existing = {f.name: f.dataType for f in have.fields}
     if as_of_column and existing.get(as_of_column) != TimestampType():
         raise TargetSchemaError(
@@ -124,15 +152,13 @@ def ensure_delta_table(
                 f"{t.to_spark()}. Rebuild the target under a new path (mode full), or change the spec back."
             )
     if added:
-        spark.sql(f"ALTER TABLE delta.`{path}` ADD COLUMNS ({', '.join(added)})")
+        spark.sql(f"ALTER TABLE {delta_ref(path)} ADD COLUMNS ({', '.join(added)})")
     return [a.split(" ")[0].strip("`") for a in added]
 
 
 def _last_commit_metrics(spark: SparkSession, path: str) -> dict[str, str]:
     """The ``operationMetrics`` of the table's newest commit."""
-    from delta.tables import DeltaTable
-
-    row = DeltaTable.forPath(spark, path).history(1).select("operationMetrics").first()
+    row = delta_last_commit(spark, path)
     return dict(row["operationMetrics"] or {}) if row is not None else {}
 
 
@@ -151,7 +177,7 @@ def delta_merge(
     With no changes, an empty append commits the state alone.
 
     :param rows: the number of changes, when known (spares a Spark job that finds out)."""
-    from delta.tables import DeltaTable
+    import uuid
 
     names = [c for c, _ in target_columns(table)]
     text = json.dumps(metadata, sort_keys=True)
@@ -162,21 +188,27 @@ def delta_merge(
                 "delta"
             ).mode("append").save(path)
             return {"upserted": 0, "deleted": 0}
-        on = " AND ".join(f"t.{quote_name(k)} = s.{quote_name(k)}" for k in table.primary_key)
-        values: dict[str, Any] = {quote_name(c): f"s.{quote_name(c)}" for c in names}
-        (
-            DeltaTable.forPath(spark, path)
-            .alias("t")
-            .merge(src.alias("s"), on)
-            .whenMatchedDelete("s.op = '-D'")
-            .whenMatchedUpdate("s.op <> '-D'", values)
-            .whenNotMatchedInsert("s.op <> '-D'", values)
-            .execute()
-        )
-    m = _last_commit_metrics(spark, path)
+        # SQL's MERGE (the same Delta command as the DeltaTable API, which a Spark Connect server
+        # serves only with the Delta Connect plugin); its result row holds the counts
+        view = f"upsert_kafka_ops_changes_{uuid.uuid4().hex[:12]}"
+        src.createOrReplaceTempView(view)
+        try:
+            on = " AND ".join(f"t.{quote_name(k)} = s.{quote_name(k)}" for k in table.primary_key)
+            cols = ", ".join(quote_name(c) for c in names)
+            sets = ", ".join(f"t.{quote_name(c)} = s.{quote_name(c)}" for c in names)
+            merged = spark.sql(
+                f"MERGE INTO {delta_ref(path)} AS t USING {view} AS s ON {on} "
+                "WHEN MATCHED AND s.op = '-D' THEN DELETE "
+                f"WHEN MATCHED AND s.op <> '-D' THEN UPDATE SET {sets} "
+                f"WHEN NOT MATCHED AND s.op <> '-D' THEN INSERT ({cols}) "
+                f"VALUES ({', '.join(f's.{quote_name(c)}' for c in names)})"
+            ).first()
+        finally:
+            spark.catalog.dropTempView(view)
+    assert merged is not None
     return {
-        "upserted": int(m.get("numTargetRowsUpdated", 0)) + int(m.get("numTargetRowsInserted", 0)),
-        "deleted": int(m.get("numTargetRowsDeleted", 0)),
+        "upserted": int(merged["num_updated_rows"]) + int(merged["num_inserted_rows"]),
+        "deleted": int(merged["num_deleted_rows"]),
     }
 
 

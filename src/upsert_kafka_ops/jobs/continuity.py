@@ -23,11 +23,12 @@ def target_gaps(spark: SparkSession, target: DeltaTarget | PostgresTarget | Parq
     """Why an incremental run cannot continue the target (it must be rebuilt), or ''."""
     wanted = [c.name for c in table.columns]
     if isinstance(target, DeltaTarget):
-        from delta.tables import DeltaTable
+        from upsert_kafka_ops.engine.warehouse import delta_schema
 
-        if not DeltaTable.isDeltaTable(spark, target.path):
+        schema = delta_schema(spark, target.path)
+        if schema is None:
             return "the Delta table is missing: it is rebuilt from the earliest offset"
-        have = set(spark.read.format("delta").load(target.path).columns)
+        have = set(schema.names)
     elif isinstance(target, PostgresTarget):
         import psycopg
 

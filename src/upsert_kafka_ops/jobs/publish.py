@@ -50,15 +50,14 @@ def _publish_query(ctx: RunContext, job: PublishJob, source: QuerySource) -> Job
 
 
 def _publish_delta(ctx: RunContext, job: PublishJob, path: str) -> JobResult:
-    from delta.tables import DeltaTable
-
     from upsert_kafka_ops.engine import write_snapshot
+    from upsert_kafka_ops.engine.warehouse import delta_last_commit
 
     spark = ctx.spark
     sink = job.sink
     conn = ctx.connection(sink.connection, sink.table)
     state_file = _publish_state_file(job, path)
-    latest_row = DeltaTable.forPath(spark, path).history(1).select("version").first()
+    latest_row = delta_last_commit(spark, path)
     assert latest_row is not None
     latest = int(latest_row["version"])
     last = json.loads(state_file.read_text())["version"] if state_file.exists() else None
