@@ -27,6 +27,9 @@ def register(sub: Any) -> None:
     pr.add_argument("--mode", choices=["incremental", "full"], help="override materialize jobs' mode")
     pr.add_argument("--json", action="store_true", help="print the results as JSON")
     pr.add_argument("--lock-timeout", type=float, default=60.0, help="seconds to wait for a running run")
+    pr.add_argument(
+        "--remote", metavar="sc://HOST:PORT", help="run on this Spark Connect server (a warm driver)"
+    )
     pr.set_defaults(handler=run)
 
     pb = sub.add_parser("backfill", help="bounded earliest -> end rebuild of a job's target")
@@ -36,6 +39,9 @@ def register(sub: Any) -> None:
                     help="'latest' (default), epoch milliseconds, or offsets JSON {topic: {partition: offset}}")  # fmt: skip
     pb.add_argument("--rewind", action="store_true", help="allow an end older than the target's offsets")
     pb.add_argument("--json", action="store_true", help="print the result as JSON")
+    pb.add_argument(
+        "--remote", metavar="sc://HOST:PORT", help="run on this Spark Connect server (a warm driver)"
+    )
     pb.set_defaults(handler=backfill)
 
     pc = sub.add_parser("reset-checkpoint", help="delete a topic-to-topic job's streaming checkpoint")
@@ -88,13 +94,17 @@ def _emit(results: list[dict[str, Any]], as_json: bool) -> None:
 
 
 def _run_many(
-    pipeline: Pipeline, names: list[str], mode: str | None, lock_timeout: float
+    pipeline: Pipeline, names: list[str], mode: str | None, lock_timeout: float, remote: str | None = None
 ) -> list[dict[str, Any]]:
     from upsert_kafka_ops.jobs.run import run_job
     from upsert_kafka_ops.metrics.lineage import RunLineage
-    from upsert_kafka_ops.runtime import build_spark_session
+    from upsert_kafka_ops.runtime import ConnectRuntime, build_spark_session
+    from upsert_kafka_ops.runtime.execute import connect_session
 
-    spark = build_spark_session(app_name="upsert-kafka-ops")
+    if remote is not None:
+        spark = connect_session(ConnectRuntime(remote=remote))
+    else:
+        spark = build_spark_session(app_name="upsert-kafka-ops")
     results = []
     try:
         for name in names:
@@ -129,7 +139,7 @@ def run(args: argparse.Namespace) -> int:
     names = args.job or [j.name for j in pipeline.jobs]
     for n in names:
         pipeline.job(n)  # unknown names fail before Spark starts
-    results = _run_many(pipeline, names, args.mode, args.lock_timeout)
+    results = _run_many(pipeline, names, args.mode, args.lock_timeout, args.remote)
     _emit(results, args.json)
     return 1 if any(r["status"] != "succeeded" for r in results) else 0
 
@@ -138,7 +148,7 @@ def backfill(args: argparse.Namespace) -> int:
     pipeline = Pipeline.load(args.pipeline)
     job = as_backfill(pipeline.job(args.job), args.until, args.rewind or None)
     single = Pipeline(connections=pipeline.connections, jobs=[job])
-    results = _run_many(single, [job.name], None, 60.0)
+    results = _run_many(single, [job.name], None, 60.0, args.remote)
     _emit(results, args.json)
     return 1 if any(r["status"] != "succeeded" for r in results) else 0
 

@@ -161,6 +161,28 @@ def is_connect(spark: SparkSession) -> bool:
     return type(spark).__module__.startswith("pyspark.sql.connect")
 
 
+#: SQL settings a Connect session gets whatever its server's defaults: results depend on them
+CONNECT_SESSION_CONF = {"spark.sql.session.timeZone": "UTC"}
+
+
+def remote_session(remote: str, conf: dict[str, str] | None = None) -> SparkSession:
+    """A Spark Connect session on ``remote`` (``sc://host:port``), with :data:`CONNECT_SESSION_CONF`
+    and ``conf`` set on it. Needs the Spark Connect client (the ``connect`` extra)."""
+    check_pyspark_version()
+    from pyspark.sql import SparkSession
+
+    try:
+        spark = SparkSession.builder.remote(remote).getOrCreate()
+    except ImportError as exc:
+        raise ToolchainError(
+            f"the Spark Connect client cannot load ({exc}); install the connect extra: "
+            "pip install 'upsert-kafka-ops[connect]'."
+        ) from None
+    for key, value in {**CONNECT_SESSION_CONF, **(conf or {})}.items():
+        spark.conf.set(key, value)
+    return spark
+
+
 def existing_session() -> SparkSession | None:
     """The SparkSession this thread should use when the caller gave none: the thread's active one,
     else the one another thread of this process created (e.g. an Airflow task run in-process next

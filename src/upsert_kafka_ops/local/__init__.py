@@ -1,5 +1,6 @@
 """Local services for development, demos and tests: a real Kafka broker, a real PostgreSQL, a real
-Schema-Registry-compatible server, a real MIT KDC and a Spark standalone cluster on 127.0.0.1."""
+Schema-Registry-compatible server, a real MIT KDC, a Spark standalone cluster and a Spark Connect
+server on 127.0.0.1."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from upsert_kafka_ops.local.postgres import LocalPostgres
 from upsert_kafka_ops.local.process import free_port
 from upsert_kafka_ops.local.schema_registry import LocalSchemaRegistry
 from upsert_kafka_ops.local.spark_cluster import LocalSparkCluster, spark_home
+from upsert_kafka_ops.local.spark_connect import LocalSparkConnect
 
 __all__ = [
     "LocalKafka",
@@ -16,6 +18,7 @@ __all__ = [
     "LocalPostgres",
     "LocalSchemaRegistry",
     "LocalSparkCluster",
+    "LocalSparkConnect",
     "free_port",
     "spark_home",
 ]

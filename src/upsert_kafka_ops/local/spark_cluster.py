@@ -211,7 +211,7 @@ class LocalSparkCluster:
         for role in ("worker", "master"):
             proc = self._procs.pop(role, None)
             if proc is not None:
-                _stop_group(proc, timeout)
+                stop_group(proc, timeout)
         self._procs.clear()
 
     def __enter__(self) -> LocalSparkCluster:
@@ -228,7 +228,7 @@ def _signal_group(pgid: int, sig: signal.Signals) -> None:
         os.killpg(pgid, sig)
 
 
-def _stop_group(proc: subprocess.Popen[bytes], timeout: float) -> None:
+def stop_group(proc: subprocess.Popen[bytes], timeout: float) -> None:
     """SIGTERM the process group (Spark's shutdown hooks stop executors), SIGKILL what remains."""
     pgid = proc.pid  # start_new_session: the leader's pid is the group id
     _signal_group(pgid, signal.SIGTERM)

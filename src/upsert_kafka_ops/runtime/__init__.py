@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from upsert_kafka_ops.engine.session import build_spark_session, spark_conf
 from upsert_kafka_ops.runtime.execute import (
+    ConnectRuntime,
     LocalRuntime,
     RunHandle,
     Runtime,
@@ -22,6 +23,7 @@ from upsert_kafka_ops.runtime.submit import (
 )
 
 __all__ = [
+    "ConnectRuntime",
     "LocalRuntime",
     "RunHandle",
     "Runtime",

@@ -1,4 +1,5 @@
-"""Run one job of a pipeline on a chosen runtime: in this process, or with spark-submit.
+"""Run one job of a pipeline on a chosen runtime: in this process, with spark-submit, or against a
+Spark Connect server.
 
 This is what the orchestrator adapters call (the Airflow operators, the Dagster assets), so both
 behave alike::
@@ -53,7 +54,32 @@ class LocalRuntime(SpecModel):
     )
 
 
-Runtime = LocalRuntime | SparkSubmitRuntime
+class ConnectRuntime(SpecModel):
+    """Run in this process against a Spark Connect server: its driver is already warm, so a small
+    run costs its queries and not a JVM's start. The server needs the project's jars and Delta
+    (``upsert_kafka_ops.local.LocalSparkConnect`` starts one; the Helm chart deploys one); this
+    process needs the ``connect`` extra (the Spark Connect client)."""
+
+    kind: Literal["connect"] = Field(default="connect", description="Runtime kind.")
+    remote: str = Field(
+        description="The server: sc://host:port (with ;token=... and other Spark Connect parameters).",
+        pattern=r"^sc://[^/]+",
+    )
+    conf: dict[str, str] = Field(
+        default_factory=dict, description="Spark SQL settings for the run's session (runtime settings only)."
+    )
+
+
+Runtime = LocalRuntime | SparkSubmitRuntime | ConnectRuntime
+
+
+def connect_session(runtime: ConnectRuntime) -> SparkSession:
+    """The run's session on the runtime's Spark Connect server. A process holds Spark Connect
+    sessions or a local driver, not both: pyspark switches its functions to the client's for the
+    whole process."""
+    from upsert_kafka_ops.engine.session import remote_session
+
+    return remote_session(runtime.remote, runtime.conf)
 
 
 class RunHandle:
@@ -71,13 +97,18 @@ class RunHandle:
             self._spark = spark
 
     def kill(self) -> None:
+        from upsert_kafka_ops.engine.session import is_connect
+
         with self._lock:
             self.killed = True
             spark = self._spark
         self.submit.kill()
         if spark is not None:
             with contextlib.suppress(Exception):  # the session may be gone: nothing left to cancel
-                spark.sparkContext.cancelJobGroup(self.job_group)
+                if is_connect(spark):
+                    spark.interruptTag(self.job_group)
+                else:
+                    spark.sparkContext.cancelJobGroup(self.job_group)
 
 
 _SECRET_FIELDS = (
@@ -143,6 +174,15 @@ def execute_job(
         if not isinstance(result, dict):
             raise JobFailedError("the driver's run result has no job result.", result=envelope)
         return JobResult.from_dict(result)
+
+    if isinstance(runtime, ConnectRuntime):
+        session = spark if spark is not None else connect_session(runtime)
+        handle._attach(session)
+        session.addTag(handle.job_group)
+        try:
+            return run_job(one, job, mode=mode, spark=session, lock_timeout_s=lock_timeout_s)
+        finally:
+            session.removeTag(handle.job_group)
 
     local = runtime or LocalRuntime()
     from upsert_kafka_ops.engine.session import session_for

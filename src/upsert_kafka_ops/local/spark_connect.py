@@ -1,0 +1,133 @@
+"""A Spark Connect server on 127.0.0.1: pyspark's own ``SparkConnectServer``, started with
+``spark-submit`` (the pip distribution has no ``sbin/start-connect-server.sh``) and configured like a
+local run's driver: the project's jars, Delta, the session defaults and the class archive. Runs then
+connect to its warm driver instead of starting one each::
+
+    with LocalSparkConnect(tmp_path) as server:
+        execute_job(pipeline, "users-to-delta", runtime=ConnectRuntime(remote=server.url))
+
+The server is one JVM in its own process group, stopped by signalling that group. Its Python
+workers (``foreachBatch``) run with this interpreter.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from types import TracebackType
+
+from upsert_kafka_ops.errors import LocalServiceError
+from upsert_kafka_ops.local.process import free_port, java_executable, wait_ready
+from upsert_kafka_ops.local.spark_cluster import spark_home, stop_group
+
+SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
+
+
+class LocalSparkConnect:
+    """A Spark Connect server on a free loopback port, as a context manager.
+
+    :param dir: folder for its log (``connect.log``) and the artifacts clients upload; a temporary
+        folder when not given.
+    :param master: the server's Spark master (its driver runs the queries of every client).
+    :param port: the gRPC port (default: a free one).
+    :param conf: Spark configuration over the project's (``runtime.spark_conf``).
+    """
+
+    def __init__(
+        self,
+        dir: Path | str | None = None,
+        *,
+        master: str = "local[*]",
+        port: int | None = None,
+        conf: dict[str, str] | None = None,
+    ) -> None:
+        self.dir = Path(dir if dir is not None else tempfile.mkdtemp(prefix="uko-connect-")).resolve()
+        self.master = master
+        self.port = port
+        self.conf = dict(conf or {})
+        self._proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        """``sc://127.0.0.1:PORT``: what ``SparkSession.builder.remote`` and ``ConnectRuntime`` take."""
+        if self.port is None or self._proc is None:
+            raise LocalServiceError("The Spark Connect server is not started.")
+        return f"sc://127.0.0.1:{self.port}"
+
+    @property
+    def log_file(self) -> Path:
+        return self.dir / "connect.log"
+
+    def command(self) -> list[str]:
+        """spark-submit's arguments: the server class, the project's configuration, the binding."""
+        from upsert_kafka_ops.engine.session import spark_conf
+
+        conf = {**spark_conf(self.master), **self.conf}
+        conf.pop("spark.app.name", None)
+        conf["spark.connect.grpc.binding.address"] = "127.0.0.1"
+        conf["spark.connect.grpc.binding.port"] = str(self.port)
+        args = [
+            str(spark_home() / "bin" / "spark-submit"),
+            "--class",
+            SERVER_CLASS,
+            "--name",
+            "upsert-kafka-ops connect",
+        ]
+        for key, value in conf.items():
+            args += ["--conf", f"{key}={value}"]
+        return args
+
+    def start(self, timeout: float = 180.0) -> LocalSparkConnect:
+        """Start the server; returns once its gRPC port answers.
+
+        :raises LocalServiceError: when it exits or does not answer within ``timeout`` seconds, with
+            the tail of its log."""
+        if self._proc is not None:
+            raise LocalServiceError("This Spark Connect server is already started.")
+        java_executable()  # a clear error when Java is missing
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.port = free_port(self.port or 0)
+        env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable}
+        with open(self.log_file, "ab") as out:
+            self._proc = subprocess.Popen(
+                self.command(), stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
+                cwd=self.dir, start_new_session=True,  # the server leaves ./artifacts in its folder
+            )  # fmt: skip
+
+        def answers(left: float) -> bool:
+            with contextlib.suppress(OSError):
+                socket.create_connection(("127.0.0.1", int(self.port or 0)), timeout=min(1.0, left)).close()
+                return True
+            return False
+
+        try:
+            wait_ready(self._proc, answers, timeout, "The Spark Connect server", self.log_tail)
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def log_tail(self, lines: int = 40) -> str:
+        if not self.log_file.is_file():
+            return "(the Spark Connect server wrote no log)"
+        text = self.log_file.read_text(errors="replace").splitlines()
+        return f"--- {self.log_file} (last {min(lines, len(text))} lines)\n" + "\n".join(text[-lines:])
+
+    def stop(self, timeout: float = 30.0) -> None:
+        """Stop the server (its process group); a no-op when it is not running."""
+        proc, self._proc = self._proc, None
+        if proc is not None:
+            stop_group(proc, timeout)
+
+    def __enter__(self) -> LocalSparkConnect:
+        return self.start()
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
