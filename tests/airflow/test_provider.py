@@ -124,6 +124,32 @@ def test_a_connection_without_servers_fails_naming_it(monkeypatch: pytest.Monkey
     assert "Airflow connection 'empty'" in exc.value.field and "bootstrap.servers" in exc.value.field
 
 
+def test_the_spark_providers_connection_types_select_connect_and_spark_submit(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Connections a SparkSubmitOperator or Spark Connect user already has work as they are: a
+    ``spark_connect`` connection (password = token, login = user id) and a ``spark`` connection."""
+    from upsert_kafka_ops.runtime import ConnectRuntime
+
+    monkeypatch.setenv("AIRFLOW_CONN_SC", json.dumps({"conn_type": "spark_connect", "host": "sc://spark-connect",
+                                                      "login": "etl", "password": "tok-secret",
+                                                      "extra": {"use_ssl": True}}))  # fmt: skip
+    remote = SparkRuntimeHook("sc").get_runtime()
+    assert isinstance(remote, ConnectRuntime)
+    assert remote.remote == "sc://spark-connect:15002/;user_id=etl;use_ssl=true"
+    assert "tok-secret" not in repr(remote) and "tok-secret" not in remote.model_dump_json(exclude={"token"})
+    assert remote.url().endswith(";token=tok-secret")
+    monkeypatch.setenv("AIRFLOW_CONN_SPARK_PROVIDER", json.dumps({"conn_type": "spark", "host": "spark://m",
+                                                                  "port": 7077,
+                                                                  "extra": {"deploy-mode": "client",
+                                                                            "queue": "q"}}))  # fmt: skip
+    submit = SparkRuntimeHook("spark_provider").get_runtime()
+    assert isinstance(submit, SparkSubmitRuntime)
+    assert (submit.master, submit.deploy_mode) == ("spark://m:7077", "client")
+    op = UpsertKafkaJobOperator(task_id="t", pipeline_file=str(DEMO), spark_master="sc://warm:15002")
+    assert op.runtime() == ConnectRuntime(remote="sc://warm:15002")
+
+
 def test_runtime_connection_selects_local_or_spark_submit(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(
         "AIRFLOW_CONN_SPARK_LOCAL", json.dumps({"conn_type": "upsert_kafka_spark", "host": "local[2]"})

@@ -84,3 +84,58 @@ def test_materialize_and_a_topic_backfill_through_spark_connect(
     copied = _cli("backfill", str(file), "--job", "copy", *remote)
     assert (copied["status"], copied["execution"]) == ("succeeded", "snapshot")
     assert oracle_table(servers, sink) == oracle_table(servers, topic)
+
+
+_ORCHESTRATED = """
+import json, sys
+from upsert_kafka_ops.jobs import Pipeline
+pipeline_file, remote, which = sys.argv[1:4]
+if which == "airflow":
+    from upsert_kafka_ops.airflow.operators import UpsertKafkaMaterializeOperator
+
+    op = UpsertKafkaMaterializeOperator(task_id="t", pipeline_file=pipeline_file, job_name="users", spark_master=remote)
+    out = op.execute(context={})
+else:
+    import dagster as dg
+    from upsert_kafka_ops.dagster import SparkRuntimeResource, upsert_kafka_assets
+
+    assets = upsert_kafka_assets(pipeline=Pipeline.load(pipeline_file), spark_runtime="spark", row_count_check=False)
+    done = dg.materialize([a for a in assets if isinstance(a, dg.AssetsDefinition)],
+                          resources={"spark": SparkRuntimeResource(runtime="connect", master=remote)})
+    assert done.success
+    (mat,) = done.asset_materializations_for_node("upsert_kafka_users")
+    out = {k: getattr(v, "value", v) for k, v in mat.metadata.items()}
+    out = {"records_read": out["upsert_kafka/records_read"], "mode": out["upsert_kafka/mode"]}
+print("RESULT " + json.dumps(out, default=str))
+"""
+
+
+@pytest.mark.parametrize("orchestrator", ["airflow", "dagster"])
+def test_the_orchestrators_run_a_job_on_spark_connect(
+    orchestrator: str,
+    kafka: LocalKafka,
+    new_topic: Callable[..., str],
+    connect_server: LocalSparkConnect,
+    spark: SparkSession,
+    tmp_path: Path,
+) -> None:
+    """An Airflow task (``spark_master="sc://..."``) and a Dagster run (``SparkRuntimeResource(runtime=
+    "connect")``) run the job on the server: their processes start no driver JVM."""
+    servers = kafka.bootstrap_servers
+    topic = new_topic(partitions=2)
+    n = produce(servers, topic, random_changes(random.Random(5), 80, 20))
+    target = tmp_path / "users"
+    p = pipeline(servers, [{"name": "users", "kind": "materialize", "source": source(topic, servers),
+                            "target": {"kind": "delta", "path": str(target)}}])  # fmt: skip
+    file = tmp_path / "pipeline.yaml"
+    file.write_text(p.to_yaml())
+    done = subprocess.run([sys.executable, "-c", _ORCHESTRATED, str(file), connect_server.url, orchestrator],
+                          capture_output=True, text=True, timeout=600, check=False, env=dict(os.environ))  # fmt: skip
+    assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
+    (line,) = [ln for ln in done.stdout.splitlines() if ln.startswith("RESULT ")]
+    result = json.loads(line[len("RESULT ") :])
+    assert (result["records_read"], result["mode"]) == (n, "full")
+    assert "SparkContext: Running Spark version" not in done.stderr  # no driver in the task's process
+    assert rows_as_table(spark.read.format("delta").load(str(target)).collect()) == oracle_table(
+        servers, topic
+    )

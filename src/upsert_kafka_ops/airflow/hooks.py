@@ -20,9 +20,9 @@ from airflow.sdk.log import mask_secret
 
 from upsert_kafka_ops.errors import SpecError
 from upsert_kafka_ops.kafka.admin import KafkaAdmin
-from upsert_kafka_ops.runtime.execute import LocalRuntime, Runtime
+from upsert_kafka_ops.runtime.execute import ConnectRuntime, LocalRuntime, Runtime
 from upsert_kafka_ops.runtime.submit import SparkSubmitRuntime
-from upsert_kafka_ops.spec.connection import KafkaConnection
+from upsert_kafka_ops.spec.connection import KafkaConnection, SecretRef
 
 #: Extra keys whose values are secrets (librdkafka and Java client spellings).
 SECRET_KEYS = frozenset(
@@ -125,21 +125,57 @@ class SparkRuntimeHook(BaseHook):
         extra = dict(conn.extra_dejson)
         for value in (extra.get("env") or {}).values():
             mask_secret(str(value))
+        where = f"Airflow connection {self.spark_config_id!r}"
+        if conn.conn_type == "spark_connect" or extra.get("runtime") == "connect":
+            return _connect_runtime(conn, extra, where)
+        if conn.conn_type == "spark":  # the Apache Spark provider's spark-submit connection
+            extra = {_SPARK_EXTRA.get(k, k): v for k, v in extra.items() if k not in _SPARK_IGNORED}
+            extra.setdefault("runtime", "spark-submit")
         master = conn.host or extra.pop("master", None) or "local[*]"
         if conn.port and "://" in master and master.count(":") < 2:
             master = f"{master}:{conn.port}"
         kind = extra.pop("runtime", "local" if master.startswith("local") else "spark-submit")
-        where = f"Airflow connection {self.spark_config_id!r}"
         if kind == "local":
             return _model(LocalRuntime, {"master": master, "conf": extra.pop("conf", {}), **extra}, where)
         if kind != "spark-submit":
             raise SpecError(
-                f"{where}: extra.runtime", f"{kind!r} is not a runtime.", "use 'local' or 'spark-submit'."
+                f"{where}: extra.runtime",
+                f"{kind!r} is not a runtime.",
+                "use 'local', 'spark-submit' or 'connect'.",
             )
         return _model(SparkSubmitRuntime, {"master": master, **extra}, where)
 
 
-def _model(cls: type[LocalRuntime] | type[SparkSubmitRuntime], data: dict[str, Any], where: str) -> Runtime:
+# the Apache Spark provider's `spark` connection: its extra's names for what SparkSubmitRuntime calls
+_SPARK_EXTRA = {"deploy-mode": "deploy_mode", "spark-binary": "spark_submit"}
+_SPARK_IGNORED = {"queue", "namespace"}
+
+
+def _connect_runtime(conn: Any, extra: dict[str, Any], where: str) -> Runtime:
+    """A ``spark_connect`` connection as the Apache Spark provider reads it: host (``sc://`` optional)
+    and port (15002), login as the user id, the password as the token, extra ``use_ssl``; or an
+    ``upsert_kafka_spark`` connection with ``runtime: connect`` (host ``sc://host``)."""
+    host = str(conn.host or extra.pop("remote", "") or "")
+    host = host[len("sc://") :] if host.startswith("sc://") else host
+    if not host:
+        raise SpecError(f"{where}: host", "is empty.", "set the Spark Connect server's host (port 15002).")
+    params = [f"user_id={conn.login}"] if conn.login else []
+    if extra.pop("use_ssl", False):
+        params.append("use_ssl=true")
+    hostport = host if ":" in host else f"{host}:{conn.port or 15002}"
+    remote = f"sc://{hostport}" + ("/;" + ";".join(params) if params else "")
+    data: dict[str, Any] = {"remote": remote, "conf": extra.pop("conf", {})}
+    if conn.password:
+        mask_secret(conn.password)
+        data["token"] = SecretRef.from_value(conn.password)
+    return _model(ConnectRuntime, data, where)
+
+
+def _model(
+    cls: type[LocalRuntime] | type[SparkSubmitRuntime] | type[ConnectRuntime],
+    data: dict[str, Any],
+    where: str,
+) -> Runtime:
     try:
         return cls.model_validate(data)
     except SpecError as exc:

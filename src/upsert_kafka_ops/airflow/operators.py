@@ -30,7 +30,7 @@ from upsert_kafka_ops.airflow._jobs import JobFields, JobRef
 from upsert_kafka_ops.airflow.assets import assets_of, declared_assets
 from upsert_kafka_ops.errors import SpecError, UpsertKafkaOpsError
 from upsert_kafka_ops.jobs.spec import Pipeline, as_backfill
-from upsert_kafka_ops.runtime.execute import LocalRuntime, RunHandle, Runtime, execute_job
+from upsert_kafka_ops.runtime.execute import ConnectRuntime, LocalRuntime, RunHandle, Runtime, execute_job
 from upsert_kafka_ops.runtime.submit import SparkSubmitRuntime
 
 JOB_FIELDS: tuple[str, ...] = ("job", "pipeline_file", "job_name", "kafka_config_id", "kafka_config_ids")
@@ -51,7 +51,8 @@ class UpsertKafkaJobOperator(JobFields, BaseOperator):
     :param kafka_config_id: Airflow ``kafka`` connection for every Kafka connection the job uses.
     :param kafka_config_ids: per pipeline connection name: the Airflow connection id.
     :param mode: ``full`` rebuilds a materialized target from the earliest offset.
-    :param spark_master: ``local[*]`` (default) runs here; another master runs spark-submit.
+    :param spark_master: ``local[*]`` (default) runs here; ``sc://host:port`` runs on that Spark
+        Connect server; another master runs spark-submit.
     :param spark_conf: Spark configuration for the run.
     :param spark_config_id: an ``upsert_kafka_spark`` connection giving master and settings.
     :param deploy_mode: spark-submit's deploy mode (``cluster`` needs YARN/Kubernetes and a result URI).
@@ -111,6 +112,8 @@ class UpsertKafkaJobOperator(JobFields, BaseOperator):
         master = self.spark_master or "local[*]"
         if master.startswith("local"):
             return LocalRuntime(master=master, conf=self.spark_conf)
+        if master.startswith("sc://"):  # a Spark Connect server: a warm driver, no JVM in the task
+            return ConnectRuntime(remote=master, conf=self.spark_conf)
         return SparkSubmitRuntime(
             master=master, deploy_mode=self.deploy_mode, conf=self.spark_conf,  # type: ignore[arg-type]
             timeout_s=self.spark_submit_timeout,

@@ -8,7 +8,7 @@ from pydantic import Field
 
 import dagster as dg
 from upsert_kafka_ops.errors import SpecError
-from upsert_kafka_ops.runtime import LocalRuntime, Runtime, SparkSubmitRuntime
+from upsert_kafka_ops.runtime import ConnectRuntime, LocalRuntime, Runtime, SparkSubmitRuntime
 from upsert_kafka_ops.spec.connection import KafkaConnection, SecretRef
 
 _SECRET_FIELDS = ("password", "ssl_key_password")
@@ -57,14 +57,20 @@ class UpsertKafkaResource(dg.ConfigurableResource):  # type: ignore[type-arg]
 
 class SparkRuntimeResource(dg.ConfigurableResource):  # type: ignore[type-arg]
     """Where a job's Spark work runs: ``local`` (in the run's process: the active SparkSession, else
-    one built with ``master``/``conf``) or ``spark-submit`` (``master``, ``deploy_mode``, ``conf``,
-    ``timeout_s``)."""
+    one built with ``master``/``conf``), ``spark-submit`` (``master``, ``deploy_mode``, ``conf``,
+    ``timeout_s``) or ``connect`` (a Spark Connect server: ``master`` is its ``sc://host:port``, the
+    token a ``dg.EnvVar``; the run's process holds no driver)."""
 
-    runtime: str = Field(default="local", description="local or spark-submit.")
-    master: str = Field(default="local[*]", description="Spark master URL.")
+    runtime: str = Field(default="local", description="local, spark-submit or connect.")
+    master: str = Field(default="local[*]", description="Spark master URL (connect: sc://host:port).")
+    token: str | None = Field(default=None, description="connect: the server's token, as dg.EnvVar(...).")
     conf: dict[str, str] = Field(default_factory=dict, description="Extra Spark configuration.")
     deploy_mode: str = Field(default="client", description="spark-submit: client or cluster.")
     timeout_s: float | None = Field(default=None, description="spark-submit: kill the driver after this.")
+
+    def __repr_args__(self) -> Any:
+        for name, value in super().__repr_args__():
+            yield name, ("**********" if name == "token" and value else value)
 
     def runtime_spec(self) -> Runtime:
         """The core's runtime for :func:`upsert_kafka_ops.runtime.execute_job`."""
@@ -75,4 +81,9 @@ class SparkRuntimeResource(dg.ConfigurableResource):  # type: ignore[type-arg]
                 {"master": self.master, "conf": dict(self.conf), "deploy_mode": self.deploy_mode,
                  "timeout_s": self.timeout_s}
             )  # fmt: skip
-        raise SpecError("runtime", f"{self.runtime!r} is not a runtime.", "use 'local' or 'spark-submit'.")
+        if self.runtime == "connect":
+            token = SecretRef.from_value(self.token) if self.token else None
+            return ConnectRuntime(remote=self.master, token=token, conf=dict(self.conf))
+        raise SpecError(
+            "runtime", f"{self.runtime!r} is not a runtime.", "use 'local', 'spark-submit' or 'connect'."
+        )

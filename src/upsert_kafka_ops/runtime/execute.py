@@ -26,9 +26,9 @@ import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
-from upsert_kafka_ops.errors import JobFailedError
+from upsert_kafka_ops.errors import JobFailedError, SpecError
 from upsert_kafka_ops.jobs.spec import Pipeline
 from upsert_kafka_ops.runtime.submit import SparkSubmitRuntime, SubmitHandle, submit_driver
 from upsert_kafka_ops.spec.base import SpecModel
@@ -62,12 +62,31 @@ class ConnectRuntime(SpecModel):
 
     kind: Literal["connect"] = Field(default="connect", description="Runtime kind.")
     remote: str = Field(
-        description="The server: sc://host:port (with ;token=... and other Spark Connect parameters).",
-        pattern=r"^sc://[^/]+",
+        description="The server: sc://host:port, optionally with Spark Connect parameters "
+        "(sc://host:port/;use_ssl=true;user_id=etl); the token goes in 'token'.",
+        pattern=r"^sc://[^/;]+",
+    )
+    token: SecretRef | None = Field(
+        default=None, description="The server's bearer token, as a reference ({env: VAR} or {file: PATH})."
     )
     conf: dict[str, str] = Field(
         default_factory=dict, description="Spark SQL settings for the run's session (runtime settings only)."
     )
+
+    @field_validator("remote")
+    @classmethod
+    def _no_token_in_url(cls, value: str) -> str:
+        if re.search(r";\s*token\s*=", value, re.IGNORECASE):
+            raise SpecError("remote", "holds a token; a secret never goes into a URL.",
+                            "give it as token: {env: VAR} (or {file: PATH}).")  # fmt: skip
+        return value
+
+    def url(self) -> str:
+        """The client's connection string, the token resolved into it (never log it)."""
+        if self.token is None:
+            return self.remote
+        sep = ";" if "/;" in self.remote else "/;"
+        return f"{self.remote.rstrip('/')}{sep}token={self.token.resolve()}"
 
 
 Runtime = LocalRuntime | SparkSubmitRuntime | ConnectRuntime
@@ -79,7 +98,7 @@ def connect_session(runtime: ConnectRuntime) -> SparkSession:
     whole process."""
     from upsert_kafka_ops.engine.session import remote_session
 
-    return remote_session(runtime.remote, runtime.conf)
+    return remote_session(runtime.url(), runtime.conf)
 
 
 class RunHandle:
