@@ -9,7 +9,8 @@ the same topic (PyFlink in ``.venv-flink``, run by the conformance suite's
 Measured: ``materialize`` warm (a session that has run it before) and cold (a new process: session
 start and one materialize, ``benchmarks/cold_run.py``); incremental runs as an orchestrator starts them
 (a new ``upsert-kafka-ops run`` process each, Delta target): the full run, a run over 1% new records,
-a run over a tiny delta, then the same three in the warm session; ``write_changelog`` (once cold,
+a run over a tiny delta, then the same three in the warm session, then tiny runs alternating between a
+task's own driver and a Spark Connect server's warm one (``--remote``); ``write_changelog`` (once cold,
 then ``BENCH_REPEAT`` times warm) and ``materialize`` of what it wrote, in json, avro and avro-confluent.
 The timed repetitions alternate (engine, peer, baseline) so drift in the machine touches them all;
 figures are medians. Results: ``build/bench/results.json`` and a chart, ``build/bench/results.png``.
@@ -34,7 +35,7 @@ from typing import Any
 from upsert_kafka_ops import jars
 from upsert_kafka_ops.engine import materialize, resolve_bounds, write_changelog
 from upsert_kafka_ops.engine.source import read_raw
-from upsert_kafka_ops.local import LocalKafka, LocalSchemaRegistry
+from upsert_kafka_ops.local import LocalKafka, LocalSchemaRegistry, LocalSparkConnect
 from upsert_kafka_ops.runtime import build_spark_session
 from upsert_kafka_ops.spec.connection import KafkaConnection
 from upsert_kafka_ops.spec.table import UpsertKafkaTable
@@ -70,6 +71,8 @@ TARGETS = [
     ("sink_avro-confluent_warm", "sink_json_warm", 0.8, "min"),
     ("materialize_avro", "materialize_json", 0.8, "min"),
     ("materialize_avro-confluent", "materialize_json", 0.8, "min"),
+    # issue 21: a tiny incremental task on a Spark Connect server, against the same task on its own driver
+    ("incremental_tiny_connect", "incremental_tiny", 0.2, "max"),
 ]
 
 
@@ -245,9 +248,10 @@ def _pipeline(path: Path, servers: str, table: UpsertKafkaTable, warehouse: Path
     )
 
 
-def _run_job(pipeline: Path, mode: str) -> tuple[float, int]:
+def _run_job(pipeline: Path, mode: str, remote: str | None = None) -> tuple[float, int]:
     cli = str(Path(sys.executable).with_name("upsert-kafka-ops"))
-    secs, out = _process([cli, "run", str(pipeline), "--mode", mode, "--json"])
+    where = ["--remote", remote] if remote else []
+    secs, out = _process([cli, "run", str(pipeline), "--mode", mode, "--json", *where])
     (result,) = out["results"]
     assert result["status"] == "succeeded", result
     return secs, int(result["records_read"])
@@ -365,6 +369,20 @@ def main() -> int:
         produce(servers, "bench_src", 10, seed=46)
         fig.add("incremental_warm_tiny", *_run_in(spark, warm, "incremental"))
         spark.stop()
+
+        # a tiny incremental task on its own driver and on a warm Spark Connect server, alternating: each a
+        # new client process, as an orchestrator's task is
+        with LocalSparkConnect(tmp / "connect") as server:
+            remote = tmp / "pipeline-connect.yaml"
+            _pipeline(
+                remote, servers, bench_table("bench_src", servers, bounded=False), tmp / "warehouse-connect"
+            )
+            _run_job(remote, "full", server.url)  # the server's first Delta write: its code warms up
+            _run_job(remote, "incremental", server.url)
+            for i in range(REPEAT):
+                produce(servers, "bench_src", 10, seed=47 + i)
+                fig.add("incremental_tiny", *_run_job(pipeline, "incremental"))
+                fig.add("incremental_tiny_connect", *_run_job(remote, "incremental", server.url))
 
     results["figures"] = fig.as_json()
     results["targets"] = []
