@@ -35,7 +35,10 @@ def test_provider_is_discovered_under_its_distribution_name() -> None:
     hook = pm.hooks["upsert_kafka_spark"]
     assert hook is not None and hook.hook_class_name == "upsert_kafka_ops.airflow.hooks.SparkRuntimeHook"
     types = {ct["connection-type"] for ct in info.data["connection-types"]}
-    assert types == {"upsert_kafka_spark"}  # Airflow's own `kafka` type is reused, not registered again
+    assert types == {"upsert_kafka_spark"}  # the Kafka provider's `kafka` type is reused, not redone
+    # ... and the [airflow] extra installs that provider, so the UI's Add Connection form offers it
+    kafka = pm.hooks["kafka"]
+    assert kafka is not None and kafka.package_name == "apache-airflow-providers-apache-kafka"
 
 
 def test_every_example_dag_imports_cleanly() -> None:

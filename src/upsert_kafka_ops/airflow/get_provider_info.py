@@ -39,7 +39,8 @@ def get_provider_info() -> dict[str, Any]:
         "operators": modules("operators"),
         "sensors": modules("sensors"),
         "triggers": modules("triggers"),
-        # Kafka clusters use Airflow's own `kafka` connection type (registered by the Kafka provider);
+        # Kafka clusters use the `kafka` connection type of the Kafka provider (installed with the
+        # [airflow] extra);
         # this provider adds only the Spark runtime connection.
         "connection-types": [
             {

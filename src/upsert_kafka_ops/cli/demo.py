@@ -17,6 +17,7 @@ import argparse
 import json
 import logging
 import os
+import shlex
 import shutil
 import time
 from pathlib import Path
@@ -38,6 +39,15 @@ USERS_1 = [
     (103, "Richard", "Berlin"),
 ]
 PAGEVIEWS_1 = [(100, 10001), (101, 10002), (102, 10002), (101, 10003), (100, 10004)]
+#: the demo's topics and their configs
+TOPICS: tuple[tuple[str, dict[str, str]], ...] = (
+    ("users", {"cleanup.policy": "compact"}),
+    ("pageviews", {}),
+    ("pageviews_per_region", {"cleanup.policy": "compact"}),
+    ("pageviews_per_page", {"cleanup.policy": "compact"}),
+)
+#: the port ``demo --keep`` starts its broker on unless told otherwise (the one the docs show)
+KEEP_PORT = 9092
 PAGEVIEWS_2 = [(102, 10005), (102, 10006)]
 
 
@@ -126,9 +136,7 @@ def run_demo(
     with LocalKafka(Path(work) / "kafka", jars_dir=jars_dir) as kafka:
         servers = kafka.bootstrap_servers
         print(f"demo: local Kafka broker on {servers}, Delta tables under {work}")
-        for topic, config in (("users", {"cleanup.policy": "compact"}), ("pageviews", {}),
-                              ("pageviews_per_region", {"cleanup.policy": "compact"}),
-                              ("pageviews_per_page", {"cleanup.policy": "compact"})):  # fmt: skip
+        for topic, config in TOPICS:
             kafka.create_topic(topic, partitions=2, config=config)
         pipeline = Pipeline.load(
             pipeline_file, env={**os.environ, "UKO_BOOTSTRAP_SERVERS": servers, "UKO_DEMO_DIR": work}
@@ -138,9 +146,7 @@ def run_demo(
         ours = SparkSession.getActiveSession() is None  # never stop a session someone else created
         spark = build_spark_session(jars_dir=jars_dir, app_name="upsert-kafka-ops-demo")
         try:
-            users = spark.createDataFrame(USERS_1, "user_id BIGINT, user_name STRING, region STRING")
-            users.write.format("delta").option("delta.enableChangeDataFeed", "true").save(source)
-            _produce_pageviews(kafka.client_config(), PAGEVIEWS_1, 0)
+            _seed(spark, kafka.client_config(), source)
             first = _round(spark, pipeline, "round 1: every job builds its target")
 
             spark.sql(f"UPDATE delta.`{source}` SET region = 'Hangzhou' WHERE user_id = 101")
@@ -168,15 +174,85 @@ def run_demo(
     return result
 
 
+def _seed(spark: SparkSession, kafka_config: dict[str, Any], source: str) -> None:
+    """The demo's first data: the users source table (with its change data feed) and pageviews."""
+    users = spark.createDataFrame(USERS_1, "user_id BIGINT, user_name STRING, region STRING")
+    users.write.format("delta").option("delta.enableChangeDataFeed", "true").save(source)
+    _produce_pageviews(kafka_config, PAGEVIEWS_1, 0)
+
+
+def keep_demo(
+    jars_dir: Path | None = None,
+    pipeline_file: Path = PIPELINE,
+    folder: Path = DEFAULT_DIR,
+    port: int = KEEP_PORT,
+) -> dict[str, str]:
+    """Start the demo's broker on ``port`` and leave it running, with its topics and data seeded
+    (the users source table, the first pageviews), for the DAGs in Airflow and the assets in Dagster;
+    the jobs do not run. Returns the environment both need (printed as exports)."""
+    from upsert_kafka_ops import jars
+    from upsert_kafka_ops.local import free_port
+    from upsert_kafka_ops.local import kafka as lk
+    from upsert_kafka_ops.runtime import build_spark_session
+
+    state = folder.resolve() / "kafka"
+    if lk.detached_status(state)["running"]:
+        raise LocalServiceError(
+            f"The kept demo's broker is still running from {state}; stop it first with "
+            f"`upsert-kafka-ops local kafka stop --dir {state}`."
+        )
+    free_port(port)  # a taken port is named with the fix before anything starts
+    work = prepare_dir(folder)
+    jars.fetch(jars_dir=jars_dir, log=True)
+    broker = lk.start_detached(work / "kafka", jars_dir=jars_dir, port=port)
+    try:
+        for topic, config in TOPICS:
+            broker.create_topic(topic, partitions=2, config=config)
+        spark = build_spark_session(jars_dir=jars_dir, app_name="upsert-kafka-ops-demo")
+        try:
+            _seed(spark, broker.client_config(), f"{work}/source/users")
+        finally:
+            spark.stop()
+    except BaseException:
+        lk.stop_detached(work / "kafka")
+        raise
+    servers = broker.bootstrap_servers
+    env = {
+        "UKO_BOOTSTRAP_SERVERS": servers,
+        "UKO_DEMO_DIR": str(work),
+        "UKO_PIPELINES_DIR": str(pipeline_file.resolve().parent),
+        "AIRFLOW_CONN_KAFKA_DEFAULT": json.dumps(
+            {"conn_type": "kafka", "extra": {"bootstrap.servers": servers}}
+        ),
+    }
+    print(
+        f"\ndemo: broker on {servers} with the demo's topics and first data, left running; tables under {work}"
+    )
+    print("demo: in the shell that starts `airflow standalone` or `dagster dev`:\n")
+    for key, value in env.items():
+        print(f"export {key}={shlex.quote(value)}")
+    print(f"\ndemo: stop the broker with `upsert-kafka-ops local kafka stop --dir {work / 'kafka'}`")
+    return env
+
+
 def register(sub: Any) -> None:
     """Add ``demo``."""
     pd = sub.add_parser("demo", help="run the main job on the embedded default")
     pd.add_argument("--jars-dir", type=Path, default=None, help="jar cache folder")
     pd.add_argument("--dir", type=Path, default=None,
                     help="folder for the demo's tables and broker, kept afterwards (default: build/demo)")  # fmt: skip
+    pd.add_argument("--keep", action="store_true",
+                    help="seed the demo's broker and tables and leave the broker running for Airflow and "
+                    "Dagster (the jobs do not run); prints the environment they need")  # fmt: skip
+    pd.add_argument(
+        "--port", type=int, default=KEEP_PORT, help=f"--keep: the broker's port (default {KEEP_PORT})"
+    )
     pd.set_defaults(handler=_command)
 
 
 def _command(args: argparse.Namespace) -> int:
-    run_demo(jars_dir=args.jars_dir, folder=args.dir or DEFAULT_DIR)
+    if args.keep:
+        keep_demo(jars_dir=args.jars_dir, folder=args.dir or DEFAULT_DIR, port=args.port)
+    else:
+        run_demo(jars_dir=args.jars_dir, folder=args.dir or DEFAULT_DIR)
     return 0
