@@ -35,7 +35,7 @@ with DAG(
         task_id="new_users",
         **JOB,
         deferrable=True,  # waits in the triggerer, not in a worker slot
-        poke_interval=60,
+        poke_interval=float(os.environ.get("UKO_NEW_DATA_POLL_S", "60")),  # how often the triggerer looks
         timeout=50 * 60,  # within the hour; the next run looks again
         soft_fail=True,  # no new data in this hour: skip the run, do not fail it
     )

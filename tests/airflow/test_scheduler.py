@@ -1,0 +1,132 @@
+"""The example DAG in real Airflow processes, as a newcomer runs it: ``upsert-kafka-ops demo --keep``
+seeds the demo's broker and prints the exports; ``airflow standalone`` (API server, scheduler,
+DAG processor, triggerer, LocalExecutor, SQLite) runs ``users_to_delta`` with those exports alone.
+The first run finds the published users at once; the next one defers its new-data sensor to the
+triggerer, which fires when a change is published; the materialize task's XCom holds the run result."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shlex
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pyspark.sql import SparkSession
+
+from upsert_kafka_ops.local import free_port
+
+from .conftest import ROOT
+
+BIN = Path(sys.executable).parent
+
+
+def _cli(*args: str, env: dict[str, str], timeout: float = 600) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(BIN / "upsert-kafka-ops"), *args], capture_output=True, text=True, env=env,
+                          timeout=timeout, check=False)  # fmt: skip
+
+
+def _wait(what: str, found: Callable[[], Any], timeout: float, log: Path) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = found()
+        if value:
+            return value
+        time.sleep(1)
+    raise AssertionError(f"{what} within {timeout:.0f} s\n" + log.read_text(errors="replace")[-4000:])
+
+
+@pytest.fixture
+def kept_demo(jars_dir: Path, tmp_path: Path) -> Iterator[tuple[Path, dict[str, str]]]:
+    base = {k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW")}
+    base["UPSERT_KAFKA_OPS_JARS_DIR"] = str(jars_dir)
+    folder = tmp_path / "demo"
+    keep = _cli("demo", "--keep", "--dir", str(folder), "--port", str(free_port()), env=base)
+    assert keep.returncode == 0, keep.stderr[-3000:]
+    exports = dict(shlex.split(line[len("export ") :])[0].split("=", 1)
+                   for line in keep.stdout.splitlines() if line.startswith("export "))  # fmt: skip
+    try:
+        yield folder, {**base, **exports}
+    finally:
+        _cli("local", "kafka", "stop", "--dir", str(folder / "kafka"), env=base, timeout=120)
+
+
+def test_users_to_delta_runs_in_airflow_standalone_with_a_deferral(
+    kept_demo: tuple[Path, dict[str, str]], spark: SparkSession, tmp_path: Path
+) -> None:
+    folder, env = kept_demo
+    published = _cli(
+        "run", str(ROOT / "pipelines" / "demo.yaml"), "--job", "publish-users", "--json", env=env
+    )
+    assert published.returncode == 0, published.stderr[-3000:]
+
+    home, api = tmp_path / "airflow", free_port()
+    home.mkdir()
+    env = {**env, "AIRFLOW_HOME": str(home), "PATH": f"{BIN}{os.pathsep}{env['PATH']}",
+           "AIRFLOW__CORE__DAGS_FOLDER": str(ROOT / "dags"), "AIRFLOW__CORE__LOAD_EXAMPLES": "false",
+           "AIRFLOW__API__PORT": str(api), "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"http://127.0.0.1:{api}/execution/",
+           "AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT": str(free_port()),
+           "AIRFLOW__LOGGING__TRIGGER_LOG_SERVER_PORT": str(free_port()),
+           "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS": "true", "UKO_NEW_DATA_POLL_S": "2"}  # fmt: skip
+    log = home / "standalone.log"
+    with open(log, "wb") as out:
+        airflow = subprocess.Popen([str(BIN / "airflow"), "standalone"], env=env, cwd=home, stdout=out,
+                                   stderr=subprocess.STDOUT, start_new_session=True)  # fmt: skip
+    db = home / "airflow.db"
+
+    def query(sql: str, *args: Any) -> list[tuple[Any, ...]]:
+        with contextlib.closing(sqlite3.connect(db, timeout=30)) as conn:
+            return conn.execute(sql, args).fetchall()
+
+    def runs() -> dict[str, str]:
+        return dict(query("SELECT run_id, state FROM dag_run WHERE dag_id = 'users_to_delta'"))
+
+    def airflow_cli(*args: str) -> None:
+        done = subprocess.run([str(BIN / "airflow"), *args], env=env, capture_output=True, text=True,
+                              timeout=120, check=False)  # fmt: skip
+        assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+
+    try:
+        _wait("Airflow did not get ready", lambda: b"Airflow is ready" in log.read_bytes(), 180, log)
+        airflow_cli("dags", "unpause", "users_to_delta")  # the latest hourly run starts: the users are there
+        first = _wait("the first run did not succeed", lambda: [r for r, s in runs().items() if s == "success"],
+                      240, log)[0]  # fmt: skip
+        airflow_cli("dags", "trigger", "users_to_delta")
+        second = _wait("the next run's sensor did not defer", lambda: query(
+            "SELECT run_id FROM task_instance WHERE dag_id = 'users_to_delta' AND task_id = 'new_users' "
+            "AND state = 'deferred'"), 120, log)[0][0]  # fmt: skip
+        spark.sql(f"UPDATE delta.`{folder}/source/users` SET region = 'Hangzhou' WHERE user_id = 101")
+        changed = _cli(
+            "run", str(ROOT / "pipelines" / "demo.yaml"), "--job", "publish-users", "--json", env=env
+        )
+        assert changed.returncode == 0, changed.stderr[-3000:]
+        _wait(
+            "the deferred run did not succeed", lambda: runs().get(second) in ("success", "failed"), 180, log
+        )
+        assert runs()[second] == "success", log.read_text(errors="replace")[-4000:]
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(airflow.pid, signal.SIGTERM)
+        try:
+            airflow.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            os.killpg(airflow.pid, signal.SIGKILL)
+            airflow.wait(timeout=10)
+
+    results = {run: json.loads(value) for run, value in query(
+        "SELECT run_id, value FROM xcom WHERE dag_id = 'users_to_delta' AND task_id = 'users_to_delta' "
+        "AND key = 'return_value'")}  # fmt: skip
+    assert (results[first]["status"], results[first]["mode"], results[first]["records_read"]) == (
+        "succeeded", "full", 4)  # fmt: skip
+    assert (results[second]["mode"], results[second]["records_read"]) == ("incremental", 1)
+    rows = spark.read.format("delta").load(str(folder / "warehouse" / "users")).orderBy("user_id").collect()
+    assert [(r.user_id, r.region) for r in rows] == [(100, "Beijing"), (101, "Hangzhou"), (102, "Berlin"),
+                                                      (103, "Berlin")]  # fmt: skip
