@@ -56,6 +56,19 @@ def test_definitions_hold_the_demo_assets_checks_and_sensors() -> None:
     table = uris["warehouse/warehouse/users"]
     assert table.startswith("file:///") and table.endswith("/warehouse/users")
     assert uris["kafka/users"].startswith("kafka://") and uris["kafka/users"].endswith("/users")
+    # one group per pipeline file, the external sources in it too: the graph reads as the flow
+    assert {graph.get(k).group_name for k in graph.get_all_asset_keys()} == {"demo"}
+    users = graph.get(dg.AssetKey(["warehouse", "warehouse", "users"]))
+    schema = users.metadata["dagster/column_schema"]
+    assert [(c.name, c.type) for c in schema.columns] == [
+        ("user_id", "BIGINT NOT NULL"), ("user_name", "STRING"), ("region", "STRING")
+    ]  # fmt: skip
+    # the job's spec is the code version: a changed spec marks its assets stale
+    assert users.code_version is not None and len(users.code_version) == 16
+    versions = {
+        graph.get(k).code_version for k in graph.get_all_asset_keys() if graph.get(k).is_materializable
+    }
+    assert len(versions) == 4  # four jobs, four specs
     checks = {(k.asset_key.to_user_string(), k.name) for k in graph.asset_check_keys}
     assert ("warehouse/warehouse/users", "keys_in_single_partition") in checks
     assert ("warehouse/warehouse/users", "row_count_matches_live_keys") in checks

@@ -25,6 +25,12 @@ def test_result_metadata_maps_every_number() -> None:
     # a result without read statistics (a publish job) still maps
     bare = result_metadata({**RESULT, "read": None}, "users")
     assert bare["upsert_kafka/distinct_keys"] == 0
+    # what a run does not have is left out, not shown as None or ''
+    publish = result_metadata({**RESULT, "start_offsets": None, "end_offsets": None, "reason": ""}, "users")
+    assert not {"upsert_kafka/start_offsets", "upsert_kafka/end_offsets", "upsert_kafka/reason"} & set(
+        publish
+    )
+    assert m["upsert_kafka/reason"] == "first run"
 
 
 def test_driver_pipes_is_off_without_dagster(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -6,6 +6,7 @@ does not use ``from __future__ import annotations``: Dagster reads the asset fun
 annotation at definition time.
 """
 
+import hashlib
 import json
 import re
 from collections.abc import Iterator, Mapping, Sequence
@@ -76,6 +77,7 @@ def upsert_kafka_assets(
     spark_runtime: str | None = None,
     row_count_check: bool = True,
     partitions_def: dg.TimeWindowPartitionsDefinition | None = None,
+    group_name: str | None = None,
 ) -> list[dg.AssetsDefinition | dg.AssetSpec]:
     """Assets for the jobs of a pipeline (all, or ``jobs``).
 
@@ -90,6 +92,8 @@ def upsert_kafka_assets(
         Delta target has ``as_of_column``): each partition writes the snapshot as of its window's
         end, so partitions run late, out of order or as a range never rewind anything. A
         latest-state job is refused: a late partition would take its table back in time.
+    :param group_name: one asset group for the pipeline's assets, its external sources included (so
+        the graph reads as the flow); default: the translator's (the writing job's name).
     :returns: one multi-asset per job (its outputs: a warehouse table or a sink topic) and an
         external ``AssetSpec`` for each input nobody in the pipeline writes.
     """
@@ -113,8 +117,10 @@ def upsert_kafka_assets(
     for p in plans:
         for ds in p.external:
             spec = tr.get_asset_spec(ds)
+            if group_name is not None:
+                spec = spec.replace_attributes(group_name=group_name)
             external.setdefault(spec.key, spec)
-        out.append(_job_asset(pipe, p, tr, kres, spark_runtime, row_count_check, partitions_def))
+        out.append(_job_asset(pipe, p, tr, kres, spark_runtime, row_count_check, partitions_def, group_name))
     return [*external.values(), *out]
 
 
@@ -139,12 +145,17 @@ def _job_asset(
     spark_runtime: str | None,
     row_count_check: bool,
     partitions_def: dg.TimeWindowPartitionsDefinition | None,
+    group_name: str | None,
 ) -> dg.AssetsDefinition:
     spec = pipe.job(p.job)
     if partitions_def is not None:
         specs_kw: dict[str, Any] = {"partitions_def": partitions_def}
     else:
         specs_kw = {}
+    # the job's spec as its code version: a changed spec shows its assets as stale in the UI
+    specs_kw["code_version"] = hashlib.sha256(spec.model_dump_json().encode()).hexdigest()[:16]
+    if group_name is not None:
+        specs_kw["group_name"] = group_name
     specs = [tr.get_asset_spec(o, deps=p.deps).replace_attributes(**specs_kw) for o in p.outputs]
     check_names = _checks_for(spec, row_count_check)
     descriptions = {

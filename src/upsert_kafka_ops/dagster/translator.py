@@ -51,6 +51,18 @@ class UpsertKafkaDataset:
         return self.dataset.namespace.split(":", 1)[0]
 
 
+def _written_columns(dataset: UpsertKafkaDataset) -> list[tuple[str, str]]:
+    """The columns the writing job gives the dataset (Flink SQL types): a warehouse table holds its
+    source table's columns, a sink topic its sink table's; none for an external source."""
+    if dataset.job is None:
+        return []
+    spec = dataset.pipeline.job(dataset.job)
+    sink = getattr(spec, "sink", None)
+    table = sink.table if sink is not None else getattr(getattr(spec, "source", None), "table", None)
+    columns = getattr(table, "columns", None) or []
+    return [(c.name, c.type) for c in columns if not getattr(c, "metadata", None)]
+
+
 def _table_name(dataset: Dataset) -> list[str]:
     parts = [p for p in re.split(r"[/.]", dataset.name) if p]
     return parts[-2:] or ["table"]
@@ -101,6 +113,11 @@ class DagsterUpsertKafkaTranslator:
         meta: dict[str, object] = {"dagster/uri": dataset.dataset.uri}
         if dataset.kind == "topic":
             meta["kafka/topic"] = dataset.dataset.name
+        columns = _written_columns(dataset)
+        if columns:
+            meta["dagster/column_schema"] = dg.TableSchema(
+                columns=[dg.TableColumn(name, type_) for name, type_ in columns]
+            )
         return meta
 
     def get_asset_spec(

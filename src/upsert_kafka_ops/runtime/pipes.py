@@ -23,7 +23,7 @@ PIPES_CONTEXT_ENV = "DAGSTER_PIPES_CONTEXT"
 def result_metadata(result: Mapping[str, Any], job: str) -> dict[str, Any]:
     """Metadata entries (plain ints, floats, strings, and dicts for JSON) of one run result."""
     read = result.get("read") or {}
-    return {
+    meta: dict[str, Any] = {
         "upsert_kafka/job": job,
         "upsert_kafka/records_read": int(result["records_read"]),
         "upsert_kafka/rows_upserted": int(result["rows_upserted"]),
@@ -33,13 +33,18 @@ def result_metadata(result: Mapping[str, Any], job: str) -> dict[str, Any]:
         "upsert_kafka/tombstones_in": int(read.get("tombstones_in", 0)),
         "upsert_kafka/distinct_keys": int(read.get("distinct_keys", 0)),
         "upsert_kafka/keys_in_several_partitions": int(read.get("keys_in_several_partitions", 0)),
-        "upsert_kafka/start_offsets": dict(result["start_offsets"]),
-        "upsert_kafka/end_offsets": dict(result["end_offsets"]),
         "upsert_kafka/duration_s": float(result["duration_s"]),
         "upsert_kafka/mode": str(result["mode"]),
         "upsert_kafka/execution": str(result["execution"]),
-        "upsert_kafka/reason": str(result["reason"]),
     }
+    # entries a run may not have (a publish job reads no topic; most runs need no reason): left out,
+    # not shown as None or an empty string
+    for name in ("start_offsets", "end_offsets"):
+        if result.get(name):
+            meta[f"upsert_kafka/{name}"] = dict(result[name])
+    if result.get("reason"):
+        meta["upsert_kafka/reason"] = str(result["reason"])
+    return meta
 
 
 def pipes_requested(environ: Mapping[str, str] | None = None) -> bool:
