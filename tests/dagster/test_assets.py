@@ -75,6 +75,10 @@ def test_materialize_incremental_drift_check_and_bounded_backfill_against_the_or
     assert m["upsert_kafka/rows_upserted"] + m["upsert_kafka/rows_deleted"] >= len(first)
     # the first run has no stored offsets: the core reads from the earliest and says why
     assert m["upsert_kafka/mode"] == "full" and m["upsert_kafka/reason"] and m["upsert_kafka/duration_s"] > 0
+    # the run's phase lines are in the Dagster event log, as in an Airflow task log
+    messages = [e.user_message for e in instance.all_logs(r1.run_id)]
+    assert any(f"job {job}: run 1, full into file://" in msg for msg in messages), messages[-20:]
+    assert any(f"job {job}: read 60 of 60 records" in msg for msg in messages)
     preview = m["upsert_kafka/preview"]
     assert 0 < len(preview.records) <= 5 and {"id", "name", "region", "score"} <= {
         c.name for c in preview.schema.columns

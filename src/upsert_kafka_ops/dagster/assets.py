@@ -6,8 +6,10 @@ does not use ``from __future__ import annotations``: Dagster reads the asset fun
 annotation at definition time.
 """
 
+import contextlib
 import hashlib
 import json
+import logging
 import re
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
@@ -240,10 +242,11 @@ def run(
     handle = RunHandle()
     reported: dict[dg.AssetKey, Mapping[str, Any]] = {}
     try:
-        if isinstance(runtime, SparkSubmitRuntime):
-            result, reported = _submit_with_pipes(context, target, job, mode, runtime, handle, config)
-        else:
-            result = execute_job(target, job, mode=mode, runtime=runtime, handle=handle).to_dict()
+        with _to_event_log(context):
+            if isinstance(runtime, SparkSubmitRuntime):
+                result, reported = _submit_with_pipes(context, target, job, mode, runtime, handle, config)
+            else:
+                result = execute_job(target, job, mode=mode, runtime=runtime, handle=handle).to_dict()
     except BaseException:  # a terminated run (Dagster raises in the step): stop its Spark work too
         handle.kill()
         raise
@@ -253,6 +256,44 @@ def run(
         f"({result['mode']}, {result['execution']}, {result['duration_s']:.1f}s)"
     )
     return result, reported
+
+
+class _EventLogHandler(logging.Handler):
+    """This package's log records into a run's Dagster event log, at their level."""
+
+    def __init__(self, log: Any) -> None:
+        super().__init__(logging.INFO)
+        self.log = log
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            level = (
+                "error"
+                if record.levelno >= logging.ERROR
+                else "warning"
+                if record.levelno >= logging.WARNING
+                else "info"
+            )
+            getattr(self.log, level)(self.format(record))
+        except Exception:  # a log line never breaks a run
+            self.handleError(record)
+
+
+@contextlib.contextmanager
+def _to_event_log(context: dg.AssetExecutionContext) -> Iterator[None]:
+    """The run's progress lines (the lock wait, the phases, read progress) and the Spark driver's
+    warnings in the Dagster event log while the job runs, as the Airflow task log has them."""
+    package = logging.getLogger("upsert_kafka_ops")
+    handler = _EventLogHandler(context.log)
+    level = package.level
+    package.addHandler(handler)
+    if package.getEffectiveLevel() > logging.INFO:
+        package.setLevel(logging.INFO)
+    try:
+        yield
+    finally:
+        package.removeHandler(handler)
+        package.setLevel(level)
 
 
 def _submit_with_pipes(
