@@ -37,6 +37,7 @@ EXPECTED: dict[str, set[tuple[str, str]]] = {
         ("ConfigMap", "uko-spark"),
     },
     "exporter-only.yaml": BASE | EXPORTER,
+    "spark-connect.yaml": BASE | {("Deployment", f"{F}-spark-connect"), ("Service", f"{F}-spark-connect")},
 }
 
 
@@ -149,12 +150,30 @@ def test_the_exporter_serves_every_pipeline_file_on_consecutive_ports() -> None:
     assert env["UKO_KAFKA_PASSWORD"]["name"] == f"{F}-kafka"
 
 
+def test_the_spark_connect_server_listens_where_its_service_points() -> None:
+    objects = render(VALUES / "spark-connect.yaml")
+    (deployment,) = [o for o in objects if o["kind"] == "Deployment"]
+    (container,) = deployment["spec"]["template"]["spec"]["containers"]
+    from upsert_kafka_ops.cli import build_parser
+
+    args = build_parser().parse_args(container["args"])  # the image's entrypoint is upsert-kafka-ops
+    assert (args.host, args.port, args.master) == ("0.0.0.0", 15002, "local[4]")
+    assert args.conf == ["spark.sql.shuffle.partitions=8"]
+    assert container["ports"] == [{"name": "grpc", "containerPort": 15002}]
+    (service,) = [
+        o for o in objects if o["kind"] == "Service" and o["metadata"]["name"] == f"{F}-spark-connect"
+    ]
+    assert service["spec"]["ports"] == [{"name": "grpc", "port": 15002, "targetPort": "grpc"}]
+    assert service["spec"]["selector"] == deployment["spec"]["template"]["metadata"]["labels"]
+
+
 @pytest.mark.parametrize(
     ("sets", "message"),
     [
         (("kafka.existingSecret=mine", "kafka.password=x"),
          "kafka.existingSecret and kafka.username/kafka.password are both set"),
         (("kafka.bootstrapServers=",), "kafka.bootstrapServers is required"),
+        (("sparkConnect.conf.spark\\.ssl\\.keyPassword=x",), "sparkConnect.conf.spark.ssl.keyPassword looks like a secret"),
         (("kafka.securityProtocol=SASL_SSL", "kafka.username=u", "kafka.password=p"),
          "kafka.saslMechanism is required with kafka.securityProtocol=SASL_SSL"),
         (("kafka.securityProtocol=SASL_SSL", "kafka.saslMechanism=PLAIN"),

@@ -4,7 +4,8 @@ Commands:
 
 - ``jars fetch [--dir D] [--group kafka|spark]``: resolve the JVM jars from Maven Central.
 - ``jars path [--group G]``: print a group's folder (for scripts).
-- ``run PIPELINE [--job NAME] [--mode full|incremental] [--json]``: run a pipeline's jobs.
+- ``run PIPELINE [--job NAME] [--mode full|incremental] [--json] [--remote sc://HOST:PORT]``: run a
+  pipeline's jobs (on a Spark Connect server with ``--remote``).
 - ``backfill PIPELINE --job NAME [--until latest|MILLIS|OFFSETS_JSON] [--rewind] [--json]``: a bounded
   earliest -> end rebuild of a job's target.
 - ``reset-checkpoint PIPELINE --job NAME``: forget a topic-to-topic job's streaming checkpoint.
@@ -13,7 +14,10 @@ Commands:
 - ``local kafka|postgres start|stop|status [--dir D]``: the embedded broker and warehouse.
 - ``docs config``: print the configuration reference (docs/configuration.md); ``docs helm-schema``:
   the Helm chart's values.schema.json.
-- ``demo``: the main job on the embedded default (local broker, local Spark).
+- ``spark-connect [--host H] [--port P] [--master M] [--conf K=V]``: a Spark Connect server with the
+  project's jars and Delta, in the foreground (the Helm chart's ``sparkConnect``).
+- ``demo [--keep [--port P]]``: the main job on the embedded default (local broker, local Spark); with
+  ``--keep``, the demo's broker and data left running for Airflow and Dagster.
 
 ``-v`` (before or after the command) brings back Spark's INFO logs, the JVM's start-up notices and
 this package's debug lines; without it a run prints its progress, its results and its errors only.

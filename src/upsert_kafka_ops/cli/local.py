@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import time
 from pathlib import Path
 from typing import Any
 
 from upsert_kafka_ops import jars
-from upsert_kafka_ops.errors import UpsertKafkaOpsError
+from upsert_kafka_ops.errors import LocalServiceError, UpsertKafkaOpsError
 
 
 def register(sub: Any) -> None:
@@ -49,6 +50,22 @@ def register(sub: Any) -> None:
     pg.add_argument("--dir", type=Path, default=None, help="folder for its log (default: a temp folder)")
     pg.add_argument("--jars-dir", type=Path, default=None, help="jar cache folder (the build lands there)")
     pg.set_defaults(handler=_local_registry)
+
+    pc = sub.add_parser(
+        "spark-connect",
+        help="a Spark Connect server with the project's jars and Delta, in the foreground until stopped "
+        "(runs connect to it with --remote / ConnectRuntime); prints its URL as JSON",
+    )
+    pc.add_argument("--host", default="127.0.0.1", help="address to listen on (0.0.0.0 in a container)")
+    pc.add_argument(
+        "--port", type=int, default=None, help="gRPC port (default: 15002, or a free one on loopback)"
+    )
+    pc.add_argument("--master", default="local[*]", help="the server's Spark master (default: local[*])")
+    pc.add_argument(
+        "--conf", action="append", default=[], metavar="KEY=VALUE", help="Spark configuration (repeat)"
+    )
+    pc.add_argument("--dir", type=Path, default=None, help="folder for its log and uploaded artifacts")
+    pc.set_defaults(handler=_spark_connect)
 
 
 def _jars(args: argparse.Namespace) -> int:
@@ -108,6 +125,38 @@ def _local_postgres(args: argparse.Namespace) -> int:
         status = lp.detached_status(state_dir)
         print(json.dumps(status))
         return 0 if status["running"] else 3
+    return 0
+
+
+def _spark_connect(args: argparse.Namespace) -> int:
+    import signal
+    import tempfile
+
+    from upsert_kafka_ops.local import LocalSparkConnect
+
+    conf = {}
+    for item in args.conf:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise UpsertKafkaOpsError(f"--conf {item!r}: write KEY=VALUE.")
+        conf[key] = value
+    work = args.dir or Path(tempfile.mkdtemp(prefix="uko-connect-"))
+    stop = {"now": False}
+
+    def _stop(signum: int, frame: object) -> None:
+        stop["now"] = True
+
+    signal.signal(signal.SIGTERM, _stop)
+    server = LocalSparkConnect(work, master=args.master, port=args.port, conf=conf, host=args.host)
+    with server:
+        print(json.dumps({"url": server.url, "log": str(server.log_file)}), flush=True)
+        try:
+            while not stop["now"] and server.running():
+                time.sleep(1)
+        except KeyboardInterrupt:
+            pass
+        if not server.running():
+            raise LocalServiceError(f"The Spark Connect server stopped.\n{server.log_tail()}")
     return 0
 
 

@@ -144,6 +144,28 @@ class LagExporter(_Values):
     service_monitor: ServiceMonitor = Field(default_factory=ServiceMonitor, description="The ServiceMonitor.")
 
 
+class SparkConnect(_Values):
+    enabled: bool = Field(
+        default=False,
+        description="Run a Spark Connect server (upsert-kafka-ops spark-connect: the project's jars and "
+        "Delta) and its Service: tasks with spark_master=sc://<fullname>-spark-connect:<port> (Airflow) or "
+        "SparkRuntimeResource(runtime='connect') (Dagster) run on its warm driver.",
+    )
+    port: int = Field(default=15002, ge=1, le=65000, description="The server's gRPC port.")
+    master: str = Field(
+        default="local[*]",
+        description="The server's Spark master (local[*]: the pod's cores run every query).",
+    )
+    conf: dict[str, str] = Field(
+        default_factory=dict,
+        description="Spark settings of the server (--conf); no secrets (a key naming a password, secret or "
+        "token is refused).",
+    )
+    resources: dict[str, Any] = Field(
+        default_factory=dict, description="Container resources (requests/limits) of the server."
+    )
+
+
 class HelmValues(_Values):
     """Values of the upsert-kafka-ops chart."""
 
@@ -163,6 +185,9 @@ class HelmValues(_Values):
     )
     spark: Spark = Field(default_factory=Spark, description="spark-defaults.conf and the driver Service.")
     lag_exporter: LagExporter = Field(default_factory=LagExporter, description="The lag exporter.")
+    spark_connect: SparkConnect = Field(
+        default_factory=SparkConnect, description="A Spark Connect server: a warm driver for every run."
+    )
 
 
 def _inline(node: Any, defs: dict[str, Any]) -> Any:

@@ -36,6 +36,7 @@ class LocalSparkConnect:
     :param master: the server's Spark master (its driver runs the queries of every client).
     :param port: the gRPC port (default: a free one).
     :param conf: Spark configuration over the project's (``runtime.spark_conf``).
+    :param host: the address to listen on (``0.0.0.0`` in a container; loopback by default).
     """
 
     def __init__(
@@ -45,19 +46,23 @@ class LocalSparkConnect:
         master: str = "local[*]",
         port: int | None = None,
         conf: dict[str, str] | None = None,
+        host: str = "127.0.0.1",
     ) -> None:
         self.dir = Path(dir if dir is not None else tempfile.mkdtemp(prefix="uko-connect-")).resolve()
         self.master = master
+        self.host = host
         self.port = port
         self.conf = dict(conf or {})
         self._proc: subprocess.Popen[bytes] | None = None
 
     @property
     def url(self) -> str:
-        """``sc://127.0.0.1:PORT``: what ``SparkSession.builder.remote`` and ``ConnectRuntime`` take."""
+        """``sc://HOST:PORT`` (loopback when listening on every address): what
+        ``SparkSession.builder.remote`` and ``ConnectRuntime`` take."""
         if self.port is None or self._proc is None:
             raise LocalServiceError("The Spark Connect server is not started.")
-        return f"sc://127.0.0.1:{self.port}"
+        host = "127.0.0.1" if self.host in ("0.0.0.0", "::") else self.host
+        return f"sc://{host}:{self.port}"
 
     @property
     def log_file(self) -> Path:
@@ -69,7 +74,7 @@ class LocalSparkConnect:
 
         conf = {**spark_conf(self.master), **self.conf}
         conf.pop("spark.app.name", None)
-        conf["spark.connect.grpc.binding.address"] = "127.0.0.1"
+        conf["spark.connect.grpc.binding.address"] = self.host
         conf["spark.connect.grpc.binding.port"] = str(self.port)
         args = [
             str(spark_home() / "bin" / "spark-submit"),
@@ -91,7 +96,7 @@ class LocalSparkConnect:
             raise LocalServiceError("This Spark Connect server is already started.")
         java_executable()  # a clear error when Java is missing
         self.dir.mkdir(parents=True, exist_ok=True)
-        self.port = free_port(self.port or 0)
+        self.port = free_port(self.port or 0) if self.host == "127.0.0.1" else int(self.port or 15002)
         env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable}
         with open(self.log_file, "ab") as out:
             self._proc = subprocess.Popen(
@@ -101,7 +106,8 @@ class LocalSparkConnect:
 
         def answers(left: float) -> bool:
             with contextlib.suppress(OSError):
-                socket.create_connection(("127.0.0.1", int(self.port or 0)), timeout=min(1.0, left)).close()
+                probe = "127.0.0.1" if self.host in ("0.0.0.0", "::") else self.host
+                socket.create_connection((probe, int(self.port or 0)), timeout=min(1.0, left)).close()
                 return True
             return False
 
@@ -111,6 +117,9 @@ class LocalSparkConnect:
             self.stop()
             raise
         return self
+
+    def running(self) -> bool:
+        return self._proc is not None and self._proc.poll() is None
 
     def log_tail(self, lines: int = 40) -> str:
         if not self.log_file.is_file():
