@@ -10,7 +10,6 @@ import contextlib
 import json
 import os
 import shlex
-import signal
 import sqlite3
 import subprocess
 import sys
@@ -23,6 +22,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 from upsert_kafka_ops.local import free_port
+from upsert_kafka_ops.local.spark_cluster import stop_group
 
 from .conftest import ROOT
 
@@ -113,13 +113,7 @@ def test_users_to_delta_runs_in_airflow_standalone_with_a_deferral(
         )
         assert runs()[second] == "success", log.read_text(errors="replace")[-4000:]
     finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(airflow.pid, signal.SIGTERM)
-        try:
-            airflow.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            os.killpg(airflow.pid, signal.SIGKILL)
-            airflow.wait(timeout=10)
+        stop_group(airflow, timeout=60)  # SIGTERM to its process group, SIGKILL what remains
 
     results = {run: json.loads(value) for run, value in query(
         "SELECT run_id, value FROM xcom WHERE dag_id = 'users_to_delta' AND task_id = 'users_to_delta' "

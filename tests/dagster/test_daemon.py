@@ -5,10 +5,8 @@ evaluated by the daemon's code server get their resources the daemon's way, not 
 
 from __future__ import annotations
 
-import contextlib
 import os
 import random
-import signal
 import subprocess
 import sys
 import time
@@ -22,6 +20,7 @@ from tests.integration.jobs_support import oracle_table, produce, random_changes
 
 import dagster as dg
 from upsert_kafka_ops.local import LocalKafka
+from upsert_kafka_ops.local.spark_cluster import stop_group
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
@@ -80,13 +79,7 @@ def test_the_daemon_launches_a_run_when_records_arrive(
         assert run.tags["upsert_kafka/new_records"] == str(n)
         instance.dispose()
     finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(daemon.pid, signal.SIGTERM)
-        try:
-            daemon.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(daemon.pid, signal.SIGKILL)
-            daemon.wait(timeout=10)
+        stop_group(daemon, timeout=30)  # SIGTERM to its process group, SIGKILL what remains
     assert rows_as_table(spark.read.format("delta").load(str(target)).collect()) == oracle_table(
         kafka.bootstrap_servers, topic
     )
