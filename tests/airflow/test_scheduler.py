@@ -22,7 +22,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 from upsert_kafka_ops.local import free_port
-from upsert_kafka_ops.local.spark_cluster import stop_group
+from upsert_kafka_ops.local.process import stop_group
 
 from .conftest import ROOT
 

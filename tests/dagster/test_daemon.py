@@ -20,7 +20,7 @@ from tests.integration.jobs_support import oracle_table, produce, random_changes
 
 import dagster as dg
 from upsert_kafka_ops.local import LocalKafka
-from upsert_kafka_ops.local.spark_cluster import stop_group
+from upsert_kafka_ops.local.process import stop_group
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent

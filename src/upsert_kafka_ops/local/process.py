@@ -1,5 +1,5 @@
 """The process helpers the local services share: a free port, Java, waiting for a service to answer,
-and stopping a process (SIGTERM, then SIGKILL)."""
+and stopping a process or its process group (SIGTERM, then SIGKILL)."""
 
 from __future__ import annotations
 
@@ -102,3 +102,20 @@ def wait_ready(
         if ready(deadline - time.monotonic()):
             return
     raise LocalServiceError(f"{what} did not answer within {timeout:g}s.\n{log_tail()}")
+
+
+def _signal_group(pgid: int, sig: signal.Signals) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, sig)
+
+
+def stop_group(proc: subprocess.Popen[bytes], timeout: float) -> None:
+    """SIGTERM the process group of ``proc`` (started with ``start_new_session``; Spark's shutdown hooks
+    stop executors), SIGKILL what remains."""
+    pgid = proc.pid  # start_new_session: the leader's pid is the group id
+    _signal_group(pgid, signal.SIGTERM)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(timeout=timeout)
+    # the leader is gone (or stuck): sweep the group, executors included
+    _signal_group(pgid, signal.SIGKILL)
+    proc.wait(timeout=10)

@@ -16,7 +16,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import signal
 import subprocess
 import sys
 import tempfile
@@ -28,7 +27,7 @@ from types import TracebackType
 from typing import Any
 
 from upsert_kafka_ops.errors import LocalServiceError, ToolchainError
-from upsert_kafka_ops.local.process import free_port, java_executable
+from upsert_kafka_ops.local.process import free_port, java_executable, stop_group
 
 
 def spark_home() -> Path:
@@ -221,19 +220,3 @@ class LocalSparkCluster:
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         self.stop()
-
-
-def _signal_group(pgid: int, sig: signal.Signals) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pgid, sig)
-
-
-def stop_group(proc: subprocess.Popen[bytes], timeout: float) -> None:
-    """SIGTERM the process group (Spark's shutdown hooks stop executors), SIGKILL what remains."""
-    pgid = proc.pid  # start_new_session: the leader's pid is the group id
-    _signal_group(pgid, signal.SIGTERM)
-    with contextlib.suppress(subprocess.TimeoutExpired):
-        proc.wait(timeout=timeout)
-    # the leader is gone (or stuck): sweep the group, executors included
-    _signal_group(pgid, signal.SIGKILL)
-    proc.wait(timeout=10)

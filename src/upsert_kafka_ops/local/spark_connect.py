@@ -22,8 +22,8 @@ from pathlib import Path
 from types import TracebackType
 
 from upsert_kafka_ops.errors import LocalServiceError
-from upsert_kafka_ops.local.process import free_port, java_executable, wait_ready
-from upsert_kafka_ops.local.spark_cluster import spark_home, stop_group
+from upsert_kafka_ops.local.process import free_port, java_executable, stop_group, wait_ready
+from upsert_kafka_ops.local.spark_cluster import spark_home
 
 SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
 
