@@ -56,14 +56,16 @@ def declared_assets(ref: JobRef) -> tuple[list[Asset], list[Asset]] | None:
     if ref.pipeline_file is None or "{{" in ref.pipeline_file or "{%" in ref.pipeline_file:
         return None
     try:
-        pipeline, name = ref.resolve(airflow_connections=False)
+        try:  # one read of the file when the task's Airflow connections can be read while parsing
+            pipeline, name = ref.resolve()
+        except UpsertKafkaOpsError:
+            raise
+        except Exception as exc:  # an Airflow connection not readable while parsing: the file's servers
+            _LOG.debug("assets of %s from the file's own connections: %s", ref.pipeline_file, exc)
+            pipeline, name = ref.resolve(airflow_connections=False)
     except UpsertKafkaOpsError as exc:
         _LOG.warning("no assets declared for %s: %s", ref.pipeline_file, exc)
         return None
-    try:
-        pipeline, name = ref.resolve()
-    except Exception as exc:  # an Airflow connection not readable while parsing: the file's servers
-        _LOG.debug("assets of %s from the file's own connections: %s", ref.pipeline_file, exc)
     return job_assets(pipeline, name)
 
 
