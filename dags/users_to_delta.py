@@ -10,6 +10,7 @@ from airflow.sdk import DAG
 
 from upsert_kafka_ops.airflow.operators import UpsertKafkaMaterializeOperator
 from upsert_kafka_ops.airflow.sensors import NewDataSensor
+from upsert_kafka_ops.jobs import Pipeline
 
 PIPELINE = (
     Path(os.environ.get("UKO_PIPELINES_DIR") or Path(__file__).resolve().parents[1] / "pipelines")
@@ -23,7 +24,7 @@ JOB = {
 
 with DAG(
     dag_id="users_to_delta",
-    schedule="@hourly",
+    schedule=Pipeline.load(PIPELINE).job(JOB["job_name"]).schedule,  # the file's: @hourly
     start_date=datetime(2026, 1, 1),
     catchup=False,
     max_active_runs=1,

@@ -4,7 +4,11 @@ folder): the same files as the Airflow DAGs in ``dags/``.
 - Assets: every job's outputs (``upsert_kafka_assets``), external source topics, blocking checks; one
   asset group per pipeline file (``demo`` for ``pipelines/demo.yaml``).
 - Checks: ``lag_within_threshold`` on every output (``UKO_MAX_OFFSET_LAG``, ``UKO_MAX_TIME_LAG_S``).
-- Sensors (stopped by default): ``upsert_kafka_new_data_<job>`` for each job that reads topics.
+- Schedules (stopped by default): ``upsert_kafka_schedule_<job>`` for each job with a ``schedule:``;
+  its outputs carry a freshness policy from the same schedule.
+- Sensors (stopped by default): ``upsert_kafka_new_data_<job>`` for each job that reads topics, and
+  ``upsert_kafka_lag_status_<job>``, which records an observation on the job's outputs each time the
+  Burrow status of its lag changes.
 - Resources: ``kafka`` (every connection of the files) from ``UKO_BOOTSTRAP_SERVERS``,
   ``UKO_SECURITY_PROTOCOL``, ``UKO_SASL_MECHANISM``, ``UKO_KAFKA_USERNAME`` and the password
   ``UKO_KAFKA_PASSWORD`` (read by Dagster at run time through ``dg.EnvVar``); ``spark_runtime`` from
@@ -23,9 +27,11 @@ import dagster as dg
 from upsert_kafka_ops.dagster import (
     SparkRuntimeResource,
     UpsertKafkaResource,
+    lag_status_sensor,
     new_data_sensor,
     upsert_kafka_assets,
     upsert_kafka_lag_checks,
+    upsert_kafka_schedules,
 )
 from upsert_kafka_ops.errors import SpecError
 from upsert_kafka_ops.jobs import Pipeline
@@ -55,6 +61,7 @@ def build_definitions(folder: Path = PIPELINES) -> dg.Definitions:
     external: dict[dg.AssetKey, dg.AssetSpec] = {}  # a source topic read by several files: once
     checks: list[dg.AssetChecksDefinition] = []
     sensors: list[dg.SensorDefinition] = []
+    schedules: list[dg.ScheduleDefinition] = []
     files: dict[str, str] = {}  # job name -> its file: job names are op names, unique in a location
     for file in sorted(folder.glob("*.yaml")):
         pipeline = Pipeline.load(file)
@@ -77,14 +84,17 @@ def build_definitions(folder: Path = PIPELINES) -> dg.Definitions:
             else:
                 assets.append(a)
         checks += upsert_kafka_lag_checks(condition=LAG, pipeline=pipeline, kafka_resources=kafka)
+        schedules += upsert_kafka_schedules(pipeline=pipeline)
         for job in pipeline.jobs:
             if not isinstance(job, PublishJob):
                 sensors.append(new_data_sensor(job=job.name, pipeline=pipeline, kafka_resources=kafka))
+                sensors.append(lag_status_sensor(job=job.name, pipeline=pipeline, kafka_resources=kafka))
     written = {key for a in assets for key in a.keys}  # written by a job of another file: not external
     return dg.Definitions(
         assets=[*(spec for key, spec in external.items() if key not in written), *assets],
         asset_checks=checks,
         sensors=sensors,
+        schedules=schedules,
         resources={
             "kafka": _kafka_resource(),
             "spark_runtime": SparkRuntimeResource(

@@ -74,6 +74,26 @@ def test_every_example_dag_imports_cleanly() -> None:
     }
 
 
+def test_a_pipeline_dag_takes_its_schedule_from_the_jobs_and_refuses_two(tmp_path: Path) -> None:
+    from upsert_kafka_ops.airflow.factory import pipeline_dag
+    from upsert_kafka_ops.errors import SpecError
+
+    text = DEMO.read_text()
+    assert '    schedule: "@hourly"' in text  # users-to-delta's, the only job with one
+    assert pipeline_dag(DEMO).timetable.expression == "0 * * * *"  # the preset, as the file's one schedule
+    assert pipeline_dag(DEMO, schedule="*/5 * * * *").timetable.expression == "*/5 * * * *"
+    plain = tmp_path / "plain.yaml"
+    plain.write_text("\n".join(line for line in text.splitlines() if "schedule:" not in line))
+    assert not pipeline_dag(plain).timetable.can_be_scheduled  # no job has one: runs when triggered
+    two = tmp_path / "two.yaml"
+    two.write_text(
+        text.replace("  - name: publish-users\n", "  - name: publish-users\n    schedule: '@daily'\n")
+    )
+    with pytest.raises(SpecError, match="different schedules") as info:
+        pipeline_dag(two)
+    assert "publish-users: '0 0 * * *'" in str(info.value) and "schedule=" in (info.value.fix or "")
+
+
 def test_backfill_fields_render_from_params() -> None:
     op = UpsertKafkaBackfillOperator(
         task_id="b", pipeline_file=str(DEMO), job_name="{{ params.job }}", until="{{ params.end }}",

@@ -40,6 +40,9 @@ def test_component_from_yaml_builds_assets_checks_sensors_and_the_resource(
                 ("warehouse/warehouse/users", "lag_within_threshold"),
             }
             assert [s.name for s in defs.sensors or []] == ["upsert_kafka_new_data_users_to_delta"]
+            assert [(s.name, s.cron_schedule) for s in defs.schedules or []] == [
+                ("upsert_kafka_schedule_users_to_delta", "0 * * * *")  # the file's @hourly
+            ]
             kafka = (defs.resources or {})["kafka"]
             assert isinstance(kafka, UpsertKafkaResource) and kafka.bootstrap_servers == "broker-9:9093"
             assert kafka.username == "etl" and kafka.password == dg.EnvVar("UKO_TEST_PASSWORD")

@@ -74,8 +74,13 @@ def test_definitions_hold_the_demo_assets_checks_and_sensors() -> None:
     assert ("warehouse/warehouse/users", "row_count_matches_live_keys") in checks
     assert ("kafka/pageviews_per_page", "lag_within_threshold") in checks
     sensors = {s.name for s in defs.sensors or []}
-    assert sensors == {"upsert_kafka_new_data_users_to_delta", "upsert_kafka_new_data_pageviews_per_region",
-                       "upsert_kafka_new_data_pageviews_per_page"}  # fmt: skip
+    readers = ("users_to_delta", "pageviews_per_region", "pageviews_per_page")
+    assert sensors == {f"upsert_kafka_{kind}_{job}" for kind in ("new_data", "lag_status") for job in readers}
+    # the file schedules users-to-delta hourly: a Dagster schedule and a freshness policy on its table
+    assert {s.name: s.cron_schedule for s in defs.schedules or []} == {
+        "upsert_kafka_schedule_users_to_delta": "0 * * * *"
+    }
+    assert users.freshness_policy is not None and users.freshness_policy.deadline_cron == "0 * * * *"
 
 
 def _load_module() -> object:

@@ -14,7 +14,12 @@ from tests.dagster.support import RESOURCES, one_job
 from tests.integration.jobs_support import produce
 
 import dagster as dg
-from upsert_kafka_ops.dagster import UpsertKafkaResource, consumer_lag_sensor, new_data_sensor
+from upsert_kafka_ops.dagster import (
+    UpsertKafkaResource,
+    consumer_lag_sensor,
+    lag_status_sensor,
+    new_data_sensor,
+)
 from upsert_kafka_ops.jobs.gates import LagCondition
 from upsert_kafka_ops.local import LocalKafka
 
@@ -100,3 +105,57 @@ def test_consumer_lag_sensor_on_a_group_keeps_the_window_in_its_cursor(
     assert json.loads(fired.cursor or "")["requested"] == {topic: {"0": 3}}
     again = _tick(sensor, fired.cursor, kafka_resource, instance)
     assert not again.run_requests and "already requested" in str(again.skip_message)
+
+
+def _commit(bootstrap: str, topic: str, offset: int) -> None:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "app", "enable.auto.commit": False})
+    try:
+        consumer.commit(offsets=[TopicPartition(topic, 0, offset)], asynchronous=False)
+    finally:
+        consumer.close()
+
+
+def test_lag_status_sensor_fires_on_each_burrow_status_change_and_is_quiet_between(
+    kafka: LocalKafka,
+    kafka_resource: UpsertKafkaResource,
+    new_topic: Callable[..., str],
+    instance: dg.DagsterInstance,
+    tmp_path: Path,
+) -> None:
+    """A consumer group that commits backwards (REWIND) and recovers: two changes, two observations on
+    the job's table and two run requests of the target; the ticks in between fire nothing."""
+    topic = new_topic(partitions=1)
+    pipe = one_job(kafka.bootstrap_servers, topic, tmp_path / "users")
+    table = dg.AssetKey(["warehouse", tmp_path.name, "users"])
+    sensor = lag_status_sensor(job=pipe.jobs[0].name, pipeline=pipe, group="app", connection="main",
+                               topics=[topic], target=[table], kafka_resources=RESOURCES)  # fmt: skip
+    produce(kafka.bootstrap_servers, topic, [(1, ROW), (2, ROW), (3, ROW)])
+    _commit(kafka.bootstrap_servers, topic, 1)
+    first = _tick(sensor, None, kafka_resource, instance)  # OK on the first look: nothing to report
+    assert not first.run_requests and not first.asset_events
+    assert "lag status unchanged: OK (worst partition OK)" in str(first.skip_message)
+    _commit(kafka.bootstrap_servers, topic, 3)
+    caught_up = _tick(sensor, first.cursor, kafka_resource, instance)
+    assert not caught_up.asset_events and not caught_up.run_requests
+
+    _commit(kafka.bootstrap_servers, topic, 1)  # the group went back: REWIND
+    rewound = _tick(sensor, caught_up.cursor, kafka_resource, instance)
+    (seen,) = rewound.asset_events
+    assert isinstance(seen, dg.AssetObservation) and seen.asset_key == table
+    meta = {k: v.value for k, v in seen.metadata.items()}
+    assert meta["upsert_kafka/lag_worst_partition_status"] == "REWIND"
+    assert meta["upsert_kafka/previous_worst_partition_status"] == "OK"
+    assert meta["upsert_kafka/total_lag"] == 2
+    (alert,) = rewound.run_requests
+    assert alert.tags["upsert_kafka/lag_worst_partition_status"] == "REWIND"
+    again = _tick(sensor, rewound.cursor, kafka_resource, instance)  # still rewound: quiet
+    assert not again.asset_events and not again.run_requests
+
+    _commit(kafka.bootstrap_servers, topic, 3)  # back past where it was: recovered
+    recovered = _tick(sensor, again.cursor, kafka_resource, instance)
+    (back,) = recovered.asset_events
+    back_meta = {k: v.value for k, v in back.metadata.items()}
+    assert back_meta["upsert_kafka/previous_worst_partition_status"] == "REWIND"
+    assert back_meta["upsert_kafka/lag_worst_partition_status"] != "REWIND"
+    (second,) = recovered.run_requests
+    assert second.run_key != alert.run_key and json.loads(recovered.cursor or "")["changes"] == 2

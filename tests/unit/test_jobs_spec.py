@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 
 from upsert_kafka_ops.errors import SpecError
 from upsert_kafka_ops.jobs import Pipeline
+from upsert_kafka_ops.jobs.cadence import cron_expression, longest_gap, shortest_gap
 from upsert_kafka_ops.jobs.spec import (
     BackfillJob,
     MaterializeJob,
@@ -104,6 +106,29 @@ def test_duplicate_job_names_and_bad_names_are_refused() -> None:
         Pipeline.model_validate(data)
     with pytest.raises(SpecError, match="not a valid job name"):
         Pipeline.model_validate(_pipeline(name="9 lives"))
+
+
+def test_a_schedule_is_a_cron_expression_or_a_preset_and_a_typo_names_the_field() -> None:
+    assert Pipeline.model_validate(_pipeline(schedule="*/15 * * * *")).jobs[0].schedule == "*/15 * * * *"
+    assert cron_expression("@hourly") == "0 * * * *" and cron_expression(" 0  9 * * 1-5 ") == "0 9 * * 1-5"
+    with pytest.raises(SpecError) as info:
+        Pipeline.model_validate(_pipeline(schedule="every hour"))
+    assert info.value.field == "jobs.0.schedule" and "'every hour' is not a cron expression" in str(
+        info.value
+    )
+    assert "@hourly" in (info.value.fix or "")
+    with pytest.raises(SpecError, match="not a cron expression"):
+        cron_expression("61 * * * *")  # minute out of range
+
+
+def test_the_longest_gap_of_a_schedule_covers_its_weekends_and_long_months() -> None:
+    start = datetime(2026, 1, 1, tzinfo=UTC)
+    assert longest_gap("@hourly", start) == timedelta(hours=1)
+    assert longest_gap("0 9 * * 1-5", start) == timedelta(days=3)  # Friday 9:00 to Monday 9:00
+    assert longest_gap("@monthly", start) == timedelta(days=31)
+    assert shortest_gap("0 9 * * 1-5", start) == timedelta(days=1) and shortest_gap(
+        "@monthly", start
+    ) == timedelta(days=28)
 
 
 def test_a_literal_password_is_refused_even_when_substituted_from_the_environment() -> None:

@@ -19,6 +19,8 @@ from typing import Any
 from airflow.sdk import DAG
 
 from upsert_kafka_ops.airflow.operators import UpsertKafkaJobOperator
+from upsert_kafka_ops.errors import SpecError
+from upsert_kafka_ops.jobs.cadence import cron_expression
 from upsert_kafka_ops.jobs.graph import upstream_jobs
 from upsert_kafka_ops.jobs.spec import Pipeline
 
@@ -40,11 +42,15 @@ def pipeline_dag(
 ) -> DAG:
     """A DAG running every job of ``pipeline_file`` once per run, upstream jobs first.
 
-    Runs are serialized (``max_active_runs=1``, as the jobs' own locks would anyway); jobs with no
-    order between them may run in parallel.
+    ``schedule`` defaults to the jobs' ``schedule:`` in the file (they run in one DAG, so the jobs that
+    have one must agree); with none, the DAG runs when triggered. Runs are serialized
+    (``max_active_runs=1``, as the jobs' own locks would anyway); jobs with no order between them may
+    run in parallel.
     """
     path = Path(pipeline_file)
     pipeline = Pipeline.load(path)
+    if schedule is None:
+        schedule = _file_schedule(pipeline, path)
     order = upstream_jobs(pipeline)
     defaults = {"retries": 1, "retry_delay": timedelta(minutes=1)}
     dag = DAG(
@@ -74,6 +80,18 @@ def pipeline_dag(
         for up in ups:
             tasks[up] >> tasks[name]
     return dag
+
+
+def _file_schedule(pipeline: Pipeline, path: Path) -> str | None:
+    crons = {job.name: cron_expression(job.schedule) for job in pipeline.jobs if job.schedule is not None}
+    if len(set(crons.values())) > 1:
+        listed = ", ".join(f"{name}: {cron!r}" for name, cron in crons.items())
+        raise SpecError(
+            f"{path.name}: jobs.schedule",
+            f"the jobs run in one DAG but have different schedules ({listed}).",
+            "give them one schedule, pass schedule= to pipeline_dag, or split the file.",
+        )
+    return next(iter(crons.values()), None)
 
 
 def pipeline_dags(folder: str | Path, pattern: str = "*.yaml", **kwargs: Any) -> dict[str, DAG]:

@@ -24,9 +24,11 @@ from upsert_kafka_ops.dagster.assets import (
 )
 from upsert_kafka_ops.dagster.component import UpsertKafkaPipelineComponent
 from upsert_kafka_ops.dagster.resources import SparkRuntimeResource, UpsertKafkaResource
+from upsert_kafka_ops.dagster.schedules import upsert_kafka_freshness_checks, upsert_kafka_schedules
 from upsert_kafka_ops.dagster.sensors import (
     LAG_CHECK,
     consumer_lag_sensor,
+    lag_status_sensor,
     new_data_sensor,
     upsert_kafka_lag_checks,
 )
@@ -43,9 +45,12 @@ __all__ = [
     "UpsertKafkaResource",
     "UpsertKafkaRunConfig",
     "consumer_lag_sensor",
+    "lag_status_sensor",
     "new_data_sensor",
     "op_name",
     "pool_name",
     "upsert_kafka_assets",
+    "upsert_kafka_freshness_checks",
     "upsert_kafka_lag_checks",
+    "upsert_kafka_schedules",
 ]

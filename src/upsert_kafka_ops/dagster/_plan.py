@@ -22,6 +22,11 @@ def load_pipeline(pipeline_file: str | Path | None, pipeline: Pipeline | None) -
     return pipeline if pipeline is not None else Pipeline.load(pipeline_file)  # type: ignore[arg-type]
 
 
+def definition_name(prefix: str, job: str) -> str:
+    """A sensor's or schedule's name for ``job`` (Dagster names allow letters, digits and '_')."""
+    return prefix + "_" + "".join(c if c.isalnum() else "_" for c in job)
+
+
 def _kind(d: Dataset) -> str:
     return "topic" if d.namespace.startswith("kafka://") else "table"
 

@@ -1,4 +1,5 @@
-"""A YAML-configurable Component: a pipeline file's assets, lag checks and new-data sensors.
+"""A YAML-configurable Component: a pipeline file's assets, lag checks, new-data sensors and the
+schedules of its jobs' ``schedule:``.
 
 ::
 
@@ -26,6 +27,7 @@ from pydantic import Field
 import dagster as dg
 from upsert_kafka_ops.dagster.assets import upsert_kafka_assets
 from upsert_kafka_ops.dagster.resources import UpsertKafkaResource
+from upsert_kafka_ops.dagster.schedules import upsert_kafka_schedules
 from upsert_kafka_ops.dagster.sensors import new_data_sensor, upsert_kafka_lag_checks
 from upsert_kafka_ops.jobs import Pipeline
 from upsert_kafka_ops.jobs.gates import LagCondition
@@ -90,4 +92,7 @@ class UpsertKafkaPipelineComponent(dg.Component, dg.Model, dg.Resolvable):
                 for j in pipeline.jobs
                 if not isinstance(j, PublishJob) and (selected is None or j.name in selected)
             ]
-        return dg.Definitions(assets=assets, asset_checks=checks, sensors=sensors, resources=resources)
+        schedules = upsert_kafka_schedules(pipeline=pipeline, jobs=self.jobs)  # stopped until turned on
+        return dg.Definitions(
+            assets=assets, asset_checks=checks, sensors=sensors, schedules=schedules, resources=resources
+        )

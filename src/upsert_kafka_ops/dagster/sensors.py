@@ -9,11 +9,18 @@ from pathlib import Path
 from typing import Any
 
 import dagster as dg
-from upsert_kafka_ops.dagster._plan import check_kafka_resources, load_pipeline, plan, resolve_connections
+from upsert_kafka_ops.dagster._plan import (
+    check_kafka_resources,
+    definition_name,
+    load_pipeline,
+    plan,
+    resolve_connections,
+)
 from upsert_kafka_ops.dagster.translator import DagsterUpsertKafkaTranslator
 from upsert_kafka_ops.errors import SpecError
 from upsert_kafka_ops.jobs.gates import LagCondition, lag_gate, new_data
 from upsert_kafka_ops.jobs.spec import Pipeline
+from upsert_kafka_ops.kafka.evaluation import STATUS_ORDER
 
 LAG_CHECK = "lag_within_threshold"
 
@@ -36,10 +43,6 @@ def _cursor(text: str | None, field: str) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise SpecError("cursor", f"the {field} cursor is not a JSON object.", "reset the sensor's cursor.")
     return data
-
-
-def _name(prefix: str, job: str) -> str:
-    return prefix + "_" + "".join(c if c.isalnum() else "_" for c in job)
 
 
 def new_data_sensor(
@@ -66,7 +69,7 @@ def new_data_sensor(
         raise SpecError("min_records", f"{min_records} is below 1.", "use 1 or more.")
 
     @dg.sensor(
-        name=name or _name("upsert_kafka_new_data", job),
+        name=name or definition_name("upsert_kafka_new_data", job),
         target=keys,
         minimum_interval_seconds=minimum_interval_seconds,
         default_status=default_status,
@@ -141,7 +144,7 @@ def consumer_lag_sensor(
                         f"name the group's cluster: one of {', '.join(sorted(pipe.connections))}.")  # fmt: skip
 
     @dg.sensor(
-        name=name or _name("upsert_kafka_lag", job),
+        name=name or definition_name("upsert_kafka_lag", job),
         target=keys,
         minimum_interval_seconds=minimum_interval_seconds,
         default_status=default_status,
@@ -172,6 +175,91 @@ def consumer_lag_sensor(
             tags={"upsert_kafka/job": job, "upsert_kafka/lag_status": gate.status.status},
         )
         return dg.SensorResult(run_requests=[request], cursor=json.dumps(cursor))
+
+    return _sensor
+
+
+def lag_status_sensor(
+    *,
+    job: str,
+    pipeline_file: str | Path | None = None,
+    pipeline: Pipeline | None = None,
+    group: str | None = None,
+    connection: str | None = None,
+    topics: Sequence[str] | None = None,
+    asset_keys: Sequence[dg.AssetKey] | None = None,
+    translator: DagsterUpsertKafkaTranslator | None = None,
+    kafka_resources: Mapping[str, str] | None = None,
+    target: Any = None,
+    name: str | None = None,
+    minimum_interval_seconds: int = 30,
+    default_status: dg.DefaultSensorStatus = dg.DefaultSensorStatus.STOPPED,
+) -> dg.SensorDefinition:
+    """Fire when the Burrow status of ``job``'s lag (or of a consumer ``group`` on ``connection``)
+    changes: Burrow's group status (OK, WARN, ERR) or its worst partition's (STOP, STALL, REWIND...).
+    Each change is an ``AssetObservation`` on the job's outputs (``asset_keys``) with the new and the
+    previous status, the lag and the summary, so the asset's history shows when it fell behind and
+    recovered; with a ``target`` (an alerting job, or the job's assets to catch up) it also requests a
+    run tagged with both statuses. The first evaluation fires only for a status worse than OK. The
+    cursor keeps the Burrow window and the last status."""
+    pipe = load_pipeline(pipeline_file, pipeline)
+    kres = dict(kafka_resources or {})
+    check_kafka_resources(pipe, kres)
+    keys = list(asset_keys) if asset_keys is not None else _keys(pipe, job, translator)
+    if group is not None and connection not in pipe.connections:
+        raise SpecError("connection", f"{connection!r} is not a connection of the pipeline.",
+                        f"name the group's cluster: one of {', '.join(sorted(pipe.connections))}.")  # fmt: skip
+    anything = LagCondition(max_status="REWIND")  # always passes: only the status is wanted
+
+    @dg.sensor(
+        name=name or definition_name("upsert_kafka_lag_status", job),
+        target=target,
+        minimum_interval_seconds=minimum_interval_seconds,
+        default_status=default_status,
+        required_resource_keys=set(kres.values()),
+        description=f"Burrow status changes of the lag of upsert-kafka job {job!r}"
+        + (f" (consumer group {group!r})." if group else "."),
+    )
+    def _sensor(context: dg.SensorEvaluationContext) -> dg.SensorResult:
+        live = resolve_connections(pipe, kres, context.resources)
+        state = _cursor(context.cursor, "lag_status")
+        if group is not None and connection is not None:
+            gate = lag_gate(anything, connection=live.connections[connection], group=group,
+                            topics=list(topics) if topics else None, window=state.get("window"))  # fmt: skip
+        else:
+            gate = lag_gate(anything, pipeline=live, job=job, window=state.get("window"))
+        now = {"status": gate.status.status, "worst": gate.status.worst}
+        before = state.get("last")
+        changes = int(state.get("changes") or 0)
+        cursor: dict[str, Any] = {"window": gate.window, "last": now, "changes": changes}
+        changed = now != before if before else STATUS_ORDER[now["worst"]] > STATUS_ORDER["OK"]
+        line = f"{now['status']} (worst partition {now['worst']})"
+        if not changed:
+            return dg.SensorResult(skip_reason=dg.SkipReason(f"lag status unchanged: {line}; {gate.status.summary}"),
+                                   cursor=json.dumps(cursor))  # fmt: skip
+        was = f"{before['status']} (worst partition {before['worst']})" if before else "not yet evaluated"
+        context.log.info(f"upsert-kafka lag of {group or job!r}: {was} -> {line}: {gate.status.summary}")
+        cursor["changes"] = changes + 1
+        metadata = {
+            "upsert_kafka/lag_status": now["status"],
+            "upsert_kafka/lag_worst_partition_status": now["worst"],
+            "upsert_kafka/previous_lag_status": before["status"] if before else "",
+            "upsert_kafka/previous_worst_partition_status": before["worst"] if before else "",
+            "upsert_kafka/total_lag": gate.status.total_lag,
+            "upsert_kafka/max_time_lag_s": float(gate.status.max_time_lag_s or 0.0),
+            "upsert_kafka/lag_summary": gate.status.summary,
+        }
+        events = [dg.AssetObservation(asset_key=k, metadata=metadata) for k in keys]
+        runs = []
+        if target is not None:
+            runs.append(dg.RunRequest(
+                run_key=f"{group or job}:lag-status:{changes + 1}",
+                tags={"upsert_kafka/job": job, "upsert_kafka/lag_status": now["status"],
+                      "upsert_kafka/lag_worst_partition_status": now["worst"],
+                      "upsert_kafka/previous_lag_status": before["status"] if before else "",
+                      "upsert_kafka/previous_worst_partition_status": before["worst"] if before else ""},
+            ))  # fmt: skip
+        return dg.SensorResult(run_requests=runs, asset_events=events, cursor=json.dumps(cursor))
 
     return _sensor
 

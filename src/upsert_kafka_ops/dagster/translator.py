@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 import dagster as dg
+from upsert_kafka_ops.jobs.cadence import cron_expression, shortest_gap
 from upsert_kafka_ops.jobs.datasets import Dataset
 from upsert_kafka_ops.jobs.spec import Pipeline
 
@@ -120,6 +121,21 @@ class DagsterUpsertKafkaTranslator:
             )
         return meta
 
+    def get_freshness_policy(self, dataset: UpsertKafkaDataset) -> dg.FreshnessPolicy | None:
+        """From the writing job's ``schedule:``: fresh when updated since one interval before the last
+        tick (the deadline). Dagster bounds the interval by the schedule's shortest gap, so after a
+        longer gap (a weekday job's weekend) the asset shows stale from the tick until that tick's run
+        ends; :func:`upsert_kafka_freshness_checks` allow the longest gap. ``None`` for external
+        datasets and unscheduled jobs."""
+        if dataset.job is None:
+            return None
+        schedule = dataset.pipeline.job(dataset.job).schedule
+        if schedule is None:
+            return None
+        return dg.FreshnessPolicy.cron(
+            deadline_cron=cron_expression(schedule), lower_bound_delta=shortest_gap(schedule), timezone="UTC"
+        )
+
     def get_asset_spec(
         self, dataset: UpsertKafkaDataset, deps: list[dg.AssetKey] | None = None
     ) -> dg.AssetSpec:
@@ -132,4 +148,5 @@ class DagsterUpsertKafkaTranslator:
             owners=self.get_owners(dataset),
             kinds=self.get_kinds(dataset),
             metadata=self.get_metadata(dataset),
+            freshness_policy=self.get_freshness_policy(dataset),
         )

@@ -18,9 +18,10 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import Discriminator, Field, Tag, model_validator
+from pydantic import Discriminator, Field, Tag, field_validator, model_validator
 
 from upsert_kafka_ops.errors import SpecError
+from upsert_kafka_ops.jobs.cadence import cron_expression
 from upsert_kafka_ops.spec.base import SpecModel, nested
 from upsert_kafka_ops.spec.connection import KafkaConnection, SecretRef, for_table
 from upsert_kafka_ops.spec.table import KafkaTable, UpsertKafkaTable
@@ -347,12 +348,28 @@ AnyTarget = Annotated[DeltaTarget | PostgresTarget | ParquetTarget | TopicSink, 
 class _Job(SpecModel):
     name: str = Field(description="Job name: letters, digits, '_', '.', '-'; unique in the pipeline.")
     description: str = Field(default="", description="Free text shown by the orchestrators.")
+    schedule: str | None = Field(
+        default=None,
+        description="When the orchestrators run the job, in UTC: a cron expression ('*/15 * * * *') or @hourly, "
+        "@daily, @weekly, @monthly, @yearly. Dagster gets a schedule and freshness checks from it, Airflow's "
+        "pipeline DAG its schedule.",
+    )
 
     @model_validator(mode="after")
     def _check_name(self) -> _Job:
         if not _NAME.match(self.name):
             raise SpecError("name", f"{self.name!r} is not a valid job name.", "use [A-Za-z][A-Za-z0-9_.-]*.")
         return self
+
+    @field_validator("schedule")
+    @classmethod
+    def _check_schedule(cls, value: str | None) -> str | None:
+        if value is not None:
+            try:
+                cron_expression(value)
+            except SpecError as e:  # the path in the file is the field's: jobs.N.schedule
+                raise SpecError("", e.message, e.fix) from None
+        return value
 
     @property
     def consumer_group(self) -> str:
