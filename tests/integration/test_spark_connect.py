@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import re
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
@@ -34,7 +35,9 @@ pytestmark = pytest.mark.integration
 
 @pytest.fixture(scope="module")
 def connect_server(jars_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalSparkConnect]:
-    with LocalSparkConnect(tmp_path_factory.mktemp("connect"), master="local[2]") as server:
+    # progress reports every 200 ms (2 s by default), so a read of a few seconds shows its stages
+    conf = {"spark.connect.progress.reportInterval": "200ms"}
+    with LocalSparkConnect(tmp_path_factory.mktemp("connect"), master="local[2]", conf=conf) as server:
         yield server
 
 
@@ -84,6 +87,37 @@ def test_materialize_and_a_topic_backfill_through_spark_connect(
     copied = _cli("backfill", str(file), "--job", "copy", *remote)
     assert (copied["status"], copied["execution"]) == ("succeeded", "snapshot")
     assert oracle_table(servers, sink) == oracle_table(servers, topic)
+
+
+def test_a_long_read_on_spark_connect_logs_the_servers_stage_progress(
+    kafka: LocalKafka, new_topic: Callable[..., str], connect_server: LocalSparkConnect, tmp_path: Path
+) -> None:
+    from confluent_kafka import Producer
+
+    topic = new_topic(partitions=2)
+    producer = Producer(kafka.client_config(**{"linger.ms": 50, "queue.buffering.max.messages": 200_000}))
+    for i in range(150_000):
+        producer.produce(
+            topic, key=b'{"id":%d}' % (i % 5000), value=b'{"id":%d,"name":"x%d"}' % (i % 5000, i)
+        )
+        if i % 10_000 == 0:
+            producer.poll(0)
+    assert producer.flush(60) == 0
+    file = tmp_path / "pipeline.yaml"
+    job = {"name": "big", "kind": "materialize", "source": source(topic, kafka.bootstrap_servers),
+           "target": {"kind": "delta", "path": str(tmp_path / "big")}}  # fmt: skip
+    file.write_text(pipeline(kafka.bootstrap_servers, [job]).to_yaml())
+    done = subprocess.run(
+        [sys.executable, "-m", "upsert_kafka_ops.cli", "run", str(file), "--remote", connect_server.url, "--json"],
+        capture_output=True, text=True, timeout=600, check=False,
+        env={**os.environ, "UKO_PROGRESS_INTERVAL_S": "0.3"},
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert json.loads(done.stdout)["results"][0]["records_read"] == 150_000
+    lines = re.findall(r"job big: ([\d,]+) of ([\d,]+) tasks done, ([\d.,]+) MB read \(a range of 150,000 records; "
+                       r"Spark Connect\), \d+s", done.stderr)  # fmt: skip
+    assert lines, done.stderr[-3000:]
+    assert all(int(d.replace(",", "")) <= int(t.replace(",", "")) for d, t, _ in lines)
 
 
 _ORCHESTRATED = """

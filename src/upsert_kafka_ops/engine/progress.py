@@ -8,6 +8,10 @@ executors' heartbeats while tasks run); M is the sum of the announced ranges, fr
 compacted topic has gaps, so the last figure may stay below M). A run shorter than one interval
 logs nothing. Without a :class:`ReadProgress` around it, :func:`expect` does nothing.
 
+On a Spark Connect session the driver is the server's and its task metrics are out of reach; the
+server reports the stages of the query in flight instead (tasks done of all, bytes read), and the
+line says that: ``<label>: D of T tasks done, B MB read (a range of M records; Spark Connect), Ts``.
+
 Only stages that read records without reading bytes count: Spark's DataSource V2 Kafka reader
 reports records and no bytes, while file sources (Delta, Parquet) and cached data report both, so a
 MERGE's scan of the target table is not counted as Kafka records. Spark's older (V1) Kafka reader
@@ -24,7 +28,7 @@ import threading
 import time
 import uuid
 from types import TracebackType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -59,14 +63,18 @@ class ReadProgress:
         self._own_group: str | None = None
         self._group = ""
         self._began = 0.0
+        self._connect: _StageProgress | None = None
 
     def __enter__(self) -> ReadProgress:
         from upsert_kafka_ops.engine.session import is_connect
 
         self._token = _current.set(self)
         self._began = time.monotonic()
-        if is_connect(self.spark):  # the driver is the server's: its task metrics are not readable here
-            log.debug("no progress for %s: a Spark Connect session", self.label)
+        if is_connect(self.spark):  # the driver is the server's: it reports stages, not records
+            self._connect = _StageProgress()
+            self.spark.registerProgressHandler(self._connect)
+            self._thread = threading.Thread(target=self._loop, name=f"progress-{self.label}", daemon=True)
+            self._thread.start()
             return self
         sc = self.spark.sparkContext
         group = sc.getLocalProperty("spark.jobGroup.id")
@@ -90,9 +98,26 @@ class ReadProgress:
             self._thread.join()
         if self._token is not None:
             _current.reset(self._token)
+        if self._connect is not None:
+            self.spark.removeProgressHandler(self._connect)
         if self._own_group is not None:
             for prop in ("spark.jobGroup.id", "spark.job.description"):
                 self.spark.sparkContext.setLocalProperty(prop, None)  # type: ignore[arg-type]
+
+    def _connect_line(self) -> str | None:
+        """The running query's stages as the Spark Connect server last reported them (tasks and bytes:
+        the server sends no record counts), or None when no query of this run is in flight."""
+        assert self._connect is not None
+        stages = self._connect.running()
+        if not stages:
+            return None
+        tasks = sum(st.num_tasks for st in stages)
+        done = sum(st.num_completed_tasks for st in stages)
+        read = sum(st.num_bytes_read for st in stages)
+        return (
+            f"{self.label}: {done:,} of {tasks:,} tasks done, {read / 1e6:,.1f} MB read "
+            f"(a range of {self.expected:,} records; Spark Connect), {time.monotonic() - self._began:.0f}s"
+        )
 
     def records_read(self) -> int:
         """Records read so far by the run's stages that read no file bytes (see the module's text)."""
@@ -115,14 +140,33 @@ class ReadProgress:
         while not self._stop.wait(self.every):
             if self.expected <= 0:
                 continue
-            try:
-                done = min(self.records_read(), self.expected)
-            except Exception as exc:  # never let a progress line break a run
-                log.debug("progress of %s unavailable: %s", self.label, exc)
-                continue
-            line = (
-                f"{self.label}: {done:,} of {self.expected:,} records read "
-                f"({100 * done / self.expected:.0f}%), {time.monotonic() - self._began:.0f}s"
-            )
+            if self._connect is not None:
+                line = self._connect_line()
+                if line is None:
+                    continue
+            else:
+                try:
+                    done = min(self.records_read(), self.expected)
+                except Exception as exc:  # never let a progress line break a run
+                    log.debug("progress of %s unavailable: %s", self.label, exc)
+                    continue
+                line = (
+                    f"{self.label}: {done:,} of {self.expected:,} records read "
+                    f"({100 * done / self.expected:.0f}%), {time.monotonic() - self._began:.0f}s"
+                )
             self.lines.append(line)
             log.info("%s", line)
+
+
+class _StageProgress:
+    """A Spark Connect progress handler: the stages of the query in flight, as the server last
+    reported them (every ``spark.connect.progress.reportInterval``, 2 s by default)."""
+
+    def __init__(self) -> None:
+        self._stages: tuple[Any, ...] = ()
+
+    def __call__(self, stages: Any, inflight_tasks: int, operation_id: str | None, done: bool) -> None:
+        self._stages = () if done else tuple(stages or ())
+
+    def running(self) -> tuple[Any, ...]:
+        return self._stages

@@ -8,6 +8,7 @@ spark-submit driver calls with the JSON form of a one-job pipeline.
 from __future__ import annotations
 
 import logging
+import os
 import time
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Literal
@@ -75,7 +76,8 @@ def run_context(ctx: RunContext) -> JobResult:
 
     job = ctx.job
     log.info("job %s (%s): starting", job.name, job.kind)
-    with ReadProgress(ctx.spark, f"job {job.name}"):
+    every = float(os.environ.get("UKO_PROGRESS_INTERVAL_S") or 10.0)
+    with ReadProgress(ctx.spark, f"job {job.name}", every=every):
         result = KINDS[job.kind](ctx, job)
     result.duration_s = round(time.monotonic() - ctx.began, 3)
     log.info(
