@@ -6,14 +6,24 @@ from __future__ import annotations
 from typing import Any
 
 
-def xcoms(dag_id: str, run_id: str) -> dict[str, Any]:
-    """task_id -> its return value, read from the metadata DB."""
+def xcoms(dag_id: str, run_id: str, key: str = "return_value") -> dict[str, Any]:
+    """task_id -> its XCom ``key`` (the return value by default), read from the metadata DB."""
     from airflow.models.xcom import XComModel
     from airflow.utils.session import create_session
 
     with create_session() as session:
-        rows = session.query(XComModel).filter_by(dag_id=dag_id, run_id=run_id, key="return_value").all()
+        rows = session.query(XComModel).filter_by(dag_id=dag_id, run_id=run_id, key=key).all()
         return {r.task_id: XComModel.deserialize_value(r) for r in rows}
+
+
+def rendered_fields(dag_id: str, run_id: str, task_id: str) -> dict[str, Any]:
+    """The task's fields as the task view's Rendered Templates show them (the metadata DB's RTIF)."""
+    from airflow.models.renderedtifields import RenderedTaskInstanceFields as RTIF
+    from airflow.utils.session import create_session
+
+    with create_session() as session:
+        row = session.query(RTIF).filter_by(dag_id=dag_id, run_id=run_id, task_id=task_id).one()
+        return dict(row.rendered_fields)
 
 
 def task_states(dagrun: Any) -> dict[str, str]:

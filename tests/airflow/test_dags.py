@@ -29,7 +29,7 @@ from tests.integration.oracle import read_all
 from upsert_kafka_ops.local import LocalKafka
 
 from .conftest import PASSWORD, ROOT
-from .support import task_states, xcoms
+from .support import rendered_fields, task_states, xcoms
 
 
 @pytest.fixture(scope="module")
@@ -95,8 +95,10 @@ def test_pipeline_dag_runs_every_job_in_order(
 
 
 def test_users_to_delta_dag_moves_only_the_new_change(
-    demo: dict[str, Any], kafka: LocalKafka, spark: Any, capfd: pytest.CaptureFixture[str]
-) -> None:
+    demo: dict[str, Any], kafka: LocalKafka, spark: Any, capfd: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    monkeypatch.setenv("UKO_SPARK_HISTORY_URL", "http://history.example:18080")
     demo["before_move_ms"] = int(time.time() * 1000)
     time.sleep(0.05)
     spark.sql(f"UPDATE delta.`{demo['source']}` SET region = 'Hangzhou' WHERE user_id = 101")
@@ -111,6 +113,14 @@ def test_users_to_delta_dag_moves_only_the_new_change(
     results = xcoms("users_to_delta", dagrun.run_id)
     assert results["new_users"]["new_records"] == 1  # the sensor saw exactly the new change
     assert (results["users_to_delta"]["records_read"], results["users_to_delta"]["rows_upserted"]) == (1, 1)
+    # the task view: the run's summary in Rendered Templates, and its Spark application's history link
+    summary = rendered_fields("users_to_delta", dagrun.run_id, "users_to_delta")["run_summary"]
+    assert "### materialize job `users-to-delta`" in summary and "| records read | 1 |" in summary
+    assert "| rows upserted | 1 |" in summary and "`users` offsets (partition: start → end)" in summary
+    app = results["users_to_delta"]["spark_app_id"]
+    assert app == spark.sparkContext.applicationId  # the run's own session: the test's shared one
+    link = xcoms("users_to_delta", dagrun.run_id, key="_link_SparkHistoryLink")["users_to_delta"]
+    assert link == f"http://history.example:18080/history/{app}/"  # UKO_SPARK_HISTORY_URL of the test
     users = users_oracle(kafka.bootstrap_servers, USERS_VALUE)
     assert users[101] == ("Alice", "Hangzhou")
     assert _warehouse_users(spark, demo) == users

@@ -37,6 +37,8 @@ def test_provider_is_discovered_under_its_distribution_name() -> None:
     types = {ct["connection-type"] for ct in info.data["connection-types"]}
     assert types == {"upsert_kafka_spark"}  # the Kafka provider's `kafka` type is reused, not redone
     # ... and the [airflow] extra installs that provider, so the UI's Add Connection form offers it
+    # the webserver finds the operators' "Spark History" link class through the provider
+    assert "upsert_kafka_ops.airflow.operators.SparkHistoryLink" in pm.extra_links_class_names
     kafka = pm.hooks["kafka"]
     assert kafka is not None and kafka.package_name == "apache-airflow-providers-apache-kafka"
 

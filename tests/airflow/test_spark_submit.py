@@ -8,6 +8,7 @@ import json
 import tempfile
 import threading
 import time
+import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -16,8 +17,8 @@ import pytest
 from airflow.sdk.exceptions import AirflowException
 from tests.integration.jobs_support import oracle_table, produce, random_changes, rows_as_table, source
 
-from upsert_kafka_ops.airflow.operators import UpsertKafkaMaterializeOperator
-from upsert_kafka_ops.local import LocalKafka
+from upsert_kafka_ops.airflow.operators import SparkHistoryLink, UpsertKafkaMaterializeOperator
+from upsert_kafka_ops.local import LocalKafka, LocalSparkHistory
 
 from .conftest import PASSWORD
 
@@ -38,9 +39,9 @@ def test_on_kill_stops_spark_submit_and_the_rerun_completes(
     flag = tmp_path / "go"
     monkeypatch.setenv("UKO_FAULT_POINT", f"pause:after-read:{flag}")
 
-    def operator(task_id: str) -> UpsertKafkaMaterializeOperator:
+    def operator(task_id: str, **kw: Any) -> UpsertKafkaMaterializeOperator:
         return UpsertKafkaMaterializeOperator(task_id=task_id, job=job, kafka_config_ids={"main": "kafka_default"},
-                                              spark_config_id="submit_local")  # fmt: skip
+                                              spark_config_id="submit_local", **kw)  # fmt: skip
 
     op = operator("kill_me")
     outcome: dict[str, BaseException | dict[str, Any]] = {}
@@ -73,7 +74,17 @@ def test_on_kill_stops_spark_submit_and_the_rerun_completes(
     assert not (tmp_path / "users" / "_delta_log").exists()  # killed before the commit: nothing written
 
     monkeypatch.delenv("UKO_FAULT_POINT")
-    result = operator("rerun").execute(context={})  # type: ignore[arg-type]
+    # the rerun writes its event log where a real Spark History Server reads: the task's link opens it
+    with LocalSparkHistory(tmp_path / "history") as history:
+        rerun = operator("rerun", spark_conf=history.event_log_conf, spark_history_url=history.url)
+        result = rerun.execute(context={})  # type: ignore[arg-type]
+        app = result["spark_app_id"]
+        assert app and history.application(app)["name"]  # the driver's application, read from its log
+        link = SparkHistoryLink().get_link(rerun, ti_key=None)
+        assert link == f"{history.url}/history/{app}/"
+        with urllib.request.build_opener(urllib.request.ProxyHandler({})).open(link, timeout=30) as page:
+            assert page.status == 200 and app in page.read().decode(errors="replace")
+    assert "| records read | 300 |" in rerun.run_summary  # the task view's rendered summary
     assert result["status"] == "succeeded" and result["records_read"] == 300
     assert PASSWORD not in json.dumps(result)
     table = spark.read.format("delta").load(str(tmp_path / "users")).select("id", "name", "region", "score")

@@ -18,6 +18,7 @@ import dagster as dg
 from upsert_kafka_ops.dagster import (
     KEYS_CHECK,
     ROW_COUNT_CHECK,
+    SparkRuntimeResource,
     UpsertKafkaResource,
     op_name,
     pool_name,
@@ -75,6 +76,12 @@ def test_materialize_incremental_drift_check_and_bounded_backfill_against_the_or
     assert m["upsert_kafka/rows_upserted"] + m["upsert_kafka/rows_deleted"] >= len(first)
     # the first run has no stored offsets: the core reads from the earliest and says why
     assert m["upsert_kafka/mode"] == "full" and m["upsert_kafka/reason"] and m["upsert_kafka/duration_s"] > 0
+    assert m["upsert_kafka/spark_app_id"] == spark.sparkContext.applicationId  # the run's application
+    history = SparkRuntimeResource(history_url="http://history:18080/")
+    assert history.history_link(m["upsert_kafka/spark_app_id"]) == (
+        f"http://history:18080/history/{spark.sparkContext.applicationId}/"
+    )
+    assert SparkRuntimeResource().history_link("app-1") is None  # no server configured: no link
     # the run's phase lines are in the Dagster event log, as in an Airflow task log
     messages = [e.user_message for e in instance.all_logs(r1.run_id)]
     assert any(f"job {job}: run 1, full into file://" in msg for msg in messages), messages[-20:]

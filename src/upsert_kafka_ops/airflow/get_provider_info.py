@@ -39,6 +39,8 @@ def get_provider_info() -> dict[str, Any]:
         "operators": modules("operators"),
         "sensors": modules("sensors"),
         "triggers": modules("triggers"),
+        # the webserver deserializes the operators' links through this list
+        "extra-links": ["upsert_kafka_ops.airflow.operators.SparkHistoryLink"],
         # Kafka clusters use the `kafka` connection type of the Kafka provider (installed with the
         # [airflow] extra);
         # this provider adds only the Spark runtime connection.

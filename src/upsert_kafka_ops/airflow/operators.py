@@ -19,11 +19,13 @@ spark-submit.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, ClassVar
+from urllib.parse import quote
 
-from airflow.sdk import BaseOperator, Context
+from airflow.sdk import BaseOperator, BaseOperatorLink, Context
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
 from upsert_kafka_ops.airflow._jobs import JobFields, JobRef
@@ -34,6 +36,23 @@ from upsert_kafka_ops.runtime.execute import ConnectRuntime, LocalRuntime, RunHa
 from upsert_kafka_ops.runtime.submit import SparkSubmitRuntime
 
 JOB_FIELDS: tuple[str, ...] = ("job", "pipeline_file", "job_name", "kafka_config_id", "kafka_config_ids")
+#: where the Spark History Server is, when the operator is not told (``spark_history_url``)
+HISTORY_ENV = "UKO_SPARK_HISTORY_URL"
+
+
+class SparkHistoryLink(BaseOperatorLink):
+    """The run's Spark application in the Spark History Server: its jobs, stages and SQL plans.
+    Shown when the operator knows the server (``spark_history_url`` or ``UKO_SPARK_HISTORY_URL``) and
+    the run reported its application; the runs must write event logs where the server reads them
+    (``spark.eventLog.enabled``, ``spark.eventLog.dir``)."""
+
+    name = "Spark History"
+
+    def get_link(self, operator: BaseOperator, *, ti_key: Any) -> str:
+        # called on the worker when the task ends, with the operator that ran
+        base = getattr(operator, "spark_history_url", None) or os.environ.get(HISTORY_ENV, "")
+        app = getattr(operator, "spark_app_id", "")
+        return f"{base.rstrip('/')}/history/{quote(app)}/" if base and app else ""
 
 
 def task_error(exc: UpsertKafkaOpsError) -> AirflowException:
@@ -58,10 +77,24 @@ class UpsertKafkaJobOperator(JobFields, BaseOperator):
     :param deploy_mode: spark-submit's deploy mode (``cluster`` needs YARN/Kubernetes and a result URI).
     :param spark_submit_timeout: kill spark-submit after this many seconds.
     :param lock_timeout: how long to wait for another run of the same target.
+    :param spark_history_url: the Spark History Server (``http://host:18080``) for the task's
+        "Spark History" link; default ``UKO_SPARK_HISTORY_URL``.
+
+    After the run, ``run_summary`` holds its Markdown summary (:meth:`JobResult.to_markdown`), shown
+    in the task view's Rendered Templates; the return value (XCom) is the full result.
     """
 
-    template_fields: Sequence[str] = (*JOB_FIELDS, "mode", "spark_master", "spark_conf", "spark_config_id")
-    template_fields_renderers: ClassVar[dict[str, str]] = {"job": "json", "spark_conf": "json"}
+    template_fields: Sequence[str] = (
+        *JOB_FIELDS, "mode", "spark_master", "spark_conf", "spark_config_id", "spark_history_url", "run_summary",
+    )  # fmt: skip
+    template_fields_renderers: ClassVar[dict[str, str]] = {
+        "job": "json",
+        "spark_conf": "json",
+        "run_summary": "md",
+    }
+    #: the task view's Rendered Templates show the run's summary (``run_summary``) once it ran
+    overwrite_rtif_after_execution = True
+    operator_extra_links = (SparkHistoryLink(),)
     ui_color = "#e8f2ff"
     #: The job kinds this operator runs (None: any).
     kinds: ClassVar[tuple[str, ...] | None] = None
@@ -81,6 +114,7 @@ class UpsertKafkaJobOperator(JobFields, BaseOperator):
         deploy_mode: str = "client",
         spark_submit_timeout: float | None = None,
         lock_timeout: float = 60.0,
+        spark_history_url: str | None = None,
         **kwargs: Any,
     ) -> None:
         if job is None and pipeline_file is not None:  # inlets/outlets: the Assets page, asset schedules
@@ -95,6 +129,9 @@ class UpsertKafkaJobOperator(JobFields, BaseOperator):
         self.deploy_mode = deploy_mode
         self.spark_submit_timeout = spark_submit_timeout
         self.lock_timeout = lock_timeout
+        self.spark_history_url = spark_history_url
+        self.run_summary = ""  # the run's Markdown summary, set when it ran
+        self.spark_app_id = ""
         self._handle: RunHandle | None = None
         self._lineage: tuple[list[Any], list[Any]] | None = None
 
@@ -151,6 +188,8 @@ class UpsertKafkaJobOperator(JobFields, BaseOperator):
             self.log.error("%s: %s", type(exc).__name__, exc)
             raise task_error(exc) from None
         out = result.to_dict()
+        self.run_summary = result.to_markdown()
+        self.spark_app_id = result.spark_app_id
         self.log.info(
             "job %r %s (%s, %s): %d records read, %d upserted, %d deleted, %d written, %d tombstones in %.1fs",
             name, result.status, result.mode, result.execution, result.records_read, result.rows_upserted,

@@ -187,7 +187,7 @@ def _job_asset(
         context: dg.AssetExecutionContext, config: UpsertKafkaRunConfig
     ) -> Iterator[dg.MaterializeResult[Any]]:
         live = resolve_connections(pipe, kres, context.resources)
-        runtime = None
+        runtime = res = None
         if spark_runtime:
             res = getattr(context.resources, spark_runtime)
             if not isinstance(res, SparkRuntimeResource):
@@ -195,6 +195,10 @@ def _job_asset(
             runtime = res.runtime_spec()
         if partitions_def is None:
             result, reported = run(context, live, job, config, runtime)
+            link = res.history_link(result.get("spark_app_id", "")) if res is not None else None
+            if link:  # the run's application in the Spark History Server
+                url = {"upsert_kafka/spark_history": dg.MetadataValue.url(link)}
+                reported = {k: {**reported.get(k, {}), **url} for k in p.output_keys}
             yield from results_for(context, live, job, p.output_keys, result, check_names, reported)
             return
         if config.until is not None or config.mode is not None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import quote
 
 from pydantic import Field
 
@@ -67,10 +68,22 @@ class SparkRuntimeResource(dg.ConfigurableResource):  # type: ignore[type-arg]
     conf: dict[str, str] = Field(default_factory=dict, description="Extra Spark configuration.")
     deploy_mode: str = Field(default="client", description="spark-submit: client or cluster.")
     timeout_s: float | None = Field(default=None, description="spark-submit: kill the driver after this.")
+    history_url: str | None = Field(
+        default=None,
+        description="The Spark History Server (http://host:18080): each materialization links to its run's "
+        "application there (upsert_kafka/spark_history). The runs must write event logs where it reads "
+        "(spark.eventLog.enabled, spark.eventLog.dir in conf).",
+    )
 
     def __repr_args__(self) -> Any:
         for name, value in super().__repr_args__():
             yield name, ("**********" if name == "token" and value else value)
+
+    def history_link(self, app_id: str) -> str | None:
+        """The application's page in the History Server, when both are known."""
+        if not self.history_url or not app_id:
+            return None
+        return f"{self.history_url.rstrip('/')}/history/{quote(app_id)}/"
 
     def runtime_spec(self) -> Runtime:
         """The core's runtime for :func:`upsert_kafka_ops.runtime.execute_job`."""

@@ -161,6 +161,17 @@ def is_connect(spark: SparkSession) -> bool:
     return type(spark).__module__.startswith("pyspark.sql.connect")
 
 
+def application_id(spark: SparkSession) -> str:
+    """The id of the Spark application ``spark`` runs in (a Spark Connect session's is the server's);
+    empty when the session does not say."""
+    try:
+        if is_connect(spark):
+            return str(spark.conf.get("spark.app.id", "") or "")
+        return str(spark.sparkContext.applicationId or "")
+    except Exception:  # a label for links and logs: never fail a run over it
+        return ""
+
+
 #: SQL settings a Connect session gets whatever its server's defaults: results depend on them
 CONNECT_SESSION_CONF = {"spark.sql.session.timeZone": "UTC"}
 

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("upsert_kafka_ops.jobs")
 JOB_RESULT_VERSION = 1
+_SHOWN = 16  # partitions of a topic listed in a result's Markdown summary
 AnyJob = MaterializeJob | BackfillJob | TopicToTopicJob | PublishJob
 
 
@@ -59,10 +60,42 @@ class JobResult:
     read: dict[str, Any] = field(default_factory=dict)
     write: dict[str, Any] = field(default_factory=dict)
     duration_s: float = 0.0
+    #: the Spark application the run ran in (its driver's, or the Spark Connect server's): the key of
+    #: its page in the Spark History Server
+    spark_app_id: str = ""
     version: int = JOB_RESULT_VERSION
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+    def to_markdown(self) -> str:
+        """The run as a short Markdown summary (a table of its figures, the offsets per topic): what an
+        orchestrator shows in its task view."""
+        why = f" ({self.reason})" if self.reason else ""
+        rows = [
+            ("status", self.status),
+            ("mode", f"{self.mode}{why}"),
+            ("execution", self.execution),
+            ("run", str(self.run)),
+            ("target", f"`{self.target}`" if self.target else ""),
+            ("records read", f"{self.records_read:,}"),
+            ("rows upserted", f"{self.rows_upserted:,}"),
+            ("rows deleted", f"{self.rows_deleted:,}"),
+            ("records written", f"{self.records_written:,}"),
+            ("tombstones written", f"{self.tombstones_written:,}"),
+            ("columns added", ", ".join(self.columns_added)),
+            ("duration", f"{self.duration_s:.1f} s"),
+            ("Spark application", f"`{self.spark_app_id}`" if self.spark_app_id else ""),
+        ]
+        lines = [f"### {self.kind} job `{self.job}`", "", "| | |", "|---|---|"]
+        lines += ["| " + name + " | " + value.replace("|", "\\|") + " |" for name, value in rows if value]
+        for topic in sorted(set(self.start_offsets) | set(self.end_offsets)):
+            start, end = self.start_offsets.get(topic, {}), self.end_offsets.get(topic, {})
+            parts = sorted(set(start) | set(end), key=int)
+            ranges = ", ".join(f"{p}: {start.get(p, '-')} → {end.get(p, '-')}" for p in parts[:_SHOWN])
+            more = f" and {len(parts) - _SHOWN} more" if len(parts) > _SHOWN else ""
+            lines += ["", f"`{topic}` offsets (partition: start → end): {ranges}{more}"]
+        return "\n".join(lines) + "\n"
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> JobResult:

@@ -73,6 +73,7 @@ def run_spec(spec: Mapping[str, Any], spark: SparkSession) -> dict[str, Any]:
 def run_context(ctx: RunContext) -> JobResult:
     """Run ``ctx.job`` with its kind's function, showing read progress, and log what it did."""
     from upsert_kafka_ops.engine.progress import ReadProgress
+    from upsert_kafka_ops.engine.session import application_id
 
     job = ctx.job
     log.info("job %s (%s): starting", job.name, job.kind)
@@ -80,6 +81,7 @@ def run_context(ctx: RunContext) -> JobResult:
     with ReadProgress(ctx.spark, f"job {job.name}", every=every):
         result = KINDS[job.kind](ctx, job)
     result.duration_s = round(time.monotonic() - ctx.began, 3)
+    result.spark_app_id = application_id(ctx.spark)
     log.info(
         "job %s: %s, run %s, %s records read, %s upserted, %s deleted, %s written in %.1f s",
         job.name,

@@ -1,6 +1,6 @@
 """Local services for development, demos and tests: a real Kafka broker, a real PostgreSQL, a real
 Schema-Registry-compatible server, a real MIT KDC, a Spark standalone cluster and a Spark Connect
-server on 127.0.0.1."""
+server and a Spark History Server on 127.0.0.1."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from upsert_kafka_ops.local.process import free_port
 from upsert_kafka_ops.local.schema_registry import LocalSchemaRegistry
 from upsert_kafka_ops.local.spark_cluster import LocalSparkCluster, spark_home
 from upsert_kafka_ops.local.spark_connect import LocalSparkConnect
+from upsert_kafka_ops.local.spark_history import LocalSparkHistory
 
 __all__ = [
     "LocalKafka",
@@ -19,6 +20,7 @@ __all__ = [
     "LocalSchemaRegistry",
     "LocalSparkCluster",
     "LocalSparkConnect",
+    "LocalSparkHistory",
     "free_port",
     "spark_home",
 ]

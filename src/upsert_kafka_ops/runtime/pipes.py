@@ -44,6 +44,8 @@ def result_metadata(result: Mapping[str, Any], job: str) -> dict[str, Any]:
             meta[f"upsert_kafka/{name}"] = dict(result[name])
     if result.get("reason"):
         meta["upsert_kafka/reason"] = str(result["reason"])
+    if result.get("spark_app_id"):
+        meta["upsert_kafka/spark_app_id"] = str(result["spark_app_id"])
     return meta
 
 
