@@ -29,7 +29,7 @@ FLINK_VENV := .venv-flink
 FLINK_STAMP := $(FLINK_VENV)/.installed-stamp
 FLINK_VERSION := 2.2.1
 
-.PHONY: help toolchain install jars flink kerberos registry lint unit check helm chart integration test demo bench constraints clean
+.PHONY: help toolchain install jars flink yarn kerberos registry lint unit check helm chart integration test demo bench constraints clean
 
 help:
 	@echo "make demo   - install, fetch jars, run the main job on a local Kafka broker and local Spark"
@@ -76,6 +76,11 @@ flink: install
 	@$(TIMED) "flink oracle" $(MAKE) --no-print-directory $(FLINK_STAMP)
 	@$(TIMED) "flink jars" $(BIN)/upsert-kafka-ops jars fetch --group flink
 
+# Hadoop's ResourceManager and NodeManager for the YARN cluster-mode tests (LocalYarn), fetched once
+# before the suites that use it start side by side
+yarn: jars
+	@$(TIMED) "yarn jars" $(BIN)/upsert-kafka-ops jars fetch --group yarn
+
 lint: install
 	$(BIN)/ruff check $(LINT_PATHS)
 	$(BIN)/ruff format --check $(LINT_PATHS)
@@ -106,7 +111,7 @@ registry: jars
 
 # The suites with real services, side by side in their own pytest processes (scripts/run-suites.sh);
 # the conformance suite compares the engine with real Flink.
-integration: jars flink kerberos registry
+integration: jars flink kerberos registry yarn
 	@$(TIMED) "integration, conformance, airflow and dagster tests" env UKO_FLINK_PYTHON=$(CURDIR)/$(FLINK_VENV)/bin/python scripts/run-suites.sh $(BIN)/pytest build/test-logs
 
 test: jars lint unit chart integration

@@ -39,6 +39,8 @@ POSTGRESQL_JDBC_VERSION = "42.7.8"
 FLINK_KAFKA_CONNECTOR_VERSION = "5.0.0-2.2"
 FLINK_AVRO_VERSION = "2.2.0"
 LOG4J_VERSION = "2.25.4"
+#: Hadoop's release in pyspark's jars (hadoop-client-api); the local YARN cluster runs the same.
+HADOOP_VERSION = "3.4.1"
 
 MAVEN_CENTRAL = "https://repo.maven.apache.org/maven2"
 ENV_JARS_DIR = "UPSERT_KAFKA_OPS_JARS_DIR"
@@ -52,9 +54,11 @@ class Artifact:
     group: str
     artifact: str
     version: str
+    #: False: the artifact alone, none of its dependencies
+    transitive: bool = True
 
     def __str__(self) -> str:
-        return f"{self.group}:{self.artifact}:{self.version}"
+        return f"{self.group}:{self.artifact}:{self.version}" + ("" if self.transitive else " (alone)")
 
 
 @dataclass(frozen=True)
@@ -120,7 +124,21 @@ FLINK_GROUP = JarGroup(
     ),
 )
 
-GROUPS: dict[str, JarGroup] = {g.name: g for g in (KAFKA_GROUP, SPARK_GROUP, FLINK_GROUP)}
+#: A YARN ResourceManager and NodeManager (``upsert_kafka_ops.local.LocalYarn``) of the Hadoop release
+#: pyspark's client jars are: the cluster manager that runs Python drivers in cluster deploy mode.
+#: Their own JVMs; not on Spark's class path; not fetched unless asked for.
+YARN_GROUP = JarGroup(
+    name="yarn",
+    artifacts=(
+        Artifact("org.apache.hadoop", "hadoop-yarn-server-resourcemanager", HADOOP_VERSION),
+        Artifact("org.apache.hadoop", "hadoop-yarn-server-nodemanager", HADOOP_VERSION),
+        # the ResourceManager loads its timeline collector's base class even with the service off;
+        # its own dependencies (HBase) are not needed then
+        Artifact("org.apache.hadoop", "hadoop-yarn-server-timelineservice", HADOOP_VERSION, transitive=False),
+    ),
+)
+
+GROUPS: dict[str, JarGroup] = {g.name: g for g in (KAFKA_GROUP, SPARK_GROUP, FLINK_GROUP, YARN_GROUP)}
 #: What ``fetch()`` and ``upsert-kafka-ops jars fetch`` resolve when no group is named.
 DEFAULT_GROUPS = (KAFKA_GROUP.name, SPARK_GROUP.name)
 
@@ -142,7 +160,7 @@ def pom_xml(group: JarGroup) -> str:
         excl = "".join(
             f"<exclusion><groupId>{escape(e.split(':')[0])}</groupId>"
             f"<artifactId>{escape(e.split(':')[1])}</artifactId></exclusion>"
-            for e in group.exclusions
+            for e in (group.exclusions if a.transitive else ("*:*",))
         )
         deps.append(
             f"<dependency><groupId>{escape(a.group)}</groupId><artifactId>{escape(a.artifact)}</artifactId>"

@@ -89,3 +89,78 @@ def test_on_kill_stops_spark_submit_and_the_rerun_completes(
     assert PASSWORD not in json.dumps(result)
     table = spark.read.format("delta").load(str(tmp_path / "users")).select("id", "name", "region", "score")
     assert rows_as_table(table.collect()) == oracle_table(kafka.bootstrap_servers, topic)
+
+
+async def _first_event(trigger: Any) -> Any:
+    async for event in trigger.run():
+        return event
+    raise AssertionError("the trigger ended without an event")
+
+
+def test_a_deferrable_run_on_yarn_frees_the_worker_and_resumes_with_the_result(
+    kafka: LocalKafka, kafka_default: dict[str, str], new_topic: Callable[..., str], spark: Any,
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    """Submit to a real YARN in cluster mode, defer to the trigger (built again from its kwargs, as the
+    triggerer does), resume in a new operator (as another worker does) with the run's result; a user's
+    kill of the deferred task kills the application."""
+    import asyncio
+    import random
+
+    from airflow.sdk.exceptions import TaskDeferred
+
+    from upsert_kafka_ops import jars
+    from upsert_kafka_ops.airflow.triggers import SparkApplicationTrigger
+    from upsert_kafka_ops.local.yarn import LocalYarn
+
+    topic = new_topic(partitions=2)
+    n = produce(kafka.bootstrap_servers, topic, random_changes(random.Random(5), 120, 30))
+    job = {"name": "on-yarn", "kind": "materialize", "source": source(topic, ""),
+           "target": {"kind": "delta", "path": str(tmp_path / "users")}}  # fmt: skip
+    jars.fetch(["yarn"], log=False)
+    with LocalYarn(tmp_path / "yarn") as yarn:
+        monkeypatch.setenv("AIRFLOW_CONN_YARN_CLUSTER", json.dumps({
+            "conn_type": "upsert_kafka_spark", "host": "yarn",
+            "extra": {"runtime": "spark-submit", "deploy_mode": "cluster", "hadoop_conf_dir": str(yarn.conf_dir),
+                      "result_uri": str(tmp_path / "result.json"), "conf": yarn.driver_conf, "timeout_s": 600}}))  # fmt: skip
+
+        def operator(task_id: str) -> UpsertKafkaMaterializeOperator:
+            return UpsertKafkaMaterializeOperator(task_id=task_id, job=job, kafka_config_ids={"main": "kafka_default"},
+                                                  spark_config_id="yarn_cluster", deferrable=True, poll_interval=1)  # fmt: skip
+
+        with pytest.raises(TaskDeferred) as deferred:
+            operator("deferred").execute(context={})  # type: ignore[arg-type]
+        assert deferred.value.method_name == "execute_complete"
+        path, kwargs = deferred.value.trigger.serialize()
+        assert path == "upsert_kafka_ops.airflow.triggers.SparkApplicationTrigger"
+        assert kwargs["rm_url"] == yarn.rm_url and PASSWORD not in json.dumps(kwargs)
+        event = asyncio.run(_first_event(SparkApplicationTrigger(**kwargs)))
+        assert event.payload["status"] == "done" and event.payload["app"]["final_status"] == "SUCCEEDED"
+        resumed = operator("deferred")
+        result = resumed.execute_complete(context={}, event=event.payload)  # type: ignore[arg-type]
+        assert (result["status"], result["records_read"]) == ("succeeded", n)
+        assert result["spark_app_id"] == kwargs["app_id"] and PASSWORD not in json.dumps(result)
+        assert f"| records read | {n} |" in resumed.run_summary
+        table = (
+            spark.read.format("delta").load(str(tmp_path / "users")).select("id", "name", "region", "score")
+        )
+        assert rows_as_table(table.collect()) == oracle_table(kafka.bootstrap_servers, topic)
+
+        with pytest.raises(TaskDeferred) as again:  # a user marks this one failed while it waits
+            operator("killed").execute(context={})  # type: ignore[arg-type]
+        trigger = SparkApplicationTrigger(**again.value.trigger.serialize()[1])
+        asyncio.run(trigger.on_kill())
+        killed = asyncio.run(_first_event(trigger))
+        assert killed.payload["app"]["state"] == "KILLED"
+        with pytest.raises(AirflowException, match="ended KILLED"):
+            operator("killed").execute_complete(context={}, event=killed.payload)  # type: ignore[arg-type]
+
+
+def test_deferrable_without_a_yarn_cluster_runtime_fails_naming_the_field(
+    kafka_default: dict[str, str],
+) -> None:
+    op = UpsertKafkaMaterializeOperator(task_id="t", pipeline_file=str(Path(__file__).parents[2] / "pipelines" / "demo.yaml"),
+                                        job_name="users-to-delta", kafka_config_ids={"local": "kafka_default"},
+                                        deferrable=True)  # fmt: skip
+    with pytest.raises(AirflowException, match=r"deferrable.*YARN in cluster deploy mode"):
+        op.execute(context={})  # type: ignore[arg-type]

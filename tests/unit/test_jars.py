@@ -97,3 +97,24 @@ def test_fetch_without_groups_leaves_the_flink_oracle_out(
     assert sorted(jars.fetch(jars_dir=tmp_path, log=False)) == ["kafka", "spark"]
     assert resolved == ["kafka", "spark"]
     assert "flink" in jars.GROUPS and "flink" not in jars.DEFAULT_GROUPS
+
+
+def test_the_yarn_group_is_the_hadoop_of_pyspark_and_takes_the_timeline_jar_alone() -> None:
+    from upsert_kafka_ops.local.spark_cluster import spark_home
+
+    client = sorted((spark_home() / "jars").glob("hadoop-client-api-*.jar"))
+    assert [p.name for p in client] == [f"hadoop-client-api-{jars.HADOOP_VERSION}.jar"]
+    assert "yarn" in jars.GROUPS and "yarn" not in jars.DEFAULT_GROUPS
+    root = ET.fromstring(jars.pom_xml(jars.YARN_GROUP))
+    excluded = {
+        d.findtext("m:artifactId", namespaces=NS): [
+            (e.findtext("m:groupId", namespaces=NS), e.findtext("m:artifactId", namespaces=NS))
+            for e in d.iterfind("m:exclusions/m:exclusion", NS)
+        ]
+        for d in root.iterfind("m:dependencies/m:dependency", NS)
+    }
+    assert excluded["hadoop-yarn-server-timelineservice"] == [("*", "*")]  # HBase and the rest stay out
+    assert excluded["hadoop-yarn-server-resourcemanager"] == []
+    # the flag is part of the coordinates, so a changed flag refetches the group
+    alone = jars.Artifact("g", "a", "1", transitive=False)
+    assert str(alone) != str(jars.Artifact("g", "a", "1"))

@@ -79,6 +79,10 @@ class UpsertKafkaJobOperator(JobFields, BaseOperator):
     :param lock_timeout: how long to wait for another run of the same target.
     :param spark_history_url: the Spark History Server (``http://host:18080``) for the task's
         "Spark History" link; default ``UKO_SPARK_HISTORY_URL``.
+    :param deferrable: with a YARN cluster-mode runtime (``master="yarn"``, ``deploy_mode="cluster"``):
+        submit, then wait in the triggerer (:class:`SparkApplicationTrigger`) instead of a worker slot,
+        and finish on a worker when the application ends.
+    :param poll_interval: seconds between the trigger's looks at the application.
 
     After the run, ``run_summary`` holds its Markdown summary (:meth:`JobResult.to_markdown`), shown
     in the task view's Rendered Templates; the return value (XCom) is the full result.
@@ -115,6 +119,8 @@ class UpsertKafkaJobOperator(JobFields, BaseOperator):
         spark_submit_timeout: float | None = None,
         lock_timeout: float = 60.0,
         spark_history_url: str | None = None,
+        deferrable: bool = False,
+        poll_interval: float = 10.0,
         **kwargs: Any,
     ) -> None:
         if job is None and pipeline_file is not None:  # inlets/outlets: the Assets page, asset schedules
@@ -130,6 +136,8 @@ class UpsertKafkaJobOperator(JobFields, BaseOperator):
         self.spark_submit_timeout = spark_submit_timeout
         self.lock_timeout = lock_timeout
         self.spark_history_url = spark_history_url
+        self.deferrable = deferrable
+        self.poll_interval = poll_interval
         self.run_summary = ""  # the run's Markdown summary, set when it ran
         self.spark_app_id = ""
         self._handle: RunHandle | None = None
@@ -177,17 +185,71 @@ class UpsertKafkaJobOperator(JobFields, BaseOperator):
                 import tempfile
 
                 workdir = tempfile.mkdtemp(prefix=f"uko-{self.task_id}-")
-            self.log.info("running job %r (%s) on %s", name, kind, type(runtime).__name__)
-            result = execute_job(
-                pipeline, name, mode=mode, runtime=runtime, workdir=workdir, handle=handle,  # type: ignore[arg-type]
-                lock_timeout_s=self.lock_timeout,
-            )  # fmt: skip
+            if self.deferrable:
+                submitted = self._submit(pipeline, name, mode, runtime, workdir, handle)
+            else:
+                self.log.info("running job %r (%s) on %s", name, kind, type(runtime).__name__)
+                result = execute_job(
+                    pipeline, name, mode=mode, runtime=runtime, workdir=workdir, handle=handle,  # type: ignore[arg-type]
+                    lock_timeout_s=self.lock_timeout,
+                )  # fmt: skip
         except UpsertKafkaOpsError as exc:
             if handle.killed:
                 raise AirflowException(f"job stopped on request: {exc}") from None
             self.log.error("%s: %s", type(exc).__name__, exc)
             raise task_error(exc) from None
-        out = result.to_dict()
+        if self.deferrable:
+            from upsert_kafka_ops.airflow.triggers import SparkApplicationTrigger
+
+            self.log.info(
+                "job %r runs as YARN application %s: waiting in the triggerer", name, submitted.app_id
+            )
+            self.defer(
+                trigger=SparkApplicationTrigger(submitted.rm_url, submitted.app_id, self.poll_interval),
+                method_name="execute_complete",
+            )
+        return self._finished(name, result)
+
+    def _submit(
+        self, pipeline: Pipeline, name: str, mode: Any, runtime: Runtime, workdir: Any, handle: RunHandle
+    ) -> Any:
+        from upsert_kafka_ops.runtime import submit_job
+
+        if not (
+            isinstance(runtime, SparkSubmitRuntime)
+            and runtime.master == "yarn"
+            and runtime.deploy_mode == "cluster"
+        ):
+            raise SpecError(
+                "deferrable", "a deferred run needs a cluster that runs the driver: YARN in cluster deploy mode.",
+                "use master 'yarn' with deploy_mode 'cluster' and a result_uri (an upsert_kafka_spark connection), "
+                "or deferrable=False.",
+            )  # fmt: skip
+        self.log.info("submitting job %r to YARN (cluster mode)", name)
+        return submit_job(pipeline, name, runtime=runtime, mode=mode, workdir=workdir, handle=handle)
+
+    def execute_complete(self, context: Context, event: dict[str, Any]) -> dict[str, Any]:
+        """Resumed on a worker when the job's YARN application ended: its result, as ``execute``'s."""
+        from upsert_kafka_ops.runtime import finish_job
+        from upsert_kafka_ops.runtime.yarn import Application
+
+        if event.get("status") != "done":
+            raise AirflowException(
+                f"the job's YARN application could not be followed: {event.get('message')}"
+            )
+        try:
+            pipeline, name = self.job_ref().resolve()
+            pipeline = self.prepare(pipeline, name)
+            runtime = self.runtime()
+            assert isinstance(runtime, SparkSubmitRuntime)
+            result = finish_job(pipeline, name, runtime, Application(**event["app"]))
+        except UpsertKafkaOpsError as exc:
+            self.log.error("%s: %s", type(exc).__name__, exc)
+            raise task_error(exc) from None
+        return self._finished(name, result)
+
+    def _finished(self, name: str, result: Any) -> dict[str, Any]:
+        out: dict[str, Any] = result.to_dict()
         self.run_summary = result.to_markdown()
         self.spark_app_id = result.spark_app_id
         self.log.info(

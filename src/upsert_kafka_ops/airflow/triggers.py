@@ -1,4 +1,5 @@
-"""Triggers: wait in the triggerer (no worker slot) for new data or for a lag condition.
+"""Triggers: wait in the triggerer (no worker slot) for new data, for a lag condition, or for a job's
+YARN application to end.
 
 Their kwargs are plain JSON: a :class:`~upsert_kafka_ops.airflow._jobs.JobRef` (a pipeline file or a
 job spec, and Airflow connection ids: never a secret), the condition and the Burrow window. The
@@ -16,6 +17,7 @@ from airflow.triggers.base import BaseEventTrigger, BaseTrigger, TriggerEvent
 from upsert_kafka_ops.airflow._jobs import DEFAULT_KAFKA_CONN, JobRef
 from upsert_kafka_ops.errors import UpsertKafkaOpsError
 from upsert_kafka_ops.jobs.gates import LagCondition, LagGate, NewData, lag_gate, new_data
+from upsert_kafka_ops.runtime.yarn import application, kill_application
 
 
 def check_new_data(ref: dict[str, Any], timeout: float = 10.0) -> NewData:
@@ -134,3 +136,50 @@ class LagTrigger(BaseTrigger):
                 return
             self.log.info("lag condition not met: %s", gate.reason)
             await asyncio.sleep(self.poll_interval)
+
+
+class SparkApplicationTrigger(BaseTrigger):
+    """Follows a job's YARN application (cluster deploy mode) through the ResourceManager's REST API
+    until it ends, holding no worker slot. Event payload: ``{"status": "done", "app": {...}}`` (the
+    final state; the operator reads the run's result), or ``{"status": "error", "message": ...}`` when
+    the ResourceManager stayed unreachable for ``max_failures`` polls in a row. A user who marks the
+    deferred task failed or clears it kills the application (``on_kill``)."""
+
+    def __init__(self, rm_url: str, app_id: str, poll_interval: float = 10.0, max_failures: int = 6) -> None:
+        super().__init__()
+        self.rm_url = rm_url
+        self.app_id = app_id
+        self.poll_interval = poll_interval
+        self.max_failures = max_failures
+
+    def serialize(self) -> tuple[str, dict[str, Any]]:
+        return (
+            f"{type(self).__module__}.{type(self).__qualname__}",
+            {"rm_url": self.rm_url, "app_id": self.app_id, "poll_interval": self.poll_interval,
+             "max_failures": self.max_failures},
+        )  # fmt: skip
+
+    async def run(self) -> AsyncIterator[TriggerEvent]:
+        failures, last = 0, ""
+        while True:
+            try:
+                app = await asyncio.to_thread(application, self.rm_url, self.app_id)
+            except UpsertKafkaOpsError as exc:
+                failures += 1
+                if failures >= self.max_failures:
+                    yield TriggerEvent({"status": "error", "message": f"{type(exc).__name__}: {exc}"})
+                    return
+                self.log.warning("%s (%d of %d tries)", exc, failures, self.max_failures)
+            else:
+                failures = 0
+                if app.done:
+                    yield TriggerEvent({"status": "done", "app": app.to_dict()})
+                    return
+                if app.state != last:
+                    self.log.info("YARN application %s is %s", self.app_id, app.state)
+                    last = app.state
+            await asyncio.sleep(self.poll_interval)
+
+    async def on_kill(self) -> None:
+        await asyncio.to_thread(kill_application, self.rm_url, self.app_id)
+        self.log.info("killed YARN application %s", self.app_id)

@@ -1,6 +1,6 @@
 """Local services for development, demos and tests: a real Kafka broker, a real PostgreSQL, a real
 Schema-Registry-compatible server, a real MIT KDC, a Spark standalone cluster and a Spark Connect
-server and a Spark History Server on 127.0.0.1."""
+server, a Spark History Server and a one-node YARN on 127.0.0.1."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from upsert_kafka_ops.local.schema_registry import LocalSchemaRegistry
 from upsert_kafka_ops.local.spark_cluster import LocalSparkCluster, spark_home
 from upsert_kafka_ops.local.spark_connect import LocalSparkConnect
 from upsert_kafka_ops.local.spark_history import LocalSparkHistory
+from upsert_kafka_ops.local.yarn import LocalYarn
 
 __all__ = [
     "LocalKafka",
@@ -21,6 +22,7 @@ __all__ = [
     "LocalSparkCluster",
     "LocalSparkConnect",
     "LocalSparkHistory",
+    "LocalYarn",
     "free_port",
     "spark_home",
 ]

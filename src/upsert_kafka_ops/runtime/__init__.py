@@ -11,8 +11,11 @@ from upsert_kafka_ops.runtime.execute import (
     LocalRuntime,
     RunHandle,
     Runtime,
+    SubmittedRun,
     execute_job,
     externalize_secrets,
+    finish_job,
+    submit_job,
 )
 from upsert_kafka_ops.runtime.submit import (
     SparkSubmitRuntime,
@@ -29,11 +32,14 @@ __all__ = [
     "Runtime",
     "SparkSubmitRuntime",
     "SubmitHandle",
+    "SubmittedRun",
     "build_spark_session",
     "check_master_reachable",
     "execute_job",
     "externalize_secrets",
+    "finish_job",
     "spark_conf",
     "submit_command",
     "submit_driver",
+    "submit_job",
 ]

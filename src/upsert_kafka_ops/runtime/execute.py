@@ -15,6 +15,8 @@ behave alike::
   environment (``runtime.env``, redacted from its output) and the JSON references them by name.
 - A :class:`RunHandle` lets another thread stop the run: it cancels the local Spark jobs (their
   job group) or kills spark-submit's process group.
+- On YARN in cluster mode a run can also be started without waiting (:func:`submit_job`), followed
+  through the ResourceManager and finished later (:func:`finish_job`): a deferred Airflow task.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import contextlib
 import re
 import threading
 import uuid
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -38,6 +41,7 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
     from upsert_kafka_ops.jobs.core import JobResult
+    from upsert_kafka_ops.runtime.yarn import Application
 
 Mode = Literal["incremental", "full"]
 
@@ -156,6 +160,73 @@ def externalize_secrets(pipeline: Pipeline) -> tuple[Pipeline, dict[str, str]]:
     return pipeline.model_copy(update={"connections": connections}), env
 
 
+def _submission(
+    one: Pipeline, job: str, mode: Mode | None, runtime: SparkSubmitRuntime, workdir: str | Path | None
+) -> tuple[SparkSubmitRuntime, dict[str, Any], Path]:
+    """The runtime with the job's secrets in its environment, the driver's job JSON, its folder."""
+    import tempfile
+
+    portable, env = externalize_secrets(one)
+    rt = runtime.model_copy(update={"env": {**runtime.env, **env}}) if env else runtime
+    payload: dict[str, Any] = {"pipeline": portable.to_json_dict(), "job": job}
+    if mode is not None:
+        payload["mode"] = mode
+    folder = Path(workdir) if workdir is not None else Path(tempfile.mkdtemp(prefix=f"uko-{job}-"))
+    return rt, payload, folder
+
+
+def _job_result(envelope: dict[str, Any]) -> JobResult:
+    from upsert_kafka_ops.jobs.core import JobResult
+
+    result = envelope.get("result")
+    if not isinstance(result, dict):
+        raise JobFailedError("the driver's run result has no job result.", result=envelope)
+    return JobResult.from_dict(result)
+
+
+@dataclass(frozen=True)
+class SubmittedRun:
+    """A job submitted to YARN in cluster mode and not waited for (plain JSON: no secret)."""
+
+    job: str
+    app_id: str
+    rm_url: str
+
+    def to_dict(self) -> dict[str, str]:
+        return {"job": self.job, "app_id": self.app_id, "rm_url": self.rm_url}
+
+
+def submit_job(
+    pipeline: Pipeline,
+    job: str,
+    *,
+    runtime: SparkSubmitRuntime,
+    mode: Mode | None = None,
+    workdir: str | Path | None = None,
+    handle: RunHandle | None = None,
+) -> SubmittedRun:
+    """Submit ``job`` to YARN in cluster mode and return as soon as YARN accepted it: nothing of the
+    run stays in this process. Follow it with :func:`upsert_kafka_ops.runtime.yarn.application`
+    (what a deferred Airflow task's trigger does) and read its result with :func:`finish_job`."""
+    from upsert_kafka_ops.runtime.submit import submit_application
+    from upsert_kafka_ops.runtime.yarn import resource_manager_url
+
+    rt, payload, folder = _submission(pipeline.only(job), job, mode, runtime, workdir)
+    handle = handle or RunHandle()
+    app_id = submit_application(rt, payload, workdir=folder, handle=handle.submit)
+    return SubmittedRun(job, app_id, resource_manager_url(runtime.hadoop_conf_dir))
+
+
+def finish_job(pipeline: Pipeline, job: str, runtime: SparkSubmitRuntime, app: Application) -> JobResult:
+    """The result of a run :func:`submit_job` started, once its application ended (``app``).
+
+    :raises JobFailedError: when it did not succeed, with YARN's diagnostics and the driver's error."""
+    from upsert_kafka_ops.runtime.submit import application_result
+
+    rt, _, _ = _submission(pipeline.only(job), job, None, runtime, workdir=Path("."))  # secrets to redact
+    return _job_result(application_result(rt, app))
+
+
 def execute_job(
     pipeline: Pipeline,
     job: str,
@@ -174,25 +245,13 @@ def execute_job(
     :param workdir: spark-submit's folder for the job file and output (default: a new temporary one).
     :raises JobFailedError: from spark-submit, with the driver's error line.
     """
-    from upsert_kafka_ops.jobs.core import JobResult
     from upsert_kafka_ops.jobs.run import run_job
 
     one = pipeline.only(job)
     handle = handle or RunHandle()
     if isinstance(runtime, SparkSubmitRuntime):
-        import tempfile
-
-        portable, env = externalize_secrets(one)
-        rt = runtime.model_copy(update={"env": {**runtime.env, **env}}) if env else runtime
-        payload: dict[str, Any] = {"pipeline": portable.to_json_dict(), "job": job}
-        if mode is not None:
-            payload["mode"] = mode
-        folder = Path(workdir) if workdir is not None else Path(tempfile.mkdtemp(prefix=f"uko-{job}-"))
-        envelope = submit_driver(rt, payload, workdir=folder, handle=handle.submit)
-        result = envelope.get("result")
-        if not isinstance(result, dict):
-            raise JobFailedError("the driver's run result has no job result.", result=envelope)
-        return JobResult.from_dict(result)
+        rt, payload, folder = _submission(one, job, mode, runtime, workdir)
+        return _job_result(submit_driver(rt, payload, workdir=folder, handle=handle.submit))
 
     if isinstance(runtime, ConnectRuntime):
         session = spark if spark is not None else connect_session(runtime)

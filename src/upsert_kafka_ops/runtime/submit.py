@@ -129,6 +129,11 @@ class SparkSubmitRuntime(SpecModel):
         gt=0,
         description="Kill spark-submit and fail after this many seconds; no limit by default.",
     )
+    hadoop_conf_dir: str | None = Field(
+        default=None,
+        description="YARN: the Hadoop configuration folder (HADOOP_CONF_DIR and YARN_CONF_DIR of spark-submit; "
+        "it names the ResourceManager); default: the process's HADOOP_CONF_DIR.",
+    )
 
     @model_validator(mode="after")
     def _check(self) -> SparkSubmitRuntime:
@@ -260,6 +265,8 @@ def _process_env(runtime: SparkSubmitRuntime) -> dict[str, str]:
         from upsert_kafka_ops.local.spark_cluster import spark_home
 
         env["SPARK_HOME"] = str(spark_home())
+    if runtime.hadoop_conf_dir:
+        env["HADOOP_CONF_DIR"] = env["YARN_CONF_DIR"] = runtime.hadoop_conf_dir
     if runtime.deploy_mode == "client":
         env.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)  # the driver imports this package
         if _is_loopback(runtime.master):  # as build_spark_session: stay off the network interfaces
@@ -438,6 +445,78 @@ def submit_driver(
     )
     raise JobFailedError(
         message, driver_error=driver_error, returncode=None if timed_out else code, result=result
+    )
+
+
+_YARN_APP = re.compile(r"\b(application_\d+_\d+)\b")
+
+
+def submit_application(
+    runtime: SparkSubmitRuntime,
+    job_json: dict[str, Any],
+    *,
+    workdir: Path,
+    function: str | None = None,
+    handle: SubmitHandle | None = None,
+) -> str:
+    """Submit a cluster-mode job to YARN and return its application id once YARN accepted it, without
+    waiting for the run (``spark.yarn.submit.waitAppCompletion=false``): follow it with
+    :func:`upsert_kafka_ops.runtime.yarn.application`, then read its result with
+    :func:`application_result`.
+
+    :raises SpecError: for a runtime other than YARN in cluster mode.
+    :raises JobFailedError: when spark-submit fails or names no application.
+    """
+    if runtime.master != "yarn" or runtime.deploy_mode != "cluster":
+        raise SpecError("deploy_mode", "a run is followed without a process only in YARN cluster mode.",
+                        "use master='yarn' and deploy_mode='cluster' (with result_uri).")  # fmt: skip
+    detached = runtime.model_copy(
+        update={"conf": {**runtime.conf, "spark.yarn.submit.waitAppCompletion": "false"}}
+    )
+    workdir = Path(workdir).resolve()
+    cmd = _prepare(detached, job_json, workdir, function)
+    log.info("submitting %s", shlex.join(cmd))
+    output = _Output(detached, workdir, 40)
+    code, timed_out = _run_process(detached, cmd, workdir, output, handle)
+    ids = [m.group(1) for line in output.lines for m in [_YARN_APP.search(line)] if m]
+    if code == 0 and not timed_out and ids:
+        log.info("submitted YARN application %s", ids[-1])
+        return ids[-1]
+    lines = list(output.tail)
+    what = "was stopped" if handle is not None and handle.killed else f"failed (exit {code})" if code else (
+        "named no YARN application")  # fmt: skip
+    raise JobFailedError(
+        f"spark-submit {what}; output in {workdir}.\n--- last {len(lines)} lines\n" + "\n".join(lines),
+        driver_error=_driver_error(list(output.lines)),
+        returncode=code,
+    )
+
+
+def application_result(runtime: SparkSubmitRuntime, app: Any) -> dict[str, Any]:
+    """The run result a cluster-mode driver wrote to ``result_uri``, once its YARN application ended
+    (``app``: :class:`upsert_kafka_ops.runtime.yarn.Application`).
+
+    :raises JobFailedError: when the application did not succeed or its result says the job failed;
+        the message has YARN's diagnostics and the driver's error.
+    """
+    try:
+        result = _read_result_file(runtime)
+    except (OSError, ValueError) as exc:
+        result, problem = None, f"the run result could not be read: {exc}"
+    else:
+        problem = "" if result is not None else f"the driver wrote no run result to {runtime.result_uri}"
+    if app.succeeded and result is not None and result.get("status") == "succeeded":
+        return result
+    driver_error = (
+        runtime.redact(str(result["error"])) if result is not None and result.get("error") else None
+    )
+    state = f"YARN application {app.id} ended {app.state}/{app.final_status}"
+    diagnostics = runtime.redact(app.diagnostics.strip())[-2000:]
+    raise JobFailedError(
+        f"{state}; {problem or 'the job failed'}.\nDriver error: {driver_error or '(none reported)'}\n"
+        f"YARN diagnostics: {diagnostics or '(none)'}",
+        driver_error=driver_error,
+        result=result,
     )
 
 
