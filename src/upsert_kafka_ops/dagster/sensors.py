@@ -1,10 +1,14 @@
 """Sensors and lag checks. Each evaluation is one bounded admin query (offsets, no consumer poll
 loop), so it fits the code server's sensor time limit; the sensors keep their state in a JSON
-cursor (the end offsets seen, the Burrow window of earlier observations)."""
+cursor (the end offsets seen, the Burrow window of earlier observations).
+
+No ``from __future__ import annotations`` here: Dagster reads the ``context`` annotations of the
+decorated functions as objects, and refuses strings."""
 
 import hashlib
 import json
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +22,7 @@ from upsert_kafka_ops.dagster._plan import (
 )
 from upsert_kafka_ops.dagster.translator import DagsterUpsertKafkaTranslator
 from upsert_kafka_ops.errors import SpecError
-from upsert_kafka_ops.jobs.gates import LagCondition, lag_gate, new_data
+from upsert_kafka_ops.jobs.gates import LagCondition, LagGate, lag_gate, new_data
 from upsert_kafka_ops.jobs.spec import Pipeline
 from upsert_kafka_ops.kafka.evaluation import STATUS_ORDER
 
@@ -114,6 +118,37 @@ def _window_ends(window: Mapping[str, Any]) -> dict[str, dict[str, int]]:
     return ends
 
 
+@dataclass(frozen=True)
+class _LagSubject:
+    """Whose lag a sensor judges: a job's (its pipeline's offsets) or a consumer group's on one of
+    the pipeline's connections; and the Kafka resources that give the live connections."""
+
+    job: str
+    pipe: Pipeline
+    kres: dict[str, str]
+    group: str | None
+    connection: str | None
+    topics: list[str] | None
+
+    @classmethod
+    def of(cls, job: str, pipe: Pipeline, group: str | None, connection: str | None,
+           topics: Sequence[str] | None, kafka_resources: Mapping[str, str] | None) -> "_LagSubject":  # fmt: skip
+        kres = dict(kafka_resources or {})
+        check_kafka_resources(pipe, kres)
+        if group is not None and connection not in pipe.connections:
+            raise SpecError("connection", f"{connection!r} is not a connection of the pipeline.",
+                            f"name the group's cluster: one of {', '.join(sorted(pipe.connections))}.")  # fmt: skip
+        return cls(job, pipe, kres, group, connection, list(topics) if topics else None)
+
+    def gate(self, context: dg.SensorEvaluationContext, condition: LagCondition, window: Any) -> LagGate:
+        # the daemon's tick fills only annotated parameters, never **kwargs: read context.resources
+        live = resolve_connections(self.pipe, self.kres, context.resources)
+        if self.group is not None and self.connection is not None:
+            return lag_gate(condition, connection=live.connections[self.connection], group=self.group,
+                            topics=self.topics, window=window)  # fmt: skip
+        return lag_gate(condition, pipeline=live, job=self.job, window=window)
+
+
 def consumer_lag_sensor(
     *,
     job: str,
@@ -135,31 +170,22 @@ def consumer_lag_sensor(
     caught up: ``LagCondition(max_offset_lag=0)``; or when enough waits: ``min_offset_lag=1000``).
     The cursor keeps the Burrow window (so ``max_status`` is judged over earlier ticks) and the end
     offsets of the last request; the status summary goes to the evaluation's log."""
-    pipe = load_pipeline(pipeline_file, pipeline)
-    kres = dict(kafka_resources or {})
-    check_kafka_resources(pipe, kres)
-    keys = list(asset_keys) if asset_keys is not None else _keys(pipe, job, translator)
-    if group is not None and connection not in pipe.connections:
-        raise SpecError("connection", f"{connection!r} is not a connection of the pipeline.",
-                        f"name the group's cluster: one of {', '.join(sorted(pipe.connections))}.")  # fmt: skip
+    lag = _LagSubject.of(
+        job, load_pipeline(pipeline_file, pipeline), group, connection, topics, kafka_resources
+    )
+    keys = list(asset_keys) if asset_keys is not None else _keys(lag.pipe, job, translator)
 
     @dg.sensor(
         name=name or definition_name("upsert_kafka_lag", job),
         target=keys,
         minimum_interval_seconds=minimum_interval_seconds,
         default_status=default_status,
-        required_resource_keys=set(kres.values()),
+        required_resource_keys=set(lag.kres.values()),
         description=f"Lag condition for upsert-kafka job {job!r}.",
     )
     def _sensor(context: dg.SensorEvaluationContext) -> dg.SensorResult:
-        # the daemon's tick fills only annotated parameters, never **kwargs: read context.resources
-        live = resolve_connections(pipe, kres, context.resources)
         state = _cursor(context.cursor, "consumer_lag")
-        if group is not None and connection is not None:
-            gate = lag_gate(condition, connection=live.connections[connection], group=group,
-                            topics=list(topics) if topics else None, window=state.get("window"))  # fmt: skip
-        else:
-            gate = lag_gate(condition, pipeline=live, job=job, window=state.get("window"))
+        gate = lag.gate(context, condition, state.get("window"))
         context.log.info(f"upsert-kafka lag of {group or job!r}: {gate.status.status}: {gate.reason}")
         ends = _window_ends(gate.window)
         cursor: dict[str, Any] = {"window": gate.window, "requested": state.get("requested")}
@@ -202,13 +228,10 @@ def lag_status_sensor(
     recovered; with a ``target`` (an alerting job, or the job's assets to catch up) it also requests a
     run tagged with both statuses. The first evaluation fires only for a status worse than OK. The
     cursor keeps the Burrow window and the last status."""
-    pipe = load_pipeline(pipeline_file, pipeline)
-    kres = dict(kafka_resources or {})
-    check_kafka_resources(pipe, kres)
-    keys = list(asset_keys) if asset_keys is not None else _keys(pipe, job, translator)
-    if group is not None and connection not in pipe.connections:
-        raise SpecError("connection", f"{connection!r} is not a connection of the pipeline.",
-                        f"name the group's cluster: one of {', '.join(sorted(pipe.connections))}.")  # fmt: skip
+    lag = _LagSubject.of(
+        job, load_pipeline(pipeline_file, pipeline), group, connection, topics, kafka_resources
+    )
+    keys = list(asset_keys) if asset_keys is not None else _keys(lag.pipe, job, translator)
     anything = LagCondition(max_status="REWIND")  # always passes: only the status is wanted
 
     @dg.sensor(
@@ -216,18 +239,13 @@ def lag_status_sensor(
         target=target,
         minimum_interval_seconds=minimum_interval_seconds,
         default_status=default_status,
-        required_resource_keys=set(kres.values()),
+        required_resource_keys=set(lag.kres.values()),
         description=f"Burrow status changes of the lag of upsert-kafka job {job!r}"
         + (f" (consumer group {group!r})." if group else "."),
     )
     def _sensor(context: dg.SensorEvaluationContext) -> dg.SensorResult:
-        live = resolve_connections(pipe, kres, context.resources)
         state = _cursor(context.cursor, "lag_status")
-        if group is not None and connection is not None:
-            gate = lag_gate(anything, connection=live.connections[connection], group=group,
-                            topics=list(topics) if topics else None, window=state.get("window"))  # fmt: skip
-        else:
-            gate = lag_gate(anything, pipeline=live, job=job, window=state.get("window"))
+        gate = lag.gate(context, anything, state.get("window"))
         now = {"status": gate.status.status, "worst": gate.status.worst}
         before = state.get("last")
         changes = int(state.get("changes") or 0)
