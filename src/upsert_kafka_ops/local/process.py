@@ -1,16 +1,19 @@
-"""The process helpers the local services share: a free port, Java, waiting for a service to answer,
-and stopping a process or its process group (SIGTERM, then SIGKILL)."""
+"""The process helpers the local services share: a free port, Java, a loopback JSON request, waiting
+for a service to answer, and stopping a process or its process group (SIGTERM, then SIGKILL)."""
 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import socket
 import subprocess
 import time
+import urllib.request
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from upsert_kafka_ops.errors import LocalServiceError, ToolchainError
 
@@ -28,6 +31,15 @@ def free_port(port: int = 0) -> int:
                 f"Port {port} on 127.0.0.1 is in use ({exc.strerror}): choose another port, or none for a free one."
             ) from None
         return int(s.getsockname()[1])
+
+
+def get_json(url: str, timeout: float = 5.0) -> Any:
+    """GET ``url`` (a local service's REST API) and parse its JSON; no proxy, whatever the
+    environment's ``http_proxy`` says (it must not see, or break, loopback requests)."""
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    request = urllib.request.Request(url, headers={"Accept": "application/json"})
+    with opener.open(request, timeout=timeout) as resp:
+        return json.loads(resp.read())
 
 
 def java_executable() -> str:

@@ -14,20 +14,17 @@ interpreter (``PYSPARK_PYTHON``), so the driver and the executors share one envi
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import subprocess
 import sys
 import tempfile
 import time
-import urllib.error
-import urllib.request
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
 from upsert_kafka_ops.errors import LocalServiceError, ToolchainError
-from upsert_kafka_ops.local.process import free_port, java_executable, stop_group
+from upsert_kafka_ops.local.process import free_port, get_json, java_executable, stop_group
 
 
 def spark_home() -> Path:
@@ -167,10 +164,7 @@ class LocalSparkCluster:
 
     def status(self, timeout: float = 5.0) -> dict[str, Any]:
         """The master's state as its web UI reports it (``/json/``: workers, apps, status)."""
-        # no proxy: a configured http_proxy must not see (or break) loopback requests
-        opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-        with opener.open(f"{self.master_ui_url}/json/", timeout=timeout) as resp:
-            data: dict[str, Any] = json.loads(resp.read())
+        data: dict[str, Any] = get_json(f"{self.master_ui_url}/json/", timeout)
         return data
 
     def _wait_ready(self, timeout: float) -> None:

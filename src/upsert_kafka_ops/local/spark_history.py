@@ -10,19 +10,17 @@ A run shows up once it writes its event log there: give it :attr:`LocalSparkHist
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
 from upsert_kafka_ops.errors import LocalServiceError
-from upsert_kafka_ops.local.process import free_port, java_executable, stop_group
+from upsert_kafka_ops.local.process import free_port, get_json, java_executable, stop_group, wait_ready
 from upsert_kafka_ops.local.spark_cluster import spark_home
 
 
@@ -94,9 +92,7 @@ class LocalSparkHistory:
 
     def get(self, path: str, timeout: float = 5.0) -> Any:
         """GET ``path`` of the server's REST API (``/api/v1/...``) as JSON."""
-        opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # loopback: no proxy
-        with opener.open(f"{self.url}{path}", timeout=timeout) as resp:
-            return json.loads(resp.read())
+        return get_json(f"{self.url}{path}", timeout)
 
     def application(self, app_id: str, timeout: float = 60.0) -> dict[str, Any]:
         """The application as the server lists it, waiting until its event log has been read."""
@@ -112,21 +108,18 @@ class LocalSparkHistory:
             time.sleep(0.5)
 
     def _wait_ready(self, timeout: float) -> None:
-        deadline = time.monotonic() + timeout
-        while True:
-            assert self._proc is not None
-            if self._proc.poll() is not None:
-                tail = self.log_file.read_text(errors="replace").splitlines()[-30:]
-                raise LocalServiceError(
-                    f"The Spark History Server exited with code {self._proc.returncode} during start.\n"
-                    + "\n".join(tail)
-                )
-            with contextlib.suppress(OSError, ValueError):
-                self.get("/api/v1/applications", timeout=2.0)
-                return
-            if time.monotonic() >= deadline:
-                raise LocalServiceError(f"The Spark History Server did not answer within {timeout:g}s.")
-            time.sleep(0.5)
+        def answers(left: float) -> bool:
+            try:
+                self.get("/api/v1/applications", timeout=min(2.0, max(left, 0.1)))
+                return True
+            except (OSError, ValueError):
+                time.sleep(0.5)
+                return False
+
+        def tail() -> str:
+            return "\n".join(self.log_file.read_text(errors="replace").splitlines()[-30:])
+
+        wait_ready(self._proc, answers, timeout, "The Spark History Server", tail)
 
     def stop(self, timeout: float = 30.0) -> None:
         if self._proc is not None:

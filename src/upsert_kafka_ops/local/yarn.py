@@ -10,19 +10,17 @@ makes a driver and its executors use this machine's Spark jars and Python.
 from __future__ import annotations
 
 import contextlib
-import json
 import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 from xml.sax.saxutils import escape
 
 from upsert_kafka_ops.errors import LocalServiceError
-from upsert_kafka_ops.local.process import free_port, java_executable, stop_group
+from upsert_kafka_ops.local.process import free_port, get_json, java_executable, stop_group
 from upsert_kafka_ops.local.spark_cluster import spark_home
 
 #: what Hadoop's own launch scripts open on Java 17 (Guice and the RPC layer reflect into java.base)
@@ -161,10 +159,7 @@ class LocalYarn:
 
     def get(self, path: str, timeout: float = 5.0) -> Any:
         """GET ``path`` of the ResourceManager's REST API as JSON."""
-        opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # loopback: no proxy
-        request = urllib.request.Request(f"{self.rm_url}{path}", headers={"Accept": "application/json"})
-        with opener.open(request, timeout=timeout) as resp:
-            return json.loads(resp.read())
+        return get_json(f"{self.rm_url}{path}", timeout)
 
     def _node_running(self) -> bool:
         nodes = (self.get("/ws/v1/cluster/nodes").get("nodes") or {}).get("node") or []
