@@ -10,7 +10,6 @@ import pytest
 
 from upsert_kafka_ops.errors import SpecError
 from upsert_kafka_ops.jobs import Pipeline
-from upsert_kafka_ops.jobs.cadence import cron_expression, longest_gap, shortest_gap
 from upsert_kafka_ops.jobs.spec import (
     BackfillJob,
     MaterializeJob,
@@ -18,6 +17,7 @@ from upsert_kafka_ops.jobs.spec import (
     TopicToTopicJob,
     expand_env,
 )
+from upsert_kafka_ops.spec.cadence import cron_expression, longest_gap, shortest_gap
 
 DDL = """CREATE TABLE users (id BIGINT, name STRING, PRIMARY KEY (id) NOT ENFORCED)
 WITH ('connector' = 'upsert-kafka', 'topic' = 'users', 'key.format' = 'json', 'value.format' = 'json')"""

@@ -113,6 +113,36 @@ def test_schedule_mode_between_runs_and_overdue() -> None:
     assert evaluate_partition(behind, [400], 100, 7200 + 3000, schedule=hourly).status == "WARN"
 
 
+def test_a_cron_schedule_is_due_at_its_next_tick_after_the_last_run() -> None:
+    # a weekday 09:00 job whose last run was Friday 2026-01-02 09:05 UTC: due Monday 09:00 (+ grace)
+    friday = 1767344700.0  # 2026-01-02T09:05:00Z
+    monday_9 = 1767603600.0  # 2026-01-05T09:00:00Z
+    weekdays = Schedule(cron="0 9 * * 1-5", grace_s=900)
+    assert weekdays.due(friday) == monday_9 + 900
+    runs = [Sample(100, 0, friday - 86400), Sample(200, 0, friday)]
+    weekend = evaluate_partition(runs, [260], 60, friday + 2 * 86400, schedule=weekdays)
+    assert weekend.status == "OK" and "between scheduled runs" in weekend.reason  # an interval would page
+    late = evaluate_partition(runs, [260], 60, monday_9 + 1000, schedule=weekdays)
+    assert late.status == "STOP" and "overdue by 100s" in late.reason
+
+
+def test_a_pipeline_job_is_judged_on_its_own_schedule() -> None:
+    from upsert_kafka_ops.jobs import Pipeline
+    from upsert_kafka_ops.metrics.exporter import job_evaluation
+
+    ddl = ("CREATE TABLE t (id BIGINT, PRIMARY KEY (id) NOT ENFORCED) WITH ('connector' = 'upsert-kafka', "
+           "'topic' = 't', 'key.format' = 'json', 'value.format' = 'json')")  # fmt: skip
+    job = {"kind": "materialize", "source": {"connection": "c", "table": {"ddl": ddl}},
+           "target": {"kind": "delta", "path": "/tmp/t"}}  # fmt: skip
+    pipe = Pipeline.model_validate({"connections": {"c": {"bootstrap_servers": "b:9092"}}, "jobs": [
+        {"name": "hourly", "schedule": "@hourly", **job}, {"name": "streamed", **job}]})  # fmt: skip
+    process = EvaluationConfig(schedule=Schedule(interval_s=300, grace_s=60))
+    hourly = job_evaluation(process, pipe.job("hourly"))
+    assert hourly.schedule == Schedule(cron="0 * * * *", grace_s=60)  # its own cadence, the process's grace
+    assert job_evaluation(process, pipe.job("streamed")) is process  # no schedule of its own
+    assert job_evaluation(EvaluationConfig(), pipe.job("hourly")).schedule == Schedule(cron="0 * * * *")
+
+
 # -- the window ----------------------------------------------------------------------------------------
 def _report(
     observed_at: float,

@@ -71,7 +71,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--allowed-lag", type=int, default=0, help="Burrow's allowed-lag (default 0)")
     p.add_argument("--intervals", type=int, default=10, help="window size in samples (default 10)")
     p.add_argument(
-        "--schedule-interval", type=float, help="batch job cadence in seconds (schedule-aware mode)"
+        "--schedule-interval",
+        type=float,
+        help="batch job cadence in seconds (schedule-aware mode); a pipeline job's own schedule: wins",
     )
     p.add_argument("--schedule-grace", type=float, default=0.0, help="grace after the cadence before STOP")
     p.add_argument("--serve", action="store_true", help="serve /metrics (Prometheus) and /status (JSON)")

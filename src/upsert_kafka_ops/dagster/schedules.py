@@ -17,8 +17,8 @@ from pathlib import Path
 import dagster as dg
 from upsert_kafka_ops.dagster._plan import definition_name, load_pipeline, plan
 from upsert_kafka_ops.dagster.translator import DagsterUpsertKafkaTranslator
-from upsert_kafka_ops.jobs.cadence import cron_expression, longest_gap
 from upsert_kafka_ops.jobs.spec import Pipeline
+from upsert_kafka_ops.spec.cadence import cron_expression, longest_gap
 
 
 def _scheduled(

@@ -15,9 +15,9 @@ from dataclasses import dataclass
 from typing import Literal
 
 import dagster as dg
-from upsert_kafka_ops.jobs.cadence import cron_expression, shortest_gap
 from upsert_kafka_ops.jobs.datasets import Dataset
 from upsert_kafka_ops.jobs.spec import Pipeline
+from upsert_kafka_ops.spec.cadence import cron_expression, shortest_gap
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_\-.]")
 

@@ -21,8 +21,8 @@ from typing import Annotated, Any, ClassVar, Literal
 from pydantic import Discriminator, Field, Tag, field_validator, model_validator
 
 from upsert_kafka_ops.errors import SpecError
-from upsert_kafka_ops.jobs.cadence import cron_expression
 from upsert_kafka_ops.spec.base import SpecModel, nested
+from upsert_kafka_ops.spec.cadence import cron_expression
 from upsert_kafka_ops.spec.connection import KafkaConnection, SecretRef, for_table
 from upsert_kafka_ops.spec.table import KafkaTable, UpsertKafkaTable
 

@@ -32,6 +32,7 @@ from typing import Any, Literal
 
 from upsert_kafka_ops.kafka.admin import Isolation, TopicPartitionKey
 from upsert_kafka_ops.kafka.lag import LagReport, PartitionLag
+from upsert_kafka_ops.spec.cadence import next_run
 
 Status = Literal["NOTFOUND", "OK", "WARN", "ERR", "STOP", "STALL", "REWIND"]
 #: Burrow's order (``core/protocol/evaluator.go``): a higher number is worse.
@@ -58,15 +59,23 @@ class Sample:
 
 @dataclass(frozen=True)
 class Schedule:
-    """A batch job's cadence: the next run is overdue ``interval_s + grace_s`` after the last one.
+    """A batch job's cadence: the next run is overdue ``grace_s`` after it was due: ``interval_s``
+    after the last one, or with ``cron`` (a job's ``schedule:``) at the schedule's next tick after it.
 
     :param caught_up_lag: the lag at which a run counts as having ended caught up (at least the
         evaluation's ``allowed_lag``).
     """
 
-    interval_s: float
+    interval_s: float = 0.0
     grace_s: float = 0.0
     caught_up_lag: int = 0
+    cron: str | None = None
+
+    def due(self, last_ts: float) -> float:
+        """When the run after one observed at ``last_ts`` is overdue."""
+        if self.cron is not None:
+            return next_run(self.cron, last_ts) + self.grace_s
+        return last_ts + self.interval_s + self.grace_s
 
 
 @dataclass(frozen=True)
@@ -157,7 +166,7 @@ def evaluate_partition(
         return Verdict("OK", f"lag {current_lag} within the allowed {allowed_lag}", complete)
     last = samples[-1]
     if schedule is not None:
-        due = last.ts + schedule.interval_s + schedule.grace_s
+        due = schedule.due(last.ts)
         if now > due:
             return Verdict("STOP", f"the next scheduled run is overdue by {now - due:.0f}s", complete)
         if last.lag is not None and last.lag <= max(allowed_lag, schedule.caught_up_lag):

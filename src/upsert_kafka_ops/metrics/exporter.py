@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -19,10 +19,11 @@ from upsert_kafka_ops.errors import SpecError, UpsertKafkaOpsError
 from upsert_kafka_ops.jobs.lag import JobLag, pipeline_lag
 from upsert_kafka_ops.jobs.spec import Pipeline
 from upsert_kafka_ops.kafka.admin import Isolation, KafkaAdmin
-from upsert_kafka_ops.kafka.evaluation import EvaluationConfig, LagStatus, LagWindow, check
+from upsert_kafka_ops.kafka.evaluation import EvaluationConfig, LagStatus, LagWindow, Schedule, check
 from upsert_kafka_ops.kafka.lag import LagReport, group_lag
 from upsert_kafka_ops.metrics.documents import jobs_lag_document, lag_document
 from upsert_kafka_ops.metrics.prometheus import CONTENT_TYPE, Exposition, lag_exposition
+from upsert_kafka_ops.spec.cadence import cron_expression
 from upsert_kafka_ops.spec.connection import KafkaConnection
 
 #: Version of a pipeline's window file (each job's window inside is a LagWindow's JSON).
@@ -111,6 +112,16 @@ class LagMonitor:
         return exp.render()
 
 
+def job_evaluation(config: EvaluationConfig, job: Any) -> EvaluationConfig:
+    """How one job of a pipeline is judged: ``config``, with the job's own ``schedule:`` as its cadence
+    when it has one (a batch job is OK between runs and STOP once the run after its last is overdue;
+    the process's grace still applies), else the process's cadence, if any."""
+    if getattr(job, "schedule", None) is None:
+        return config
+    grace = config.schedule.grace_s if config.schedule is not None else 0.0
+    return replace(config, schedule=Schedule(cron=cron_expression(job.schedule), grace_s=grace))
+
+
 class PipelineLagMonitor:
     """A pipeline's jobs watched over time: one admin client per connection, one window per job (in
     memory, and in the window file as ``{"version": 1, "jobs": {name: window}}``)."""
@@ -155,7 +166,8 @@ class PipelineLagMonitor:
                     self.errors[jl.job] = self.errors.get(jl.job, 0) + 1
                     out.append((jl, None))
                     continue
-                status, self.windows[jl.job] = check(self.windows.get(jl.job), jl.report, self.config)
+                config = job_evaluation(self.config, self.pipeline.job(jl.job))
+                status, self.windows[jl.job] = check(self.windows.get(jl.job), jl.report, config)
                 out.append((jl, status))
             if self.window_file is not None:
                 doc = {

@@ -1,8 +1,9 @@
 """A job's ``schedule:``: a cron expression or a preset (``@hourly``), in UTC.
 
-Validated once here and read by whoever runs the job on a clock: the Airflow DAG factory (the DAG's
-schedule), the Dagster schedules and freshness checks. Cron arithmetic is croniter's, the library
-Airflow itself schedules with.
+Validated once here and read by whoever runs or watches the job on a clock: the Airflow DAG factory
+(the DAG's schedule), the Dagster schedules and freshness checks, and the lag evaluation (a batch
+job is overdue when the run after its last one has not come). Cron arithmetic is croniter's, the
+library Airflow itself schedules with.
 """
 
 from __future__ import annotations
@@ -57,3 +58,9 @@ def longest_gap(schedule: str, start: datetime | None = None) -> timedelta:
 def shortest_gap(schedule: str, start: datetime | None = None) -> timedelta:
     """The shortest time between two consecutive runs of ``schedule``: a weekday schedule's day."""
     return min(_gaps(schedule, start))
+
+
+def next_run(schedule: str, after_ts: float) -> float:
+    """When ``schedule`` next runs after ``after_ts`` (epoch seconds, UTC), as epoch seconds."""
+    start = datetime.fromtimestamp(after_ts, UTC)
+    return float(croniter(cron_expression(schedule), start).get_next(datetime).timestamp())
