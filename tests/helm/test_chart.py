@@ -140,6 +140,14 @@ def test_the_exporter_serves_every_pipeline_file_on_consecutive_ports() -> None:
     for c in containers:  # the image's entrypoint is upsert-kafka-ops: its own parser takes the args
         args = build_parser().parse_args(c["args"])
         assert args.serve and args.port == c["ports"][0]["containerPort"] and args.host == "0.0.0.0"
+        # each file's Burrow windows in its own file on the pod's volume: a container restart keeps them
+        mounts = {m["mountPath"] for m in c["volumeMounts"]}
+        assert (
+            args.window.parent.as_posix() in mounts
+            and args.window.name == f"lag-window-{containers.index(c)}.json"
+        )
+        # alive and ready while the process answers: a broker outage is the lag_up series, not a lost target
+        assert c["readinessProbe"]["httpGet"]["path"] == c["livenessProbe"]["httpGet"]["path"] == "/healthz"
     (service,) = [
         o for o in objects if o["kind"] == "Service" and o["metadata"]["name"].endswith("lag-exporter")
     ]

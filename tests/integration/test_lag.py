@@ -9,6 +9,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.error
 import urllib.request
 import uuid
 from collections.abc import Callable, Iterator
@@ -469,5 +470,38 @@ def test_prometheus_endpoint_is_scraped_over_http(
     current = [s for s in families["upsert_kafka_ops_consumer_group_status"]["samples"] if s[1] == 1.0]
     assert current == [({"group": group, "status": "OK"}, 1.0)]
     assert families["upsert_kafka_ops_lag_scrape_errors_total"]["type"] == "counter"
+    assert families["upsert_kafka_ops_lag_up"]["samples"] == [({"group": group}, 1.0)]
     seconds = families["upsert_kafka_ops_consumer_lag_seconds"]["samples"]
     assert [s[0]["partition"] for s in seconds] == ["0", "1"] and all(v >= 0 for _, v in seconds)
+
+
+def test_a_group_exporter_without_its_broker_answers_up_0_and_not_ready() -> None:
+    """The broker is gone: /metrics still answers 200 with ``lag_up`` 0 and the error counted (an alert
+    sees the exporter's verdict, not a failed scrape); /ready is 503; /healthz stays 200."""
+    from upsert_kafka_ops.metrics.exporter import LagMonitor, WatchOptions, serve
+    from upsert_kafka_ops.spec.connection import KafkaConnection
+
+    nobody = f"127.0.0.1:{free_port()}"
+    port = free_port()
+    monitor = LagMonitor(
+        KafkaConnection(bootstrap_servers=nobody), "g", options=WatchOptions(min_interval_s=0, timeout_s=2)
+    )
+    server = serve(monitor, "127.0.0.1", port)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    try:
+        with opener.open(f"http://127.0.0.1:{port}/metrics", timeout=60) as response:
+            assert response.status == 200
+            families = parse_exposition(response.read().decode())
+        with pytest.raises(urllib.error.HTTPError) as ready:
+            opener.open(f"http://127.0.0.1:{port}/ready", timeout=30)
+        with opener.open(f"http://127.0.0.1:{port}/healthz", timeout=30) as response:
+            assert response.status == 200
+    finally:
+        server.shutdown()
+        server.server_close()
+        monitor.close()
+    assert ready.value.code == 503
+    assert families["upsert_kafka_ops_lag_up"]["samples"] == [({"group": "g"}, 0.0)]
+    assert families["upsert_kafka_ops_lag_scrape_errors_total"]["samples"][0][1] == 1.0
+    assert "upsert_kafka_ops_consumer_lag_records" not in families

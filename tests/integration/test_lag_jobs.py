@@ -3,7 +3,7 @@
 A materialize job's lag comes from the offsets its Delta target stores (read without Spark) and is
 exactly the records produced after its run; its consumer group agrees. A topic-to-topic job's lag
 covers every source, from its consumer group. The ``lag --pipeline`` CLI, its exit codes and its
-Prometheus endpoint (a ``job`` label on every series); and run events from the CLI only.
+Prometheus endpoint (``pipeline`` and ``pipeline_job`` labels on every series); and run events from the CLI only.
 """
 
 from __future__ import annotations
@@ -202,7 +202,7 @@ def test_lag_pipeline_cli_json_table_fail_on_and_the_job_labelled_endpoint(
     assert missing.returncode == 2 and "no job named 'nope'" in missing.stderr
 
     port = free_port()
-    monitor = PipelineLagMonitor(Pipeline.load(file), options=WatchOptions(min_interval_s=0))
+    monitor = PipelineLagMonitor(Pipeline.load(file), options=WatchOptions(min_interval_s=0), name=file.stem)
     server = serve(monitor, "127.0.0.1", port)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
@@ -217,23 +217,29 @@ def test_lag_pipeline_cli_json_table_fail_on_and_the_job_labelled_endpoint(
         server.server_close()
         monitor.close()
     lag = {
-        (s[0]["job"], s[0]["partition"]): s[1]
+        (s[0]["pipeline_job"], s[0]["partition"]): s[1]
         for s in families["upsert_kafka_ops_consumer_lag_records"]["samples"]
     }
     assert lag == {("users", "0"): float(new[0]), ("users", "1"): float(new[1])}  # 'other' has no commit
     group_lag_samples = families["upsert_kafka_ops_consumer_group_lag_records"]["samples"]
-    assert sorted((s[0]["job"], s[1]) for s in group_lag_samples) == [("other", 0.0), ("users", 12.0)]
+    assert sorted((s[0]["pipeline_job"], s[1]) for s in group_lag_samples) == [
+        ("other", 0.0),
+        ("users", 12.0),
+    ]
     current = {
-        s[0]["job"]: s[0]["status"]
+        s[0]["pipeline_job"]: s[0]["status"]
         for s in families["upsert_kafka_ops_consumer_group_status"]["samples"]
         if s[1] == 1
     }
     assert current == {"users": "OK", "other": "NOTFOUND"}
-    assert sorted((s[0]["job"], s[1]) for s in families["upsert_kafka_ops_lag_up"]["samples"]) == [
+    assert sorted((s[0]["pipeline_job"], s[1]) for s in families["upsert_kafka_ops_lag_up"]["samples"]) == [
         ("other", 1.0), ("users", 1.0)
     ]  # fmt: skip
     ends = families["upsert_kafka_ops_partition_end_offset"]["samples"]
-    assert {s[0]["job"] for s in ends} == {"users", "other"}
+    assert {s[0]["pipeline_job"] for s in ends} == {"users", "other"}
+    # no `job` label: the scrape target's own would rename it; `pipeline` names the file
+    assert all("job" not in s[0] and s[0]["pipeline"] == file.stem for f in families.values() for s in f["samples"]
+               if "pipeline_job" in s[0])  # fmt: skip
     assert [j["job"] for j in status_doc["jobs"]] == ["users", "other"]
 
 

@@ -77,12 +77,12 @@ def test_run_result_exposition_and_document() -> None:
         bytes_out=300, duration_s=1.25, end_offsets={"users": {"0": 10, "1": 3}},
     )  # fmt: skip
     text = run_result_exposition(result, job="users-job").render()
-    labels = '{job="users-job",operation="materialize"}'
+    labels = '{pipeline_job="users-job",operation="materialize"}'
     assert f"upsert_kafka_ops_run_records_in_total{labels} 10" in text
     assert f"upsert_kafka_ops_run_bytes_out_total{labels} 300" in text
     assert f"upsert_kafka_ops_run_duration_seconds{labels} 1.25" in text
     assert (
-        'upsert_kafka_ops_run_end_offset{job="users-job",operation="materialize",topic="users",partition="1"} 3'
+        'upsert_kafka_ops_run_end_offset{pipeline_job="users-job",operation="materialize",topic="users",partition="1"} 3'
         in text
     )
     assert run_result_exposition(result.to_dict(), job="users-job").render() == text

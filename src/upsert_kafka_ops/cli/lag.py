@@ -117,7 +117,9 @@ def group_monitor(args: argparse.Namespace) -> LagMonitor:
 
 def pipeline_monitor(args: argparse.Namespace) -> PipelineLagMonitor:
     """The monitor of ``--pipeline``'s jobs (``--job`` to choose)."""
-    return PipelineLagMonitor(Pipeline.load(args.pipeline), args.job, watch_options(args))
+    return PipelineLagMonitor(
+        Pipeline.load(args.pipeline), args.job, watch_options(args), name=Path(args.pipeline).stem
+    )
 
 
 def _rows(status: LagStatus) -> list[str]:

@@ -71,6 +71,7 @@ class LagMonitor:
         self.last: tuple[float, LagReport, LagStatus] | None = None
         self.errors = 0
         self.duration_s = 0.0
+        self.up = False
 
     def evaluate(self, max_age: float = 0.0) -> tuple[LagReport, LagStatus]:
         with self.lock:
@@ -99,16 +100,24 @@ class LagMonitor:
     def close(self) -> None:
         self.admin.close()
 
+    def ready(self) -> bool:
+        """Whether the last evaluation read the group's lag."""
+        return self.up
+
     def exposition(self) -> str:
+        """The group's lag series, and ``lag_up{group}`` (0 while the broker cannot be read: the scrape
+        still succeeds, so an alert sees the exporter's verdict, not a failed scrape)."""
         exp = Exposition()
         try:
             report, status = self.evaluate(self.options.min_interval_s)
             lag_exposition(report, status, exp)
-        finally:
-            exp.add("lag_scrape_errors_total", "counter", "Evaluations that failed.", self.errors)
-            exp.add(
-                "lag_evaluation_duration_seconds", "gauge", "Time the last evaluation took.", self.duration_s
-            )
+            self.up = True
+        except UpsertKafkaOpsError:
+            self.up = False
+        exp.add("lag_up", "gauge", "1 when the lag was read at the last evaluation, else 0.", float(self.up),
+                {"group": self.group})  # fmt: skip
+        exp.add("lag_scrape_errors_total", "counter", "Evaluations that failed.", self.errors)
+        exp.add("lag_evaluation_duration_seconds", "gauge", "Time the last evaluation took.", self.duration_s)
         return exp.render()
 
 
@@ -127,10 +136,16 @@ class PipelineLagMonitor:
     memory, and in the window file as ``{"version": 1, "jobs": {name: window}}``)."""
 
     def __init__(
-        self, pipeline: Pipeline, jobs: list[str] | None = None, options: WatchOptions | None = None
+        self,
+        pipeline: Pipeline,
+        jobs: list[str] | None = None,
+        options: WatchOptions | None = None,
+        name: str = "pipeline",
     ) -> None:
         self.options = options or WatchOptions()
         self.pipeline = pipeline
+        #: the ``pipeline`` label of every series (the file's name without its suffix)
+        self.name = name
         self.names = list(jobs or [j.name for j in self.pipeline.jobs])
         for name in self.names:
             self.pipeline.job(name)  # unknown names fail here, naming the jobs there are
@@ -186,18 +201,27 @@ class PipelineLagMonitor:
         for admin in self.admins.values():
             admin.close()
 
+    def labels(self, job: str) -> dict[str, str]:
+        """A job's series labels: ``pipeline`` and ``pipeline_job`` (a ``job`` label would collide with
+        the scrape target's own, which Prometheus keeps, renaming ours ``exported_job``)."""
+        return {"pipeline": self.name, "pipeline_job": job}
+
+    def ready(self) -> bool:
+        """Whether the last evaluation read at least one job's lag."""
+        return self.last is not None and any(jl.report is not None for jl, _ in self.last[1])
+
     def exposition(self) -> str:
         exp = Exposition()
         jobs = self.evaluate(self.options.min_interval_s)
         for jl, status in jobs:
             if jl.report is not None:
-                lag_exposition(jl.report, status, exp, labels={"job": jl.job})
+                lag_exposition(jl.report, status, exp, labels=self.labels(jl.job))
         for jl, _ in jobs:
             exp.add("lag_up", "gauge", "1 when the job's lag was read at the last evaluation, else 0.",
-                    0.0 if jl.report is None else 1.0, {"job": jl.job})  # fmt: skip
+                    0.0 if jl.report is None else 1.0, self.labels(jl.job))  # fmt: skip
         for name in self.names:
             exp.add("lag_scrape_errors_total", "counter", "Evaluations that failed.", self.errors.get(name, 0),
-                    {"job": name})  # fmt: skip
+                    self.labels(name))  # fmt: skip
         exp.add("lag_evaluation_duration_seconds", "gauge", "Time the last evaluation took.", self.duration_s)
         return exp.render()
 
@@ -215,10 +239,17 @@ def serve(monitor: LagMonitor | PipelineLagMonitor, host: str, port: int) -> Thr
                 elif path == "/status":
                     doc = monitor.document(monitor.options.min_interval_s)
                     self._send(200, "application/json", json.dumps(doc, sort_keys=True))
-                elif path == "/healthz":
+                elif path == "/healthz":  # liveness: the process answers
                     self._send(200, "text/plain; charset=utf-8", "ok\n")
+                elif path == "/ready":  # the last evaluation read the broker
+                    ok = monitor.ready()
+                    self._send(
+                        200 if ok else 503, "text/plain; charset=utf-8", "ready\n" if ok else "not ready\n"
+                    )
                 else:
-                    self._send(404, "text/plain; charset=utf-8", "try /metrics, /status or /healthz\n")
+                    self._send(
+                        404, "text/plain; charset=utf-8", "try /metrics, /status, /ready or /healthz\n"
+                    )
             except UpsertKafkaOpsError as exc:
                 self._send(503, "text/plain; charset=utf-8", f"{exc}\n")
 

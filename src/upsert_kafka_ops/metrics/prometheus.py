@@ -92,7 +92,7 @@ def lag_exposition(
     """Per-partition and per-group lag of ``report``, and ``status`` when given. Partitions without a
     commit have no lag series (rather than NaN) but keep their offsets.
 
-    :param labels: added to every series (``{"job": name}`` for a pipeline's jobs)."""
+    :param labels: added to every series (``pipeline`` and ``pipeline_job`` for a pipeline's jobs)."""
     exp = _Labelled(exposition or Exposition(), labels) if labels else (exposition or Exposition())
     group = report.group or ""
     for p in report.partitions:
@@ -178,7 +178,7 @@ def run_result_exposition(result: Any, job: str, exposition: Exposition | None =
     start at 0 with each run, as Flink's counters do with each job start) and gauges."""
     data: Mapping[str, Any] = result.to_dict() if hasattr(result, "to_dict") else result
     exp = exposition or Exposition()
-    labels = {"job": job, "operation": str(data.get("operation", ""))}
+    labels = {"pipeline_job": job, "operation": str(data.get("operation", ""))}
     for key, help_text in _RUN_COUNTERS:
         exp.add(f"run_{key}_total", "counter", help_text, float(data.get(key, 0) or 0), labels)
     exp.add(
