@@ -254,3 +254,21 @@ def test_data_loss_is_at_least_warn_and_no_commit_is_notfound() -> None:
     assert "DATA LOSS on t[0]" in status.summary
     empty, _ = check(None, _report(100, None, 30))
     assert (empty.status, empty.summary) == ("NOTFOUND", "group 'g': NOTFOUND (no committed offsets)")
+
+
+def test_publish_jobs_have_no_lag_and_naming_one_says_so() -> None:
+    from pathlib import Path
+
+    from upsert_kafka_ops.errors import SpecError
+    from upsert_kafka_ops.jobs import Pipeline
+    from upsert_kafka_ops.jobs.lag import lag_jobs, pipeline_lag_names
+
+    demo = Pipeline.load(Path(__file__).parents[2] / "pipelines" / "demo.yaml")
+    assert lag_jobs(demo) == ["users-to-delta", "pageviews-per-region", "pageviews-per-page"]
+    assert pipeline_lag_names(demo) == pipeline_lag_names(demo, []) == lag_jobs(demo)
+    assert pipeline_lag_names(demo, ["pageviews-per-page"]) == ["pageviews-per-page"]
+    with pytest.raises(SpecError, match="'publish-users' is a publish job: it reads no topic") as info:
+        pipeline_lag_names(demo, ["publish-users"])
+    assert "users-to-delta" in (info.value.fix or "")
+    with pytest.raises(SpecError):
+        pipeline_lag_names(demo, ["nope"])

@@ -23,6 +23,7 @@ from upsert_kafka_ops.dagster._plan import (
 from upsert_kafka_ops.dagster.translator import DagsterUpsertKafkaTranslator
 from upsert_kafka_ops.errors import SpecError
 from upsert_kafka_ops.jobs.gates import LagCondition, LagGate, lag_gate, new_data
+from upsert_kafka_ops.jobs.lag import lag_jobs
 from upsert_kafka_ops.jobs.spec import Pipeline
 from upsert_kafka_ops.kafka.evaluation import STATUS_ORDER
 
@@ -292,14 +293,16 @@ def upsert_kafka_lag_checks(
     kafka_resources: Mapping[str, str] | None = None,
     blocking: bool = False,
 ) -> list[dg.AssetChecksDefinition]:
-    """A ``lag_within_threshold`` check on each job output: the job's offset lag and time lag (how
-    old the oldest unprocessed record is: freshness) against ``condition``. Severity WARN unless
-    ``blocking``."""
+    """A ``lag_within_threshold`` check on each output of a job that reads topics (not publish jobs):
+    the job's offset lag and time lag (how old the oldest unprocessed record is: freshness) against
+    ``condition``. Severity WARN unless ``blocking``."""
     pipe = load_pipeline(pipeline_file, pipeline)
     kres = dict(kafka_resources or {})
     check_kafka_resources(pipe, kres)
     out: list[dg.AssetChecksDefinition] = []
     for p in plan(pipe, jobs, translator or DagsterUpsertKafkaTranslator()):
+        if p.job not in lag_jobs(pipe):  # a publish job reads no topic: it has no lag
+            continue
         for key in p.output_keys:
             out.append(_lag_check(pipe, p.job, key, condition, kres, blocking))
     return out

@@ -27,7 +27,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from upsert_kafka_ops.errors import UpsertKafkaOpsError
+from upsert_kafka_ops.errors import SpecError, UpsertKafkaOpsError
 from upsert_kafka_ops.jobs.spec import (
     AppendSource,
     BackfillJob,
@@ -209,6 +209,27 @@ def _merge(reports: list[LagReport]) -> LagReport:
     )
 
 
+def lag_jobs(pipeline: Pipeline) -> list[str]:
+    """The jobs of ``pipeline`` that have a lag: those that read topics (a publish job reads a table's
+    change feed, so no consumer group of it ever exists)."""
+    return [j.name for j in pipeline.jobs if not isinstance(j, PublishJob)]
+
+
+def pipeline_lag_names(pipeline: Pipeline, jobs: Iterable[str] | None = None) -> list[str]:
+    """The jobs :func:`pipeline_lag` reports: ``jobs`` (checked: known, not publish jobs), else every
+    job with a lag."""
+    if jobs is None:
+        return lag_jobs(pipeline)
+    names = list(jobs) or lag_jobs(pipeline)
+    for name in names:
+        if isinstance(pipeline.job(name), PublishJob):  # unknown names fail in job() too
+            raise SpecError(
+                "job", f"{name!r} is a publish job: it reads no topic, so it has no lag.",
+                f"leave it out; the jobs with a lag are: {', '.join(lag_jobs(pipeline)) or 'none'}.",
+            )  # fmt: skip
+    return names
+
+
 def pipeline_lag(
     pipeline: Pipeline,
     jobs: Iterable[str] | None = None,
@@ -220,12 +241,13 @@ def pipeline_lag(
     timeout: float = 10.0,
     admins: dict[str, KafkaAdmin] | None = None,
 ) -> list[JobLag]:
-    """Every job's lag (or the named jobs', in the order given), one :class:`JobLag` each. A job whose
-    lag cannot be read carries the error instead of a report; the others are still read.
+    """Every job's lag (or the named jobs', in the order given), one :class:`JobLag` each; publish jobs
+    read no topic and have none (naming one is an error). A job whose lag cannot be read carries the
+    error instead of a report; the others are still read.
 
     :param history: points per job name (each job's ``LagWindow.points()``).
     """
-    names = list(jobs) if jobs is not None else [j.name for j in pipeline.jobs]
+    names = pipeline_lag_names(pipeline, jobs)
     specs = [pipeline.job(n) for n in names]  # unknown names fail before any broker call
     pool = admins if admins is not None else {}
     out: list[JobLag] = []

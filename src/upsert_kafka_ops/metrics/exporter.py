@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from upsert_kafka_ops.errors import SpecError, UpsertKafkaOpsError
-from upsert_kafka_ops.jobs.lag import JobLag, pipeline_lag
+from upsert_kafka_ops.jobs.lag import JobLag, pipeline_lag, pipeline_lag_names
 from upsert_kafka_ops.jobs.spec import Pipeline
 from upsert_kafka_ops.kafka.admin import Isolation, KafkaAdmin
 from upsert_kafka_ops.kafka.evaluation import EvaluationConfig, LagStatus, LagWindow, Schedule, check
@@ -146,9 +146,8 @@ class PipelineLagMonitor:
         self.pipeline = pipeline
         #: the ``pipeline`` label of every series (the file's name without its suffix)
         self.name = name
-        self.names = list(jobs or [j.name for j in self.pipeline.jobs])
-        for name in self.names:
-            self.pipeline.job(name)  # unknown names fail here, naming the jobs there are
+        # unknown names and publish jobs (no lag) fail here, naming the jobs there are
+        self.names = pipeline_lag_names(pipeline, jobs)
         self.admins: dict[str, KafkaAdmin] = {}
         self.config = self.options.evaluation
         self.window_file = self.options.window_file
