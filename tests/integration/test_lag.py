@@ -438,6 +438,15 @@ def test_cli_table_json_and_fail_on(
     assert len(json.loads(window.read_text())["partitions"][topic]["0"]["samples"]) == 2
     down = _cli("--bootstrap-servers", "127.0.0.1:1", "--group", group, "--timeout", "2")
     assert down.returncode == 2 and "127.0.0.1:1" in down.stderr
+    # a mistyped group is an error, not a NOTFOUND that passes --fail-on WARN
+    typo = _cli(
+        "--bootstrap-servers", kafka.bootstrap_servers, "--group", group + "-typo", "--fail-on", "WARN"
+    )
+    assert typo.returncode == 2 and f"consumer group '{group}-typo' does not exist" in typo.stderr
+    assert "--allow-missing-group" in typo.stderr
+    allowed = _cli("--bootstrap-servers", kafka.bootstrap_servers, "--group", group + "-typo", "--json",
+                   "--allow-missing-group")  # fmt: skip
+    assert allowed.returncode == 0 and json.loads(allowed.stdout)["status"]["status"] == "NOTFOUND"
 
 
 def test_prometheus_endpoint_is_scraped_over_http(

@@ -64,6 +64,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="the consumer's isolation level (default read_committed: lag against the last stable offset)")  # fmt: skip
     p.add_argument("--json", action="store_true", help="print a JSON document instead of a table")
     p.add_argument("--fail-on", choices=["WARN", "ERR"], help="exit 1 when the group status is this or worse")
+    p.add_argument("--allow-missing-group", action="store_true",
+                   help="report a group the cluster does not know as NOTFOUND (default: an error, exit 2)")  # fmt: skip
     p.add_argument("--window", type=Path,
                    help="JSON file keeping the evaluation window between runs (one per job with --pipeline)")  # fmt: skip
     p.add_argument("--no-time-lag", action="store_true", help="skip reading records (no time lag)")
@@ -187,6 +189,13 @@ def run(args: argparse.Namespace) -> int:
     if report_status is None:
         return code
     report, status = report_status
+    unknown = report.group_state == "DEAD" and all(p.committed is None for p in report.partitions)
+    if unknown and not args.allow_missing_group:  # most likely a typo: never a silent NOTFOUND that passes
+        where = args.bootstrap_servers or str(args.connection)
+        print(f"upsert-kafka-ops lag: error: consumer group {args.group!r} does not exist on {where} (no member, "
+              "no committed offset). Check its name, or give --allow-missing-group to report it as NOTFOUND.",
+              file=sys.stderr)  # fmt: skip
+        return 2
     if args.json:
         print(json.dumps(lag_document(report, status), sort_keys=True, indent=2))
     else:
