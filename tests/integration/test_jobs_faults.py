@@ -13,6 +13,7 @@ import random
 import re
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Callable
@@ -170,12 +171,23 @@ def test_two_runs_of_one_job_never_interleave(
     assert "is being written by another run" in err_b
     assert json.loads(out_b)["results"][0]["status"] == "failed"
 
-    # C waits for the lock while A is paused; A is released; both succeed, one after the other
+    # C waits for the lock while A is paused; A is released once C says it waits (not after a fixed
+    # sleep: a loaded machine starts C's JVM slower); both succeed, one after the other
     c = _cli(file, jars_dir, {})
-    time.sleep(5)
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(iter(c.stderr.readline, "")), daemon=True)  # type: ignore[union-attr]
+    reader.start()
+    deadline = time.monotonic() + 300
+    while not any("waiting for PostgreSQL advisory lock" in ln for ln in list(lines)):
+        assert c.poll() is None, "".join(lines)[-3000:]
+        assert time.monotonic() < deadline, "run C never said that it waits for the lock"
+        time.sleep(0.2)
     flag.touch()
     out_a, err_a = a.communicate(timeout=600)
-    out_c, err_c = c.communicate(timeout=600)
+    out_c = c.stdout.read() if c.stdout is not None else ""
+    c.wait(timeout=600)
+    reader.join(timeout=60)
+    err_c = "".join(lines)
     assert a.returncode == 0, err_a[-3000:]
     assert c.returncode == 0, err_c[-3000:]
     ra, rc = json.loads(out_a)["results"][0], json.loads(out_c)["results"][0]
