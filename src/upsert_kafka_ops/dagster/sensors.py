@@ -300,8 +300,9 @@ def upsert_kafka_lag_checks(
     kres = dict(kafka_resources or {})
     check_kafka_resources(pipe, kres)
     out: list[dg.AssetChecksDefinition] = []
+    with_lag = set(lag_jobs(pipe))  # a publish job reads no topic: it has no lag
     for p in plan(pipe, jobs, translator or DagsterUpsertKafkaTranslator()):
-        if p.job not in lag_jobs(pipe):  # a publish job reads no topic: it has no lag
+        if p.job not in with_lag:
             continue
         for key in p.output_keys:
             out.append(_lag_check(pipe, p.job, key, condition, kres, blocking))

@@ -166,13 +166,19 @@ def _submission(
     """The runtime with the job's secrets in its environment, the driver's job JSON, its folder."""
     import tempfile
 
-    portable, env = externalize_secrets(one)
-    rt = runtime.model_copy(update={"env": {**runtime.env, **env}}) if env else runtime
+    portable, rt = _with_secrets(one, runtime)
     payload: dict[str, Any] = {"pipeline": portable.to_json_dict(), "job": job}
     if mode is not None:
         payload["mode"] = mode
     folder = Path(workdir) if workdir is not None else Path(tempfile.mkdtemp(prefix=f"uko-{job}-"))
     return rt, payload, folder
+
+
+def _with_secrets(one: Pipeline, runtime: SparkSubmitRuntime) -> tuple[Pipeline, SparkSubmitRuntime]:
+    """``one`` with its secrets as environment references, and ``runtime`` with their values in its
+    environment (the driver's; redacted from spark-submit's output)."""
+    portable, env = externalize_secrets(one)
+    return portable, runtime.model_copy(update={"env": {**runtime.env, **env}}) if env else runtime
 
 
 def _job_result(envelope: dict[str, Any]) -> JobResult:
@@ -191,9 +197,6 @@ class SubmittedRun:
     job: str
     app_id: str
     rm_url: str
-
-    def to_dict(self) -> dict[str, str]:
-        return {"job": self.job, "app_id": self.app_id, "rm_url": self.rm_url}
 
 
 def submit_job(
@@ -223,7 +226,7 @@ def finish_job(pipeline: Pipeline, job: str, runtime: SparkSubmitRuntime, app: A
     :raises JobFailedError: when it did not succeed, with YARN's diagnostics and the driver's error."""
     from upsert_kafka_ops.runtime.submit import application_result
 
-    rt, _, _ = _submission(pipeline.only(job), job, None, runtime, workdir=Path("."))  # secrets to redact
+    _, rt = _with_secrets(pipeline.only(job), runtime)  # the secrets to redact from its messages
     return _job_result(application_result(rt, app))
 
 

@@ -483,8 +483,12 @@ def submit_application(
         log.info("submitted YARN application %s", ids[-1])
         return ids[-1]
     lines = list(output.tail)
-    what = "was stopped" if handle is not None and handle.killed else f"failed (exit {code})" if code else (
-        "named no YARN application")  # fmt: skip
+    if handle is not None and handle.killed:
+        what = "was stopped"
+    elif code:
+        what = f"failed (exit {code})"
+    else:
+        what = "named no YARN application"
     raise JobFailedError(
         f"spark-submit {what}; output in {workdir}.\n--- last {len(lines)} lines\n" + "\n".join(lines),
         driver_error=_driver_error(list(output.lines)),
