@@ -75,7 +75,10 @@ def test_users_to_delta_runs_in_airflow_standalone_with_a_deferral(
            "AIRFLOW__API__PORT": str(api), "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"http://127.0.0.1:{api}/execution/",
            "AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT": str(free_port()),
            "AIRFLOW__LOGGING__TRIGGER_LOG_SERVER_PORT": str(free_port()),
-           "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS": "true", "UKO_NEW_DATA_POLL_S": "2"}  # fmt: skip
+           "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS": "true", "UKO_NEW_DATA_POLL_S": "2",
+           # standalone's API server shares two cores with three other suites: its default 5 s
+           # answer time (5 tries) failed a finished task's state update once
+           "AIRFLOW__WORKERS__EXECUTION_API_TIMEOUT": "30"}  # fmt: skip
     log = home / "standalone.log"
     with open(log, "wb") as out:
         airflow = subprocess.Popen([str(BIN / "airflow"), "standalone"], env=env, cwd=home, stdout=out,
