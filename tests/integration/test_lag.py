@@ -82,22 +82,26 @@ def test_offset_lag_is_exact_per_partition_and_in_total(
     _commit(kafka, group, {(topic, 0): 4, (topic, 1): 7})
     report = group_lag(kafka.client_config(), group, isolation="read_committed", topics=[topic], timeout=10)
     lags = {p.partition: p.lag for p in report.partitions}
-    assert lags == {0: 6, 1: 0, 2: None}
-    assert report.total_lag == 6
+    assert lags == {0: 6, 1: 0, 2: 4}  # partition 2 has no commit: read from the earliest, all 4 wait
+    assert report.total_lag == 10
     p0, p1, p2 = report.partitions
     assert (p0.committed, p0.earliest, p0.end) == (4, 0, 10)
     assert p0.time_lag_method == "record" and p0.record_timestamp_ms == stamps[0][4] == base + 4
     assert p0.time_lag_s is not None
     assert abs(p0.time_lag_s - (report.observed_at - stamps[0][4] / 1000)) <= RECORD_TOLERANCE_S
     assert (p1.time_lag_s, p1.time_lag_method) == (0.0, "caught-up")
-    assert (p2.committed, p2.time_lag_method) == (None, "no-commit")  # a partition with no commit
+    # no commit: the time lag is the age of the first record its consumer would read
+    assert (p2.committed, p2.time_lag_method, p2.record_timestamp_ms) == (None, "record", stamps[2][0])
+    latest = group_lag(kafka.client_config(), group, isolation="read_committed", topics=[topic], timeout=10,
+                       uncommitted="latest")  # fmt: skip
+    assert [(p.lag, p.time_lag_method) for p in latest.partitions][2] == (0, "no-commit")
     assert report.group_state == "EMPTY" and report.group_members == 0
     # the same numbers from committed offsets of another source (e.g. a job's stored offsets)
     other = compute_lag(kafka.client_config(), {(topic, 0): 4, (topic, 2): 1}, isolation="read_uncommitted")
     assert [(p.partition, p.lag) for p in other.partitions] == [(0, 6), (2, 3)]
     # without --topic: every topic the group committed to, all its partitions
     everything = group_lag(kafka.client_config(), group, isolation="read_committed", fetch_records=False)
-    assert [(p.partition, p.lag) for p in everything.partitions] == [(0, 6), (1, 0), (2, None)]
+    assert [(p.partition, p.lag) for p in everything.partitions] == [(0, 6), (1, 0), (2, 4)]
 
 
 def test_offsets_requests_split_into_chunks_give_the_same_report(
@@ -119,8 +123,7 @@ def test_offsets_requests_split_into_chunks_give_the_same_report(
     chunked = group_lag(kafka.client_config(), group, isolation="read_committed", topics=topics)
     got = {(p.topic, p.partition): (p.committed, p.earliest, p.end, p.lag) for p in chunked.partitions}
     assert got == {
-        tp: (commits.get(tp), 0, n, None if tp not in commits else n - commits[tp])
-        for tp, n in counts.items()
+        tp: (commits.get(tp), 0, n, n if tp not in commits else n - commits[tp]) for tp, n in counts.items()
     }
     assert [p.record_timestamp_ms for p in chunked.partitions] == [
         p.record_timestamp_ms for p in whole.partitions
@@ -421,7 +424,7 @@ def test_cli_table_json_and_fail_on(
     table = _cli("--bootstrap-servers", kafka.bootstrap_servers, "--group", group)
     assert table.returncode == 0, table.stderr
     assert re.search(rf"^{topic}\s+0\s+3\s+8\s+5\s", table.stdout, re.M)
-    assert re.search(rf"^{topic}\s+1\s+-\s+0\s+-\s", table.stdout, re.M)
+    assert re.search(rf"^{topic}\s+1\s+-\s+0\s+0\s", table.stdout, re.M)  # no commit, nothing to read
     assert "lag 5 over 2 partitions, 1 without a commit" in table.stdout
     window = tmp_path / "window.json"
     args = ("--bootstrap-servers", kafka.bootstrap_servers, "--group", group, "--topic", topic, "--json",

@@ -28,6 +28,7 @@ from tests.integration.jobs_support import pipeline, produce, random_changes, so
 from tests.integration.test_lag import parse_exposition
 
 from upsert_kafka_ops.jobs import Pipeline, read_stored_offsets, run_job
+from upsert_kafka_ops.jobs.gates import new_data
 from upsert_kafka_ops.jobs.lag import job_lag, pipeline_lag
 from upsert_kafka_ops.kafka import group_lag
 from upsert_kafka_ops.local import LocalKafka
@@ -142,12 +143,13 @@ def test_topic_to_topic_lag_covers_every_source_from_the_jobs_group(
     assert {(x.topic, x.partition): x.lag for x in joined.report.partitions} == {
         (a, 0): 0, (a, 1): in_a[1] - 2, (b, 0): in_b[0] - 4,
     }  # fmt: skip
-    fresh = jobs["fresh"]  # never ran: every partition without a commit, nothing guessed
+    fresh = jobs["fresh"]  # never ran: no commit, every record from the earliest waits (as new_data says)
     assert fresh.offsets_from == "target" and fresh.stored_run is None and fresh.report is not None
     assert [(x.partition, x.committed, x.lag) for x in fresh.report.partitions] == [
-        (0, None, None),
-        (1, None, None),
+        (0, None, in_a[0]),
+        (1, None, in_a[1]),
     ]
+    assert new_data(p, "fresh").new_records == fresh.report.total_lag == sum(in_a.values())
 
 
 def _lag_cli(*args: str) -> subprocess.CompletedProcess[str]:
@@ -220,7 +222,8 @@ def test_lag_pipeline_cli_json_table_fail_on_and_the_job_labelled_endpoint(
         (s[0]["pipeline_job"], s[0]["partition"]): s[1]
         for s in families["upsert_kafka_ops_consumer_lag_records"]["samples"]
     }
-    assert lag == {("users", "0"): float(new[0]), ("users", "1"): float(new[1])}  # 'other' has no commit
+    # 'other' never ran and its topic is empty: nothing waits (NOTFOUND, not judged)
+    assert lag == {("users", "0"): float(new[0]), ("users", "1"): float(new[1]), ("other", "0"): 0.0}
     group_lag_samples = families["upsert_kafka_ops_consumer_group_lag_records"]["samples"]
     assert sorted((s[0]["pipeline_job"], s[1]) for s in group_lag_samples) == [
         ("other", 0.0),

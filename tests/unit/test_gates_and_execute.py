@@ -108,7 +108,7 @@ def _report(committed: list[int | None], end: list[int], time_lag: float | None 
             committed=c,
             earliest=0,
             end=e,
-            lag=None if c is None else e - c,
+            lag=e if c is None else e - c,  # no commit: everything from the earliest (0) waits
             time_lag_s=time_lag,
         )
         for i, (c, e) in enumerate(zip(committed, end, strict=True))

@@ -153,7 +153,7 @@ def _report(
     earliest: int = 0,
     topic_id: str = "id-1",
 ) -> LagReport:
-    lag = None if committed is None else max(0, end - committed)
+    lag = max(0, end - (earliest if committed is None else committed))
     p = PartitionLag(
         topic="t", partition=0, committed=committed, earliest=earliest, end=end, lag=lag,
         data_loss=committed is not None and committed < earliest,
@@ -232,7 +232,7 @@ def test_group_status_collapses_to_err_and_counts_complete() -> None:
     base = _report(500, 1000, 1300, owner="h/c")
     stalled = base.partitions[0]
     fine = replace(stalled, partition=1, committed=1300, lag=0, owner=None)
-    nothing = replace(stalled, partition=2, committed=None, lag=None, owner=None)
+    nothing = replace(stalled, partition=2, committed=None, earliest=0, end=0, lag=0, owner=None)
     report = replace(base, partitions=(stalled, fine, nothing))
     window = LagWindow()
     for i in range(1, 6):
@@ -252,8 +252,37 @@ def test_data_loss_is_at_least_warn_and_no_commit_is_notfound() -> None:
     status, _ = check(None, lost)
     assert status.partitions[0].status == "WARN" and "data loss" in status.partitions[0].reason
     assert "DATA LOSS on t[0]" in status.summary
-    empty, _ = check(None, _report(100, None, 30))
+    empty, _ = check(None, _report(100, None, 30, earliest=30))
     assert (empty.status, empty.summary) == ("NOTFOUND", "group 'g': NOTFOUND (no committed offsets)")
+
+
+def test_records_that_wait_without_a_commit_are_judged_by_how_long_they_waited() -> None:
+    # a consumer that never committed, with records to read (a job that never ran): no longer a
+    # NOTFOUND that passes --fail-on; WARN until a full window saw no commit, then STOP
+    config = EvaluationConfig(intervals=3)
+    window: LagWindow | None = None
+    seen = []
+    for i in range(4):
+        status, window = check(window, _report(100.0 + 60 * i, None, 30, earliest=10), config)
+        seen.append(status.partitions[0].status)
+        assert status.total_lag == 20
+    assert seen == ["WARN", "WARN", "STOP", "STOP"] and status.status == "ERR"
+    assert "20 records waited 180s over 3 observations and nothing was committed" in status.summary
+    assert window is not None and window.partitions[("t", 0)].waiting_since == 100.0
+    assert LagWindow.from_json(window.dumps()) == window  # kept across restarts
+    # the first commit ends the wait: judged by Burrow's rules from there
+    status, window = check(window, _report(400.0, 30, 30, earliest=10), config)
+    assert status.status == "OK" and window.partitions[("t", 0)].waiting_since is None
+    # a scheduled job: OK until the run due after the records were first seen is overdue
+    hourly = EvaluationConfig(intervals=3, schedule=Schedule(cron="0 * * * *", grace_s=60))
+    first = 3600.0 * 10 + 600  # 10:10; the 11:00 run is due, overdue after 11:01
+    states = [check(w, _report(first + dt, None, 5), hourly)[0].partitions[0] for w, dt in
+              ((None, 0), (None, 0))]  # fmt: skip
+    assert states[0].status == "OK" and "wait for the first scheduled run" in states[0].reason
+    window = None
+    for dt in (0, 1800, 3000, 3120):
+        status, window = check(window, _report(first + dt, None, 5), hourly)
+    assert status.partitions[0].status == "STOP" and "overdue by 60s" in status.partitions[0].reason
 
 
 def test_publish_jobs_have_no_lag_and_naming_one_says_so() -> None:

@@ -31,9 +31,10 @@ def _report() -> LagReport:
         observed_at=1000.0,
         partitions=(
             PartitionLag("t", 0, 5, 0, 12, 7, time_lag_s=2.5, time_lag_method="record"),
-            PartitionLag("t", 1, None, 0, 3, None, time_lag_method="no-commit"),
+            PartitionLag("t", 1, None, 3, 3, 0, time_lag_method="no-commit"),
+            PartitionLag("u", 0, None, 2, 9, 7, time_lag_s=4.0, time_lag_method="record"),
         ),
-        topics={"t": TopicInfo("t", "id", 2)},
+        topics={"t": TopicInfo("t", "id", 2), "u": TopicInfo("u", "id-u", 1)},
     )
 
 
@@ -51,7 +52,13 @@ def test_lag_exposition_text() -> None:
     assert (
         'upsert_kafka_ops_partition_end_offset{topic="t",partition="1",isolation="read_committed"} 3' in text
     )
-    assert 'upsert_kafka_ops_consumer_group_status{group="g\\"1",status="OK"} 1' in text
+    # a partition never committed, with records to read: its lag counts, it has no committed offset
+    assert 'upsert_kafka_ops_consumer_lag_records{group="g\\"1",topic="u",partition="0"} 7' in text
+    assert 'upsert_kafka_ops_consumer_lag_seconds{group="g\\"1",topic="u",partition="0"} 4' in text
+    committed = text.split("# HELP upsert_kafka_ops_consumer_committed_offset")[1].split("# HELP")[0]
+    assert 'topic="u"' not in committed and 'topic="t",partition="0"} 5' in committed
+    assert 'upsert_kafka_ops_consumer_group_lag_records{group="g\\"1"} 14' in text
+    assert 'upsert_kafka_ops_consumer_group_status{group="g\\"1",status="WARN"} 1' in text
     assert 'upsert_kafka_ops_consumer_group_status{group="g\\"1",status="ERR"} 0' in text
     assert text.endswith("\n") and "\n\n" not in text
 
@@ -88,7 +95,7 @@ def test_run_result_exposition_and_document() -> None:
     assert run_result_exposition(result.to_dict(), job="users-job").render() == text
     assert run_document(result)["result"]["records_in"] == 10
     doc = json.loads(json.dumps(lag_document(_report())))
-    assert doc["report"]["total_lag"] == 7 and doc["status"] is None and doc["version"] == 1
+    assert doc["report"]["total_lag"] == 14 and doc["status"] is None and doc["version"] == 1
 
 
 def test_lineage_dataset_names() -> None:

@@ -62,6 +62,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--isolation", choices=ISOLATIONS, default="read_committed",
                    help="the consumer's isolation level (default read_committed: lag against the last stable offset)")  # fmt: skip
+    p.add_argument("--uncommitted", choices=["earliest", "latest"], default="earliest",
+                   help="with --group: where a partition without a commit is read from, as the consumer's "
+                   "auto.offset.reset (default earliest: all its records wait)")  # fmt: skip
     p.add_argument("--json", action="store_true", help="print a JSON document instead of a table")
     p.add_argument("--fail-on", choices=["WARN", "ERR"], help="exit 1 when the group status is this or worse")
     p.add_argument("--allow-missing-group", action="store_true",
@@ -109,7 +112,8 @@ def watch_options(args: argparse.Namespace) -> WatchOptions:
         schedule = Schedule(interval_s=args.schedule_interval, grace_s=args.schedule_grace)
     evaluation = EvaluationConfig(intervals=args.intervals, allowed_lag=args.allowed_lag, schedule=schedule)
     return WatchOptions(isolation=args.isolation, time_lag=not args.no_time_lag, timeout_s=args.timeout,
-                        min_interval_s=args.min_interval, window_file=args.window, evaluation=evaluation)  # fmt: skip
+                        min_interval_s=args.min_interval, window_file=args.window, evaluation=evaluation,
+                        uncommitted=args.uncommitted)  # fmt: skip
 
 
 def group_monitor(args: argparse.Namespace) -> LagMonitor:
@@ -167,6 +171,10 @@ def _usage_error(args: argparse.Namespace) -> str | None:
             return "--group and --pipeline exclude each other (a pipeline's jobs have their own groups)"
         if args.topic:
             return "--topic does not apply to --pipeline (each job's source topics are used); use --job"
+        if args.uncommitted != "earliest":
+            return (
+                "--uncommitted does not apply to --pipeline (upsert-kafka jobs read from the earliest offset)"
+            )
         return None
     if args.job:
         return "--job needs --pipeline"

@@ -61,9 +61,8 @@ def new_data_from_report(job: str, report: LagReport) -> NewData:
     ends: dict[str, dict[str, int]] = {}
     for p in report.partitions:
         ends.setdefault(p.topic, {})[str(p.partition)] = p.end
-        waiting = p.end - p.earliest if p.committed is None else (p.lag or 0)  # never read: all of it
-        if waiting > 0:
-            parts.setdefault(p.topic, {})[str(p.partition)] = waiting
+        if p.lag > 0:  # a partition never read has all of it waiting (the report's one definition)
+            parts.setdefault(p.topic, {})[str(p.partition)] = p.lag
     never = bool(report.partitions) and all(p.committed is None for p in report.partitions)
     return NewData(job, sum(n for t in parts.values() for n in t.values()), parts, ends, never)
 
@@ -143,9 +142,7 @@ def judge(
     """Pure: observe ``report`` in ``window``, evaluate (Burrow) and compare with ``condition``."""
     status, updated = check(window, report, config)
     failures: list[str] = []
-    # a partition with no committed offset has everything from its earliest offset still to process
-    # (a job that never ran is not caught up); Burrow's status leaves such partitions unjudged
-    lag = report.total_lag + sum(p.end - p.earliest for p in report.partitions if p.committed is None)
+    lag = report.total_lag  # a partition never read counts from its earliest offset
     if condition.min_offset_lag is not None and lag < condition.min_offset_lag:
         failures.append(f"offset lag {lag} < {condition.min_offset_lag} wanted")
     if condition.max_offset_lag is not None and lag > condition.max_offset_lag:

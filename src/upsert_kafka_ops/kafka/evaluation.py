@@ -17,7 +17,8 @@ caller keeps: an Airflow trigger's kwargs, a Dagster cursor, the exporter's memo
 4. Schedule-aware mode for batch jobs: between runs the partition is OK when the last run ended
    caught up and the next run is not overdue; an overdue run is STOP.
 5. A topic whose id changed (deleted and recreated) starts a new window.
-6. Partitions with no commit are reported but not judged (Burrow never sees them).
+6. A partition with no commit and records to read (a job that never ran) is judged by how long they
+   have waited (:func:`evaluate_waiting`); one with nothing to read is reported, not judged.
 7. The "recent broker offsets" escape of the STOP rule looks at end offsets observed since the last
    sample only: observations can be minutes apart, so a ring of them reaches further back than
    Burrow's (refreshed every 10 s).
@@ -189,6 +190,40 @@ def evaluate_partition(
     return Verdict("OK", "consuming", complete)
 
 
+def evaluate_waiting(
+    waiting_since: float,
+    observations: int,
+    pending: int,
+    now: float,
+    *,
+    intervals: int,
+    schedule: Schedule | None = None,
+) -> Verdict:
+    """The status of a partition with ``pending`` records and no committed offset (its consumer never
+    committed: a job that never ran), first seen so at ``waiting_since`` and observed ``observations``
+    times since. A scheduled job is OK until its next run after that is overdue, then STOP; any other
+    consumer is WARN until a full window of observations saw no commit, then STOP."""
+    waited = now - waiting_since
+    complete = min(1.0, observations / intervals)
+    if schedule is not None:
+        due = schedule.due(waiting_since)
+        if now > due:
+            return Verdict(
+                "STOP",
+                f"{pending} records wait and no run committed an offset; the run due after they "
+                f"were first seen is overdue by {now - due:.0f}s",
+                complete,
+            )
+        return Verdict("OK", f"{pending} records wait for the first scheduled run", complete)
+    if observations >= intervals:
+        return Verdict(
+            "STOP",
+            f"{pending} records waited {waited:.0f}s over {observations} observations and nothing was committed",
+            complete,
+        )
+    return Verdict("WARN", f"{pending} records wait and nothing was committed yet", complete)
+
+
 # -- the window ------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class PartitionWindow:
@@ -198,6 +233,7 @@ class PartitionWindow:
     samples: tuple[Sample, ...] = ()
     broker_offsets: tuple[tuple[int, float], ...] = ()  # (end offset, observed at)
     points: tuple[tuple[int, float], ...] = ()
+    waiting_since: float | None = None  # first seen with records to read and no commit
 
     def recent_broker_offsets(self) -> list[int]:
         """End offsets observed since the last sample (Burrow's ring covers only the recent past)."""
@@ -254,6 +290,7 @@ class LagWindow:
                 "samples": [[s.offset, s.lag, s.ts] for s in w.samples],
                 "broker_offsets": [[o, t] for o, t in w.broker_offsets],
                 "points": [[o, t] for o, t in w.points],
+                **({"waiting_since": w.waiting_since} if w.waiting_since is not None else {}),
             }
         return {
             "version": WINDOW_VERSION,
@@ -284,6 +321,7 @@ class LagWindow:
                     ),
                     broker_offsets=tuple((int(o), float(t)) for o, t in w["broker_offsets"]),
                     points=tuple((int(o), float(t)) for o, t in w["points"]),
+                    waiting_since=None if w.get("waiting_since") is None else float(w["waiting_since"]),
                 )
         return cls(
             group=doc.get("group"),
@@ -310,7 +348,10 @@ def _observe_partition(
             samples = (*samples[:-1], replace(new, ts=last.ts))  # Burrow's min-distance
         else:
             samples = (*samples, new)[-cfg.intervals :]
-    return PartitionWindow(samples, broker, points)
+    waiting = None
+    if p.committed is None and p.lag > 0:
+        waiting = now if w.waiting_since is None else w.waiting_since
+    return PartitionWindow(samples, broker, points, waiting)
 
 
 # -- results -------------------------------------------------------------------------------------------
@@ -360,12 +401,11 @@ class LagStatus:
 
     @property
     def total_lag(self) -> int:
-        return sum(p.lag.lag for p in self.partitions if p.lag.lag is not None)
+        return sum(p.lag.lag for p in self.partitions)
 
     @property
     def max_lag(self) -> PartitionStatus | None:
-        judged = [p for p in self.partitions if p.lag.lag is not None]
-        return max(judged, key=lambda p: p.lag.lag or 0) if judged else None
+        return max(self.partitions, key=lambda p: p.lag.lag) if self.partitions else None
 
     @property
     def max_time_lag_s(self) -> float | None:
@@ -436,13 +476,19 @@ def evaluate(window: LagWindow, report: LagReport, config: EvaluationConfig | No
     for p in report.partitions:
         w = window.partitions.get(p.key, PartitionWindow())
         start, last = (w.samples[0], w.samples[-1]) if w.samples else (None, None)
-        if p.committed is None or p.lag is None:
+        if p.committed is None and (p.lag == 0 or w.waiting_since is None):
             out.append(PartitionStatus(p, "NOTFOUND", "no committed offset", 0.0, start, last))
             continue
-        v = evaluate_partition(
-            w.samples, w.recent_broker_offsets(), p.lag, now, allowed_lag=cfg.allowed_lag, intervals=cfg.intervals,
-            minimum_complete=cfg.minimum_complete, schedule=cfg.schedule,
-        )  # fmt: skip
+        if p.committed is None and w.waiting_since is not None:
+            seen = sum(1 for _, t in w.broker_offsets if t >= w.waiting_since)
+            v = evaluate_waiting(
+                w.waiting_since, seen, p.lag, now, intervals=cfg.intervals, schedule=cfg.schedule
+            )
+        else:
+            v = evaluate_partition(
+                w.samples, w.recent_broker_offsets(), p.lag, now, allowed_lag=cfg.allowed_lag,
+                intervals=cfg.intervals, minimum_complete=cfg.minimum_complete, schedule=cfg.schedule,
+            )  # fmt: skip
         if p.data_loss and STATUS_ORDER[v.status] < STATUS_ORDER["WARN"]:
             v = Verdict(
                 "WARN",

@@ -3,7 +3,10 @@
 :func:`compute_lag` takes committed offsets from anywhere (a consumer group, a job's stored offsets)
 as ``{(topic, partition): offset or None}``; :func:`group_lag` reads a group's offsets and calls it.
 
-Offset lag is ``end - committed`` clamped at 0. The committed offsets are read *before* the end
+Offset lag is ``end - committed`` clamped at 0. A partition with no commit is read from where its
+consumer would start (``uncommitted``): ``earliest`` (upsert-kafka always reads from the earliest
+offset, so a job that never ran has every record still to process: ``end - earliest``) or
+``latest`` (nothing to read until new records arrive). The committed offsets are read *before* the end
 offsets, so the race between the two reads can only overstate lag by records that arrived in
 between, never report a negative number. ``end`` is the last stable offset for ``read_committed``
 consumers and the high watermark for ``read_uncommitted`` ones (``isolation`` is always explicit).
@@ -42,13 +45,18 @@ from upsert_kafka_ops.spec.connection import KafkaConnection
 #: ``caught-up``: no lag; ``record``: the record at the committed offset; ``interpolated`` /
 #: ``extrapolated``: over recorded (end offset, time) points (the record was gone); ``next-record``:
 #: the record was gone and there were no points, so the next record's age is a lower bound;
-#: ``unknown``: no answer in time and no points; ``no-commit``: nothing committed.
+#: ``unknown``: no answer in time and no points; ``no-commit``: nothing committed and nothing to
+#: read (for a partition without a commit that has records to read, the time lag is that of the first
+#: record its consumer would read).
 TimeLagMethod = Literal[
     "caught-up", "record", "interpolated", "extrapolated", "next-record", "unknown", "no-commit"
 ]
 
 #: Resolution of a record timestamp (ms): the tolerance of a time lag read from the record itself.
 RECORD_TOLERANCE_S = 0.001
+
+#: Where a consumer without a committed offset starts (Kafka's ``auto.offset.reset``).
+Uncommitted = Literal["earliest", "latest"]
 
 Connection = Mapping[str, Any] | KafkaConnection | KafkaAdmin
 Points = Sequence[tuple[int, float]]
@@ -63,7 +71,7 @@ class PartitionLag:
     committed: int | None
     earliest: int
     end: int
-    lag: int | None
+    lag: int  # records to read: end - committed, or from where a consumer without a commit starts
     data_loss: bool = False
     records_lost: int = 0
     marker_only: bool = False
@@ -120,12 +128,11 @@ class LagReport:
 
     @property
     def total_lag(self) -> int:
-        return sum(p.lag for p in self.partitions if p.lag is not None)
+        return sum(p.lag for p in self.partitions)
 
     @property
     def max_lag(self) -> PartitionLag | None:
-        with_lag = [p for p in self.partitions if p.lag is not None]
-        return max(with_lag, key=lambda p: p.lag or 0) if with_lag else None
+        return max(self.partitions, key=lambda p: p.lag) if self.partitions else None
 
     @property
     def max_time_lag_s(self) -> float | None:
@@ -268,11 +275,14 @@ def compute_lag(
     now: float | None = None,
     timeout: float = 10.0,
     group_info: GroupInfo | None = None,
+    uncommitted: Uncommitted = "earliest",
 ) -> LagReport:
     """Lag of the given committed offsets (read them first: they must be older than the end offsets).
 
     :param connection: librdkafka settings, a ``KafkaConnection``, or a :class:`KafkaAdmin` to reuse.
     :param committed: ``{(topic, partition): offset}``; ``None`` for a partition with no commit.
+    :param uncommitted: where a partition with no commit is read from: ``earliest`` (its lag is
+        ``end - earliest``: everything waits) or ``latest`` (lag 0).
     :param isolation: the consumer's isolation level: ``read_committed`` measures against the last
         stable offset, ``read_uncommitted`` against the high watermark.
     :param fetch_records: read the record at each lagging committed offset (time lag, phantom
@@ -288,7 +298,17 @@ def compute_lag(
     try:
         topics = admin.describe_topics({t for t, _ in committed})
         return _compute(
-            admin, committed, topics, (), isolation, group, fetch_records, history, now, group_info
+            admin,
+            committed,
+            topics,
+            (),
+            isolation,
+            group,
+            fetch_records,
+            history,
+            now,
+            group_info,
+            uncommitted,
         )
     finally:
         if owned:
@@ -305,6 +325,7 @@ def group_lag(
     history: Mapping[TopicPartitionKey, Points] | None = None,
     now: float | None = None,
     timeout: float = 10.0,
+    uncommitted: Uncommitted = "earliest",
 ) -> LagReport:
     """Lag of a consumer group: every partition of ``topics`` (those without a commit too), or of every
     topic the group has committed offsets for. Topics the group committed to that no longer exist are
@@ -326,7 +347,17 @@ def group_lag(
                 (t, p): seen.get((t, p)) for t, i in sorted(described.items()) for p in range(i.partitions)
             }
         return _compute(
-            admin, committed, described, missing, isolation, group, fetch_records, history, now, info
+            admin,
+            committed,
+            described,
+            missing,
+            isolation,
+            group,
+            fetch_records,
+            history,
+            now,
+            info,
+            uncommitted,
         )
     finally:
         if owned:
@@ -344,6 +375,7 @@ def _compute(
     history: Mapping[TopicPartitionKey, Points] | None,
     now: float | None,
     group_info: GroupInfo | None,
+    uncommitted: Uncommitted,
 ) -> LagReport:
     unknown = sorted({t for (t, p) in committed if t in topics and p >= topics[t].partitions})
     if unknown:
@@ -352,17 +384,18 @@ def _compute(
     marks = admin.watermarks(parts, isolation=isolation)  # after the committed offsets, on purpose
     configs = admin.topic_configs(topics)
     observed = time.time() if now is None else now
-    lags: dict[TopicPartitionKey, tuple[int | None, bool, int]] = {}
+    lags: dict[TopicPartitionKey, tuple[int, bool, int]] = {}
     starts: dict[TopicPartitionKey, int] = {}
     for tp in parts:
         c = committed[tp]
         low, end = marks[tp]
-        if c is None:
-            lags[tp] = (None, False, 0)
-            continue
-        lost = max(0, low - c)
-        lags[tp] = (max(0, end - c), lost > 0, lost)
-        if end > c and fetch_records:
+        if c is None:  # read from where the consumer would start
+            lags[tp] = (max(0, end - low) if uncommitted == "earliest" else 0, False, 0)
+            c = low
+        else:
+            lost = max(0, low - c)
+            lags[tp] = (max(0, end - c), lost > 0, lost)
+        if lags[tp][0] > 0 and fetch_records:
             starts[tp] = max(c, low)
     probes = _read_first_records(admin, starts, isolation, time.monotonic() + admin.timeout)
     owners = group_info.owners if group_info is not None else {}
@@ -374,8 +407,8 @@ def _compute(
         points = [*(history or {}).get(tp, ()), (end, observed)]
         common = {"topic": tp[0], "partition": tp[1], "committed": c, "earliest": low, "end": end,
                   "data_loss": data_loss, "records_lost": lost, "owner": owners.get(tp)}  # fmt: skip
-        if c is None or lag is None:
-            out.append(PartitionLag(lag=None, time_lag_method="no-commit", **common))  # type: ignore[arg-type]
+        if c is None and lag == 0:
+            out.append(PartitionLag(lag=0, time_lag_method="no-commit", **common))  # type: ignore[arg-type]
             continue
         probe = probes.get(tp)
         if lag == 0 or (probe is not None and probe.eof):
@@ -386,7 +419,7 @@ def _compute(
                 )
             )  # fmt: skip
             continue
-        out.append(_with_time_lag(lag, c, probe, points, observed, common))
+        out.append(_with_time_lag(lag, low if c is None else c, probe, points, observed, common))
     return LagReport(
         group=group,
         isolation=isolation,

@@ -20,7 +20,7 @@ from upsert_kafka_ops.jobs.lag import JobLag, pipeline_lag, pipeline_lag_names
 from upsert_kafka_ops.jobs.spec import Pipeline
 from upsert_kafka_ops.kafka.admin import Isolation, KafkaAdmin
 from upsert_kafka_ops.kafka.evaluation import EvaluationConfig, LagStatus, LagWindow, Schedule, check
-from upsert_kafka_ops.kafka.lag import LagReport, group_lag
+from upsert_kafka_ops.kafka.lag import LagReport, Uncommitted, group_lag
 from upsert_kafka_ops.metrics.documents import jobs_lag_document, lag_document
 from upsert_kafka_ops.metrics.prometheus import CONTENT_TYPE, Exposition, lag_exposition
 from upsert_kafka_ops.spec.cadence import cron_expression
@@ -44,6 +44,8 @@ class WatchOptions:
     #: a JSON file keeping the evaluation window between processes
     window_file: Path | None = None
     evaluation: EvaluationConfig = field(default_factory=EvaluationConfig)
+    #: where a group's partition without a commit is read from (a pipeline's jobs: always earliest)
+    uncommitted: Uncommitted = "earliest"
 
 
 class LagMonitor:
@@ -82,6 +84,7 @@ class LagMonitor:
                 report = group_lag(
                     self.admin, self.group, isolation=self.options.isolation, topics=self.topics,
                     fetch_records=self.options.time_lag, history=self.window.points(),
+                    uncommitted=self.options.uncommitted,
                 )  # fmt: skip
             except UpsertKafkaOpsError:
                 self.errors += 1

@@ -89,8 +89,8 @@ def lag_exposition(
     *,
     labels: Mapping[str, str] | None = None,
 ) -> Exposition:
-    """Per-partition and per-group lag of ``report``, and ``status`` when given. Partitions without a
-    commit have no lag series (rather than NaN) but keep their offsets.
+    """Per-partition and per-group lag of ``report``, and ``status`` when given. A partition without a
+    commit has a lag series (the records its consumer would read) and no committed offset.
 
     :param labels: added to every series (``pipeline`` and ``pipeline_job`` for a pipeline's jobs)."""
     exp = _Labelled(exposition or Exposition(), labels) if labels else (exposition or Exposition())
@@ -101,29 +101,29 @@ def lag_exposition(
         exp.add("partition_end_offset", "gauge", "End offset: last stable offset for read_committed, else the high watermark.",
                 p.end, {**where, "isolation": report.isolation})  # fmt: skip
     for p in report.partitions:
-        if p.committed is None or p.lag is None:
-            continue
         labels = {"group": group, "topic": p.topic, "partition": str(p.partition)}
-        exp.add(
-            "consumer_committed_offset", "gauge", "Committed offset of the consumer.", p.committed, labels
-        )
         exp.add(
             "consumer_lag_records",
             "gauge",
-            "Offsets between the committed offset and the end offset.",
+            "Offsets between the committed offset (without one: the earliest) and the end offset.",
             p.lag,
             labels,
         )
-        exp.add("consumer_records_lost", "gauge", "Offsets deleted before they were consumed (earliest minus committed).",
-                p.records_lost, labels)  # fmt: skip
         if p.time_lag_s is not None:
             exp.add(
                 "consumer_lag_seconds",
                 "gauge",
-                "Age of the record at the committed offset.",
+                "Age of the record at the committed offset (without one: the first record to read).",
                 p.time_lag_s,
                 labels,
             )
+        if p.committed is None:
+            continue
+        exp.add(
+            "consumer_committed_offset", "gauge", "Committed offset of the consumer.", p.committed, labels
+        )
+        exp.add("consumer_records_lost", "gauge", "Offsets deleted before they were consumed (earliest minus committed).",
+                p.records_lost, labels)  # fmt: skip
     exp.add(
         "consumer_group_lag_records",
         "gauge",
