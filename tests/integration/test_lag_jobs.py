@@ -160,7 +160,7 @@ def _lag_cli(*args: str) -> subprocess.CompletedProcess[str]:
 def test_lag_pipeline_cli_json_table_fail_on_and_the_job_labelled_endpoint(
     kafka: LocalKafka, new_topic: Callable[..., str], spark: SparkSession, tmp_path: Path
 ) -> None:
-    from upsert_kafka_ops.metrics.exporter import PipelineLagMonitor, WatchOptions, serve
+    from upsert_kafka_ops.monitor.exporter import PipelineLagMonitor, WatchOptions, serve
 
     servers = kafka.bootstrap_servers
     topic, other = new_topic(partitions=2), new_topic(partitions=1)

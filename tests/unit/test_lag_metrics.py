@@ -8,18 +8,16 @@ import pytest
 
 from upsert_kafka_ops.engine.results import RunResult
 from upsert_kafka_ops.errors import SpecError
+from upsert_kafka_ops.jobs.datasets import kafka_dataset, postgres_dataset, table_dataset
 from upsert_kafka_ops.kafka.admin import TopicInfo
 from upsert_kafka_ops.kafka.evaluation import check
 from upsert_kafka_ops.kafka.lag import LagReport, PartitionLag, estimate_time
 from upsert_kafka_ops.metrics import (
     Exposition,
-    kafka_dataset,
     lag_document,
     lag_exposition,
-    postgres_dataset,
     run_document,
     run_result_exposition,
-    table_dataset,
 )
 from upsert_kafka_ops.spec.connection import KafkaConnection
 

@@ -16,7 +16,7 @@ import pytest
 
 from upsert_kafka_ops.jobs import Pipeline
 from upsert_kafka_ops.jobs.datasets import Dataset, job_datasets
-from upsert_kafka_ops.metrics.lineage import (
+from upsert_kafka_ops.jobs.lineage import (
     PRODUCER,
     RUN_EVENT_SCHEMA,
     FileTransport,

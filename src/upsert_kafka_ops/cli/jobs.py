@@ -96,8 +96,8 @@ def _emit(results: list[dict[str, Any]], as_json: bool) -> None:
 def _run_many(
     pipeline: Pipeline, names: list[str], mode: str | None, lock_timeout: float, remote: str | None = None
 ) -> list[dict[str, Any]]:
+    from upsert_kafka_ops.jobs.lineage import RunLineage
     from upsert_kafka_ops.jobs.run import run_job
-    from upsert_kafka_ops.metrics.lineage import RunLineage
     from upsert_kafka_ops.runtime import ConnectRuntime, build_spark_session
     from upsert_kafka_ops.runtime.execute import connect_session
 

@@ -7,10 +7,11 @@ Examples::
     upsert-kafka-ops lag --connection conn.yaml --group g --window state.json --fail-on WARN
     upsert-kafka-ops lag --bootstrap-servers broker:9092 --group g --serve --port 9308
     upsert-kafka-ops lag --pipeline pipelines/demo.yaml [--job NAME] [--json] [--serve --port 9308]
+    upsert-kafka-ops lag --pipeline a.yaml --pipeline b.yaml --window /var/lib/uko --serve
 
 With ``--pipeline`` each job's committed offsets are its warehouse target's stored offsets, or its
 consumer group ``upsert-kafka-ops.<job>`` (see :mod:`upsert_kafka_ops.jobs.lag`); the endpoint
-labels every series with ``job``.
+labels every series with ``pipeline`` and ``pipeline_job``.
 
 Exit codes: 0, or 1 when ``--fail-on`` is given and the group status (with ``--pipeline``: any
 job's) is at that level or worse, 2 when the lag could not be read (of any job) or on bad usage. ``--window FILE`` keeps Burrow's window between runs (plain JSON);
@@ -23,6 +24,7 @@ import argparse
 import json
 import sys
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -32,11 +34,17 @@ from upsert_kafka_ops.jobs.spec import Pipeline
 from upsert_kafka_ops.kafka.admin import ISOLATIONS
 from upsert_kafka_ops.kafka.evaluation import EvaluationConfig, LagStatus, Schedule
 from upsert_kafka_ops.kafka.lag import LagReport
-from upsert_kafka_ops.metrics.documents import jobs_lag_document, lag_document
-from upsert_kafka_ops.metrics.exporter import LagMonitor, PipelineLagMonitor, WatchOptions, serve
+from upsert_kafka_ops.metrics.documents import jobs_lag_document, lag_document, pipelines_lag_document
+from upsert_kafka_ops.monitor.exporter import (
+    LagMonitor,
+    PipelineLagMonitor,
+    PipelinesMonitor,
+    WatchOptions,
+    serve,
+)
 from upsert_kafka_ops.spec.connection import KafkaConnection
 
-Monitor = LagMonitor | PipelineLagMonitor
+Monitor = LagMonitor | PipelineLagMonitor | PipelinesMonitor
 
 
 def register(subparsers: Any) -> None:
@@ -53,8 +61,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     conn.add_argument(
         "--connection", type=Path, help="a KafkaConnection as JSON or YAML (secrets as references)"
     )
-    conn.add_argument("--pipeline", type=Path,
-                      help="every job of this pipeline file, with its connections (instead of --group)")  # fmt: skip
+    conn.add_argument("--pipeline", type=Path, action="append",
+                      help="every job of this pipeline file, with its connections (instead of --group); "
+                      "repeat to serve several files from one port")  # fmt: skip
     p.add_argument("--group", help="consumer group id (with --bootstrap-servers or --connection)")
     p.add_argument("--job", action="append", help="with --pipeline: only this job (repeat)")
     p.add_argument(
@@ -70,7 +79,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--allow-missing-group", action="store_true",
                    help="report a group the cluster does not know as NOTFOUND (default: an error, exit 2)")  # fmt: skip
     p.add_argument("--window", type=Path,
-                   help="JSON file keeping the evaluation window between runs (one per job with --pipeline)")  # fmt: skip
+                   help="JSON file keeping the evaluation window between runs (one per job with --pipeline); "
+                   "a directory (one file per pipeline, PIPELINE.json) with several --pipeline")  # fmt: skip
     p.add_argument("--no-time-lag", action="store_true", help="skip reading records (no time lag)")
     p.add_argument("--timeout", type=float, default=10.0, help="seconds per broker call (default 10)")
     p.add_argument("--allowed-lag", type=int, default=0, help="Burrow's allowed-lag (default 0)")
@@ -121,11 +131,23 @@ def group_monitor(args: argparse.Namespace) -> LagMonitor:
     return LagMonitor(_connection(args), args.group, args.topic, watch_options(args))
 
 
-def pipeline_monitor(args: argparse.Namespace) -> PipelineLagMonitor:
-    """The monitor of ``--pipeline``'s jobs (``--job`` to choose)."""
-    return PipelineLagMonitor(
-        Pipeline.load(args.pipeline), args.job, watch_options(args), name=Path(args.pipeline).stem
-    )
+def pipeline_monitor(args: argparse.Namespace) -> PipelineLagMonitor | PipelinesMonitor:
+    """The monitor of ``--pipeline``'s jobs (``--job`` to choose); of several files' jobs, each file's
+    windows in ``--window``'s directory as ``<pipeline>.json``."""
+    options = watch_options(args)
+    files: list[Path] = args.pipeline
+    folder = args.window if args.window is not None and (len(files) > 1 or args.window.is_dir()) else None
+    if folder is not None:
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise SpecError("--window", f"cannot create the folder {str(folder)!r}: {exc.strerror}.",
+                            "with several --pipeline, --window names a folder (one file per pipeline).") from None  # fmt: skip
+    monitors = []
+    for file in files:
+        own = replace(options, window_file=folder / f"{file.stem}.json") if folder is not None else options
+        monitors.append(PipelineLagMonitor(Pipeline.load(file), args.job, own))
+    return monitors[0] if len(monitors) == 1 else PipelinesMonitor(monitors)
 
 
 def _rows(status: LagStatus) -> list[str]:
@@ -171,6 +193,8 @@ def _usage_error(args: argparse.Namespace) -> str | None:
             return "--group and --pipeline exclude each other (a pipeline's jobs have their own groups)"
         if args.topic:
             return "--topic does not apply to --pipeline (each job's source topics are used); use --job"
+        if args.job and len(args.pipeline) > 1:
+            return "--job needs a single --pipeline (job names belong to one file)"
         if args.uncommitted != "earliest":
             return (
                 "--uncommitted does not apply to --pipeline (upsert-kafka jobs read from the earliest offset)"
@@ -229,8 +253,8 @@ def _evaluate(build: Callable[[argparse.Namespace], Monitor], args: argparse.Nam
 
 def _serve(monitor: Monitor, args: argparse.Namespace) -> int:
     server = serve(monitor, args.host, args.port)
-    if isinstance(monitor, PipelineLagMonitor):
-        what = f"{len(monitor.names)} jobs of {str(args.pipeline)!r}"
+    if isinstance(monitor, PipelineLagMonitor | PipelinesMonitor):
+        what = f"{len(monitor.names)} jobs of {', '.join(repr(str(f)) for f in args.pipeline)}"
     else:
         what = f"group {args.group!r}"
     print(
@@ -249,13 +273,21 @@ def _serve(monitor: Monitor, args: argparse.Namespace) -> int:
 
 
 def _run_pipeline(args: argparse.Namespace) -> int:
-    jobs, code = _evaluate(pipeline_monitor, args)
-    if jobs is None:
+    evaluation, code = _evaluate(pipeline_monitor, args)
+    if evaluation is None:
         return code
+    several = len(args.pipeline) > 1
+    by_file: list[tuple[str, list[tuple[JobLag, LagStatus | None]]]] = (
+        evaluation if several else [(Path(args.pipeline[0]).stem, evaluation)]
+    )
     if args.json:
-        print(json.dumps(jobs_lag_document(jobs), sort_keys=True, indent=2))
+        docs = {name: jobs_lag_document(jobs) for name, jobs in by_file}
+        doc = pipelines_lag_document(docs) if several else next(iter(docs.values()))
+        print(json.dumps(doc, sort_keys=True, indent=2))
     else:
-        sys.stdout.write(_jobs_table(jobs))
+        for name, jobs in by_file:
+            sys.stdout.write((f"PIPELINE {name}\n" if several else "") + _jobs_table(jobs))
+    jobs = [pair for _, pairs in by_file for pair in pairs]
     failed = [jl for jl, status in jobs if status is None]
     for jl in failed:
         print(f"upsert-kafka-ops: error: job {jl.job}: {jl.error}", file=sys.stderr)

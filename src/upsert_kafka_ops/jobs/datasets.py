@@ -3,7 +3,7 @@
 Names follow OpenLineage's conventions: a topic is namespace ``kafka://host:port`` (the first
 bootstrap server), name = the topic; a table is named by its location URI (``file``, ``s3://bucket``,
 ...) or ``postgres://host:port``. The job graph (``jobs.graph``), lineage events
-(``metrics.lineage``), Airflow's assets and Dagster's asset keys all use these names.
+(``jobs.lineage``), Airflow's assets and Dagster's asset keys all use these names.
 """
 
 from __future__ import annotations

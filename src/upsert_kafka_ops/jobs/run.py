@@ -20,6 +20,7 @@ from upsert_kafka_ops.jobs.publish import run_publish
 from upsert_kafka_ops.jobs.spec import Pipeline
 from upsert_kafka_ops.jobs.to_warehouse import run_materialize
 from upsert_kafka_ops.jobs.topic_to_topic import run_topic_to_topic
+from upsert_kafka_ops.metrics.run_export import export_run
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -78,10 +79,15 @@ def run_context(ctx: RunContext) -> JobResult:
     job = ctx.job
     log.info("job %s (%s): starting", job.name, job.kind)
     every = float(os.environ.get("UKO_PROGRESS_INTERVAL_S") or 10.0)
-    with ReadProgress(ctx.spark, f"job {job.name}", every=every):
-        result = KINDS[job.kind](ctx, job)
+    try:
+        with ReadProgress(ctx.spark, f"job {job.name}", every=every):
+            result = KINDS[job.kind](ctx, job)
+    except BaseException:
+        export_run(ctx.pipeline.name, job.name, None)  # run_success 0 where Prometheus reads it
+        raise
     result.duration_s = round(time.monotonic() - ctx.began, 3)
     result.spark_app_id = application_id(ctx.spark)
+    export_run(ctx.pipeline.name, job.name, result)
     log.info(
         "job %s: %s, run %s, %s records read, %s upserted, %s deleted, %s written in %.1f s",
         job.name,

@@ -658,6 +658,12 @@ class Pipeline(SpecModel):
     """A pipeline file: named connections and the jobs that use them."""
 
     version: Literal[1] = Field(default=1, description="Pipeline file format version.")
+    name: str | None = Field(
+        default=None,
+        pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$",
+        description="The pipeline's name: the `pipeline` label of its lag and run metrics. Default: "
+        "the file's name without its suffix.",
+    )
     connections: dict[str, KafkaConnection] = Field(description="Connection name -> Kafka connection.")
     jobs: list[Job] = Field(min_length=1, description="The jobs, each with a unique name.")
 
@@ -698,7 +704,9 @@ class Pipeline(SpecModel):
         """This pipeline reduced to one job and the connections it uses (what a driver receives)."""
         job = self.job(name)
         used = set(job.connections_used())
-        return Pipeline(connections={k: v for k, v in self.connections.items() if k in used}, jobs=[job])
+        return Pipeline(
+            name=self.name, connections={k: v for k, v in self.connections.items() if k in used}, jobs=[job]
+        )
 
     def with_connections(self, connections: Mapping[str, KafkaConnection]) -> Pipeline:
         """This pipeline with the named connections replaced (e.g. by ones built from an Airflow
@@ -748,8 +756,10 @@ class Pipeline(SpecModel):
                 data = json.loads(text)
             except ValueError as exc:
                 raise SpecError("pipeline", f"is not valid JSON: {exc}.") from None
-            return cls.model_validate(_expand(data, os.environ if env is None else env))
-        return cls.from_yaml(text, env)
+            pipeline = cls.model_validate(_expand(data, os.environ if env is None else env))
+        else:
+            pipeline = cls.from_yaml(text, env)
+        return pipeline if pipeline.name is not None else pipeline.model_copy(update={"name": p.stem})
 
     def to_json_dict(self) -> dict[str, Any]:
         """The JSON form (secrets stay references; an in-process secret is refused)."""

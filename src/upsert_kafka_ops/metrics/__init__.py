@@ -1,19 +1,18 @@
-"""Metrics export: Prometheus exposition, JSON documents, OpenLineage dataset names and run events.
+"""Metrics as Prometheus text and JSON documents, and each run's metrics handed to Prometheus.
 
-Stdlib only: importing this package needs neither pyspark nor prometheus_client.
+Stdlib only: importing this package needs neither pyspark nor prometheus_client (a Pushgateway push
+imports it). OpenLineage run events are :mod:`upsert_kafka_ops.jobs.lineage`; the lag exporter is
+:mod:`upsert_kafka_ops.monitor.exporter`.
 """
 
 from __future__ import annotations
 
-from upsert_kafka_ops.jobs.datasets import (
-    Dataset,
-    job_datasets,
-    kafka_dataset,
-    postgres_dataset,
-    table_dataset,
+from upsert_kafka_ops.metrics.documents import (
+    jobs_lag_document,
+    lag_document,
+    pipelines_lag_document,
+    run_document,
 )
-from upsert_kafka_ops.metrics.documents import jobs_lag_document, lag_document, run_document
-from upsert_kafka_ops.metrics.lineage import RunLineage, run_event, transport_from_env
 from upsert_kafka_ops.metrics.prometheus import (
     CONTENT_TYPE,
     Exposition,
@@ -23,18 +22,11 @@ from upsert_kafka_ops.metrics.prometheus import (
 
 __all__ = [
     "CONTENT_TYPE",
-    "Dataset",
     "Exposition",
-    "RunLineage",
-    "job_datasets",
     "jobs_lag_document",
-    "kafka_dataset",
     "lag_document",
     "lag_exposition",
-    "postgres_dataset",
+    "pipelines_lag_document",
     "run_document",
-    "run_event",
     "run_result_exposition",
-    "table_dataset",
-    "transport_from_env",
 ]

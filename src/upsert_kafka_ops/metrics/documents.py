@@ -48,3 +48,15 @@ def jobs_lag_document(jobs: Sequence[tuple[Any, LagStatus | None]]) -> dict[str,
             worst = level
         out.append(data)
     return {"version": DOCUMENT_VERSION, "kind": "jobs-lag", "status": worst, "jobs": out}
+
+
+def pipelines_lag_document(pipelines: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+    """Several pipeline files' jobs' lag: ``{"version", "kind": "pipelines-lag", "status", "pipelines":
+    {name: jobs-lag document}}``; the top ``status`` is the worst of theirs."""
+    worst = max((d["status"] for d in pipelines.values()), key=STATUS_ORDER.__getitem__, default="NOTFOUND")
+    return {
+        "version": DOCUMENT_VERSION,
+        "kind": "pipelines-lag",
+        "status": worst,
+        "pipelines": dict(pipelines),
+    }

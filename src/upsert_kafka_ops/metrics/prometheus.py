@@ -173,14 +173,52 @@ _RUN_COUNTERS = (
 )
 
 
-def run_result_exposition(result: Any, job: str, exposition: Exposition | None = None) -> Exposition:
-    """A run result (``engine.results.RunResult`` or its ``to_dict()``) as counters of that run (they
-    start at 0 with each run, as Flink's counters do with each job start) and gauges."""
+_JOB_COUNTERS = (
+    ("rows_upserted", "Rows inserted or updated in the target table."),
+    ("rows_deleted", "Rows deleted from the target table (tombstones folded into deletes)."),
+)
+
+
+def _job_figures(job: Mapping[str, Any]) -> dict[str, Any]:
+    """A ``JobResult`` dict in a ``RunResult``'s terms: its read figures, its writes, its offsets."""
+    read, write = job.get("read") or {}, job.get("write") or {}
+    return {
+        **{
+            k: v
+            for k, v in read.items()
+            if k in dict(_RUN_COUNTERS) or k in ("distinct_keys", "keys_in_several_partitions")
+        },
+        "operation": job.get("kind", ""),
+        "records_in": job.get("records_read", 0),
+        "records_out": job.get("records_written", 0),
+        "tombstones_out": job.get("tombstones_written", 0),
+        "bytes_out": write.get("bytes_out", read.get("bytes_out", 0)),
+        "rows_upserted": job.get("rows_upserted", 0),
+        "rows_deleted": job.get("rows_deleted", 0),
+        "duration_s": job.get("duration_s", 0.0),
+        "start_offsets": job.get("start_offsets") or {},
+        "end_offsets": job.get("end_offsets") or {},
+    }
+
+
+def run_result_exposition(
+    result: Any, job: str, exposition: Exposition | None = None, *, pipeline: str | None = None
+) -> Exposition:
+    """A run result (``engine.results.RunResult``, a ``jobs.JobResult``, or their ``to_dict()``) as
+    counters of that run (they start at 0 with each run, as Flink's counters do with each job start)
+    and gauges. A job's result is read as its source's read figures plus what it wrote."""
     data: Mapping[str, Any] = result.to_dict() if hasattr(result, "to_dict") else result
+    if "kind" in data and "operation" not in data:  # a JobResult
+        data = _job_figures(data)
     exp = exposition or Exposition()
     labels = {"pipeline_job": job, "operation": str(data.get("operation", ""))}
+    if pipeline is not None:
+        labels = {"pipeline": pipeline, **labels}
     for key, help_text in _RUN_COUNTERS:
         exp.add(f"run_{key}_total", "counter", help_text, float(data.get(key, 0) or 0), labels)
+    for key, help_text in _JOB_COUNTERS:
+        if key in data:
+            exp.add(f"run_{key}_total", "counter", help_text, float(data[key] or 0), labels)
     exp.add(
         "run_distinct_keys",
         "gauge",

@@ -158,7 +158,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             if not isinstance(spec, dict):
                 raise ValueError(f"{args.job}: the job JSON must be an object.")
             if args.function == DEFAULT_CALLABLE:
-                from upsert_kafka_ops.metrics.lineage import driver_lineage
+                from upsert_kafka_ops.jobs.lineage import driver_lineage
 
                 lineage = driver_lineage(spec)  # OpenLineage START/COMPLETE/FAIL, when configured
                 if lineage is not None:

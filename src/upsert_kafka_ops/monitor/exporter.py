@@ -19,9 +19,15 @@ from upsert_kafka_ops.errors import SpecError, UpsertKafkaOpsError
 from upsert_kafka_ops.jobs.lag import JobLag, pipeline_lag, pipeline_lag_names
 from upsert_kafka_ops.jobs.spec import Pipeline
 from upsert_kafka_ops.kafka.admin import Isolation, KafkaAdmin
-from upsert_kafka_ops.kafka.evaluation import EvaluationConfig, LagStatus, LagWindow, Schedule, check
+from upsert_kafka_ops.kafka.evaluation import (
+    EvaluationConfig,
+    LagStatus,
+    LagWindow,
+    Schedule,
+    check,
+)
 from upsert_kafka_ops.kafka.lag import LagReport, Uncommitted, group_lag
-from upsert_kafka_ops.metrics.documents import jobs_lag_document, lag_document
+from upsert_kafka_ops.metrics.documents import jobs_lag_document, lag_document, pipelines_lag_document
 from upsert_kafka_ops.metrics.prometheus import CONTENT_TYPE, Exposition, lag_exposition
 from upsert_kafka_ops.spec.cadence import cron_expression
 from upsert_kafka_ops.spec.connection import KafkaConnection
@@ -143,12 +149,12 @@ class PipelineLagMonitor:
         pipeline: Pipeline,
         jobs: list[str] | None = None,
         options: WatchOptions | None = None,
-        name: str = "pipeline",
+        name: str | None = None,
     ) -> None:
         self.options = options or WatchOptions()
         self.pipeline = pipeline
-        #: the ``pipeline`` label of every series (the file's name without its suffix)
-        self.name = name
+        #: the ``pipeline`` label of every series (the pipeline's name: its file's, without the suffix)
+        self.name = name or pipeline.name or "pipeline"
         # unknown names and publish jobs (no lag) fail here, naming the jobs there are
         self.names = pipeline_lag_names(pipeline, jobs)
         self.admins: dict[str, KafkaAdmin] = {}
@@ -214,6 +220,11 @@ class PipelineLagMonitor:
 
     def exposition(self) -> str:
         exp = Exposition()
+        self.add_series(exp)
+        return exp.render()
+
+    def add_series(self, exp: Exposition) -> None:
+        """Add this pipeline's series to ``exp`` (several pipelines share one exposition)."""
         jobs = self.evaluate(self.options.min_interval_s)
         for jl, status in jobs:
             if jl.report is not None:
@@ -224,13 +235,55 @@ class PipelineLagMonitor:
         for name in self.names:
             exp.add("lag_scrape_errors_total", "counter", "Evaluations that failed.", self.errors.get(name, 0),
                     self.labels(name))  # fmt: skip
-        exp.add("lag_evaluation_duration_seconds", "gauge", "Time the last evaluation took.", self.duration_s)
+        exp.add("lag_evaluation_duration_seconds", "gauge", "Time the last evaluation took.", self.duration_s,
+                {"pipeline": self.name})  # fmt: skip
+
+
+class PipelinesMonitor:
+    """Several pipeline files served from one port: each file's jobs labelled with its ``pipeline``
+    name (the file's name without its suffix, unique across the files)."""
+
+    def __init__(self, monitors: list[PipelineLagMonitor]) -> None:
+        names = [m.name for m in monitors]
+        twice = sorted({n for n in names if names.count(n) > 1})
+        if twice:
+            raise SpecError("pipeline", f"two pipeline files are named {twice[0]!r}: their series would mix.",
+                            "give each pipeline file its own name.")  # fmt: skip
+        self.monitors = monitors
+        self.options = monitors[0].options
+
+    @property
+    def names(self) -> list[str]:
+        return [f"{m.name}/{n}" for m in self.monitors for n in m.names]
+
+    def evaluate(self, max_age: float = 0.0) -> list[tuple[str, list[tuple[JobLag, LagStatus | None]]]]:
+        """Each pipeline's name with its jobs' lag and status."""
+        return [(m.name, m.evaluate(max_age)) for m in self.monitors]
+
+    def document(self, max_age: float = 0.0) -> dict[str, Any]:
+        """``{"version", "kind": "pipelines-lag", "status", "pipelines": {name: jobs-lag document}}``."""
+        return pipelines_lag_document({m.name: m.document(max_age) for m in self.monitors})
+
+    def ready(self) -> bool:
+        """Whether the last evaluation read at least one job's lag of every pipeline."""
+        return all(m.ready() for m in self.monitors)
+
+    def exposition(self) -> str:
+        exp = Exposition()
+        for m in self.monitors:
+            m.add_series(exp)
         return exp.render()
 
+    def close(self) -> None:
+        for m in self.monitors:
+            m.close()
 
-def serve(monitor: LagMonitor | PipelineLagMonitor, host: str, port: int) -> ThreadingHTTPServer:
-    """An HTTP server (not started) answering ``/metrics``, ``/status`` and ``/healthz``. A pipeline's
-    monitor labels every series with ``job``."""
+
+def serve(
+    monitor: LagMonitor | PipelineLagMonitor | PipelinesMonitor, host: str, port: int
+) -> ThreadingHTTPServer:
+    """An HTTP server (not started) answering ``/metrics``, ``/status``, ``/ready`` and ``/healthz``. A
+    pipeline's monitor labels every series with ``pipeline`` and ``pipeline_job``."""
 
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:
