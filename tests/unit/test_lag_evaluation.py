@@ -301,3 +301,21 @@ def test_publish_jobs_have_no_lag_and_naming_one_says_so() -> None:
     assert "users-to-delta" in (info.value.fix or "")
     with pytest.raises(SpecError):
         pipeline_lag_names(demo, ["nope"])
+
+
+def test_records_that_arrive_after_a_run_that_found_nothing_wait_for_the_next_tick() -> None:
+    # an hourly job's run that finds nothing new commits no new offset; records that arrive after it
+    # are due at the next tick after they were first seen, not at the tick after the last commit
+    hourly = EvaluationConfig(intervals=5, schedule=Schedule(cron="0 * * * *", grace_s=600))
+    ten = 3600.0 * 10
+    window = None
+    for ts, committed, end in ((ten + 5, 50, 50), (ten + 3605, 50, 50), (ten + 4200, 50, 58)):
+        status, window = check(window, _report(ts, committed, end), hourly)
+    assert window is not None and window.partitions[("t", 0)].waiting_since == ten + 4200
+    assert status.status == "OK"  # 11:10, not overdue: the 12:00 run takes them
+    late, _ = check(window, _report(ten + 2 * 3600 + 601, 50, 58), hourly)
+    assert late.partitions[0].status == "STOP" and "overdue by 1s" in late.partitions[0].reason
+    # by interval: the first run after they arrived (last run + whole intervals), then its grace
+    every = Schedule(interval_s=3600, grace_s=600)
+    assert every.due(ten, None) == ten + 4200
+    assert every.due(ten, ten + 4000) == ten + 2 * 3600 + 600

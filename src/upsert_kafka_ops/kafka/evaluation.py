@@ -27,6 +27,7 @@ caller keeps: an Airflow trigger's kwargs, a Dagster cursor, the exporter's memo
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
@@ -72,11 +73,15 @@ class Schedule:
     caught_up_lag: int = 0
     cron: str | None = None
 
-    def due(self, last_ts: float) -> float:
-        """When the run after one observed at ``last_ts`` is overdue."""
+    def due(self, last_ts: float, waiting_since: float | None = None) -> float:
+        """When the run after one observed at ``last_ts`` is overdue; with ``waiting_since`` (records
+        first seen waiting after it), the first run after they arrived: a run that found nothing new
+        commits no new offset, so records that came after it wait for the next tick, not for this one."""
+        since = last_ts if waiting_since is None else max(last_ts, waiting_since)
         if self.cron is not None:
-            return next_run(self.cron, last_ts) + self.grace_s
-        return last_ts + self.interval_s + self.grace_s
+            return next_run(self.cron, since) + self.grace_s
+        ticks = max(1, math.ceil((since - last_ts) / self.interval_s)) if self.interval_s > 0 else 1
+        return last_ts + ticks * self.interval_s + self.grace_s
 
 
 @dataclass(frozen=True)
@@ -148,6 +153,7 @@ def evaluate_partition(
     intervals: int | None = None,
     minimum_complete: float = 0.0,
     schedule: Schedule | None = None,
+    waiting_since: float | None = None,
 ) -> Verdict:
     """Burrow's status of one partition.
 
@@ -156,6 +162,8 @@ def evaluate_partition(
     :param current_lag: end offset minus the last committed offset now.
     :param now: evaluation time, epoch seconds (the samples' clock).
     :param intervals: window size; ``complete`` = samples / intervals (default: a full window).
+    :param waiting_since: when the partition was first seen behind since it was last seen caught up
+        (schedule-aware mode: records that arrived after a run wait for the next tick).
     """
     size = intervals or max(1, len(samples))
     if not samples:
@@ -167,7 +175,7 @@ def evaluate_partition(
         return Verdict("OK", f"lag {current_lag} within the allowed {allowed_lag}", complete)
     last = samples[-1]
     if schedule is not None:
-        due = schedule.due(last.ts)
+        due = schedule.due(last.ts, waiting_since)
         if now > due:
             return Verdict("STOP", f"the next scheduled run is overdue by {now - due:.0f}s", complete)
         if last.lag is not None and last.lag <= max(allowed_lag, schedule.caught_up_lag):
@@ -233,7 +241,9 @@ class PartitionWindow:
     samples: tuple[Sample, ...] = ()
     broker_offsets: tuple[tuple[int, float], ...] = ()  # (end offset, observed at)
     points: tuple[tuple[int, float], ...] = ()
-    waiting_since: float | None = None  # first seen with records to read and no commit
+    #: first seen behind (lag above the allowed) since last seen caught up; with no commit: since
+    #: first seen with records to read
+    waiting_since: float | None = None
 
     def recent_broker_offsets(self) -> list[int]:
         """End offsets observed since the last sample (Burrow's ring covers only the recent past)."""
@@ -348,8 +358,8 @@ def _observe_partition(
             samples = (*samples[:-1], replace(new, ts=last.ts))  # Burrow's min-distance
         else:
             samples = (*samples, new)[-cfg.intervals :]
-    waiting = None
-    if p.committed is None and p.lag > 0:
+    waiting = None  # since when records wait (reset whenever the partition is seen caught up)
+    if p.lag > cfg.allowed_lag:
         waiting = now if w.waiting_since is None else w.waiting_since
     return PartitionWindow(samples, broker, points, waiting)
 
@@ -488,6 +498,7 @@ def evaluate(window: LagWindow, report: LagReport, config: EvaluationConfig | No
             v = evaluate_partition(
                 w.samples, w.recent_broker_offsets(), p.lag, now, allowed_lag=cfg.allowed_lag,
                 intervals=cfg.intervals, minimum_complete=cfg.minimum_complete, schedule=cfg.schedule,
+                waiting_since=w.waiting_since,
             )  # fmt: skip
         if p.data_loss and STATUS_ORDER[v.status] < STATUS_ORDER["WARN"]:
             v = Verdict(
