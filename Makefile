@@ -18,6 +18,12 @@ TOOLS_DIR ?= $(HOME)/.cache/upsert-kafka-ops/tools
 HELM_BUILT := $(TOOLS_DIR)/helm-$(HELM_VERSION)/helm
 HELM := .tools/bin/helm
 GO ?= $(shell command -v go || echo /usr/local/go/bin/go)
+# Prometheus, promtool and the Pushgateway: Debian's packages, downloaded with apt-get and extracted
+# (no root, no service) once per machine into the user cache, linked into .tools/bin. The chart tests
+# check the alert rules with promtool; the monitoring test runs both servers.
+PROMETHEUS_DEB := 2.42.0+ds-5+deb12u1
+PUSHGATEWAY_DEB := 1.5.1-2+b5
+PROMETHEUS_BUILT := $(TOOLS_DIR)/prometheus-$(PROMETHEUS_DEB)/.extracted
 # Kerberos (GSSAPI) for the librdkafka clients: confluent-kafka built from source against a librdkafka
 # with Cyrus SASL (scripts/build-librdkafka.sh), once per machine into the user cache. make test needs
 # it (a real MIT KDC and a GSSAPI listener); make demo keeps the wheel.
@@ -29,7 +35,7 @@ FLINK_VENV := .venv-flink
 FLINK_STAMP := $(FLINK_VENV)/.installed-stamp
 FLINK_VERSION := 2.2.1
 
-.PHONY: help toolchain install jars flink yarn kerberos registry lint unit check helm chart integration test demo bench constraints clean
+.PHONY: help toolchain install jars flink yarn kerberos registry lint unit check helm prometheus chart integration test demo bench constraints clean
 
 help:
 	@echo "make demo   - install, fetch jars, run the main job on a local Kafka broker and local Spark"
@@ -100,9 +106,23 @@ $(HELM): $(HELM_BUILT)
 
 helm: $(HELM)
 
+$(PROMETHEUS_BUILT):
+	@command -v apt-get >/dev/null && command -v dpkg-deb >/dev/null || { echo "ERROR: apt-get and dpkg-deb (Debian) fetch Prometheus $(PROMETHEUS_DEB); or put prometheus, promtool and pushgateway on UKO_PROMETHEUS_BIN." >&2; exit 1; }
+	@rm -rf $(dir $@) && mkdir -p $(dir $@)/debs && chmod 777 $(dir $@)/debs
+	@$(TIMED) "prometheus download" bash -c 'cd $(dir $@)/debs && apt-get download -q "prometheus=$(PROMETHEUS_DEB)" "prometheus-pushgateway=$(PUSHGATEWAY_DEB)" 2>&1 | grep -v "^W: Download is performed unsandboxed" || true'
+	@for deb in $(dir $@)/debs/*.deb; do dpkg-deb -x $$deb $(dir $@); done
+	@test -x $(dir $@)/usr/bin/prometheus -a -x $(dir $@)/usr/bin/promtool -a -x $(dir $@)/usr/bin/prometheus-pushgateway || { echo "ERROR: the Prometheus packages did not download" >&2; exit 1; }
+	@rm -rf $(dir $@)/debs && touch $@
+
+prometheus: $(PROMETHEUS_BUILT)
+	@mkdir -p .tools/bin
+	@ln -sf $(dir $(PROMETHEUS_BUILT))usr/bin/prometheus .tools/bin/prometheus
+	@ln -sf $(dir $(PROMETHEUS_BUILT))usr/bin/promtool .tools/bin/promtool
+	@ln -sf $(dir $(PROMETHEUS_BUILT))usr/bin/prometheus-pushgateway .tools/bin/pushgateway
+
 # The chart: helm lint/template over a values matrix, kubernetes-validate, overlays, hadolint.
-chart: install $(HELM)
-	@$(TIMED) "chart tests" env UKO_HELM=$(CURDIR)/$(HELM) $(BIN)/pytest tests/helm
+chart: install $(HELM) prometheus
+	@$(TIMED) "chart tests" env UKO_HELM=$(CURDIR)/$(HELM) UKO_PROMETHEUS_BIN=$(CURDIR)/.tools/bin $(BIN)/pytest tests/helm
 
 # The local Schema Registry (Apicurio with its Confluent API, built with Maven into the jar cache once),
 # built before the suites start: the integration and conformance suites both use it.
@@ -111,8 +131,8 @@ registry: jars
 
 # The suites with real services, side by side in their own pytest processes (scripts/run-suites.sh);
 # the conformance suite compares the engine with real Flink.
-integration: jars flink kerberos registry yarn
-	@$(TIMED) "integration, conformance, airflow and dagster tests" env UKO_FLINK_PYTHON=$(CURDIR)/$(FLINK_VENV)/bin/python scripts/run-suites.sh $(BIN)/pytest build/test-logs
+integration: jars flink kerberos registry yarn prometheus
+	@$(TIMED) "integration, conformance, airflow and dagster tests" env UKO_FLINK_PYTHON=$(CURDIR)/$(FLINK_VENV)/bin/python UKO_PROMETHEUS_BIN=$(CURDIR)/.tools/bin scripts/run-suites.sh $(BIN)/pytest build/test-logs
 
 test: jars lint unit chart integration
 

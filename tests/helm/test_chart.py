@@ -15,7 +15,7 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from .conftest import CHART, KUBE_VERSION, VALUES, HelmError, helm, kinds_and_names, render
+from .conftest import CHART, KUBE_VERSION, ROOT, VALUES, HelmError, helm, kinds_and_names, render
 
 SERVICE_MONITOR_SCHEMA = json.loads(
     (Path(__file__).parent / "schemas" / "servicemonitor-monitoring.coreos.com-v1.json").read_text()
@@ -30,7 +30,13 @@ BASE = {
 EXPORTER = {("Deployment", f"{F}-lag-exporter"), ("Service", f"{F}-lag-exporter")}
 EXPECTED: dict[str, set[tuple[str, str]]] = {
     "minimal.yaml": BASE,
-    "sasl-inline.yaml": BASE | EXPORTER | {("ServiceMonitor", f"{F}-lag-exporter")},
+    "sasl-inline.yaml": BASE
+    | EXPORTER
+    | {
+        ("ServiceMonitor", f"{F}-lag-exporter"),
+        ("PrometheusRule", f"{F}-alerts"),
+        ("ConfigMap", f"{F}-dashboard"),
+    },
     "existing-secret.yaml": {
         ("ConfigMap", "uko-env"),
         ("ConfigMap", "uko-pipelines"),
@@ -44,6 +50,9 @@ EXPECTED: dict[str, set[tuple[str, str]]] = {
 def _validate(obj: dict[str, Any]) -> None:
     if obj["kind"] == "ServiceMonitor":
         jsonschema.validate(obj, SERVICE_MONITOR_SCHEMA)
+    elif obj["kind"] == "PrometheusRule":  # its spec is a Prometheus rule file: promtool checks it
+        assert obj["apiVersion"] == "monitoring.coreos.com/v1" and set(obj["spec"]) == {"groups"}
+        promtool_check_rules(obj["spec"])
     else:
         kubernetes_validate.validate(obj, KUBE_VERSION, strict=True)
 
@@ -126,36 +135,77 @@ def test_role_binds_the_driver_and_the_orchestrator_accounts() -> None:
         (f"{F}-spark", "uko"), ("airflow-worker", "uko"), ("dagster", "dagster")]  # fmt: skip
 
 
-def test_the_exporter_serves_every_pipeline_file_on_consecutive_ports() -> None:
+def test_one_exporter_serves_every_pipeline_file_on_one_port() -> None:
     objects = render(VALUES / "exporter-only.yaml")
     (deployment,) = [o for o in objects if o["kind"] == "Deployment"]
-    containers = deployment["spec"]["template"]["spec"]["containers"]
-    assert [c["args"][3] for c in containers] == [
-        f"/etc/upsert-kafka-ops/pipelines/{f}" for f in ("a.yaml", "b.yaml", "c.yaml")
-    ]
-    assert [c["ports"][0]["containerPort"] for c in containers] == [9400, 9401, 9402]
-    assert all(c["args"][:2] == ["lag", "--serve"] for c in containers)
+    (c,) = deployment["spec"]["template"]["spec"]["containers"]
+    assert c["args"][:2] == ["lag", "--serve"] and c["ports"] == [{"name": "metrics", "containerPort": 9400}]
     from upsert_kafka_ops.cli import build_parser
 
-    for c in containers:  # the image's entrypoint is upsert-kafka-ops: its own parser takes the args
-        args = build_parser().parse_args(c["args"])
-        assert args.serve and args.port == c["ports"][0]["containerPort"] and args.host == "0.0.0.0"
-        # each file's Burrow windows in its own file on the pod's volume: a container restart keeps them
-        mounts = {m["mountPath"] for m in c["volumeMounts"]}
-        assert (
-            args.window.parent.as_posix() in mounts
-            and args.window.name == f"lag-window-{containers.index(c)}.json"
-        )
-        # alive and ready while the process answers: a broker outage is the lag_up series, not a lost target
-        assert c["readinessProbe"]["httpGet"]["path"] == c["livenessProbe"]["httpGet"]["path"] == "/healthz"
+    args = build_parser().parse_args(c["args"])  # the image's entrypoint is upsert-kafka-ops: its parser
+    assert [str(f) for f in args.pipeline] == [
+        f"/etc/upsert-kafka-ops/pipelines/{f}" for f in ("a.yaml", "b.yaml", "c.yaml")
+    ]
+    assert (args.serve, args.port, args.host, args.schedule_grace) == (True, 9400, "0.0.0.0", 300.0)
+    # the Burrow windows (a file per pipeline in one folder) on the pod's volume: a restart keeps them
+    mounts = {m["mountPath"] for m in c["volumeMounts"]}
+    assert args.window.parent.as_posix() in mounts and args.window.name == "lag-windows"
+    # alive and ready while the process answers: a broker outage is the lag_up series, not a lost target
+    assert c["readinessProbe"]["httpGet"]["path"] == c["livenessProbe"]["httpGet"]["path"] == "/healthz"
     (service,) = [
         o for o in objects if o["kind"] == "Service" and o["metadata"]["name"].endswith("lag-exporter")
     ]
-    assert [p["port"] for p in service["spec"]["ports"]] == [9400, 9401, 9402]
-    mounted = {m["mountPath"] for m in containers[0]["volumeMounts"]}
-    assert "/etc/upsert-kafka-ops/pipelines" in mounted
-    env = {e["name"]: e["valueFrom"]["secretKeyRef"] for e in containers[0]["env"]}
+    assert service["spec"]["ports"] == [{"name": "metrics", "port": 9400, "targetPort": "metrics"}]
+    assert "/etc/upsert-kafka-ops/pipelines" in mounts
+    env = {e["name"]: e["valueFrom"]["secretKeyRef"] for e in c["env"]}
     assert env["UKO_KAFKA_PASSWORD"]["name"] == f"{F}-kafka"
+
+
+def promtool_check_rules(groups: dict[str, Any]) -> str:
+    """``promtool check rules`` over ``groups`` (Prometheus's own parser: PromQL, durations, templates)."""
+    import os
+    import subprocess
+    import tempfile
+
+    promtool = Path(os.environ.get("UKO_PROMETHEUS_BIN") or ROOT / ".tools" / "bin") / "promtool"
+    if not promtool.exists():
+        pytest.fail(f"promtool not found at {promtool}: run `make prometheus` or set UKO_PROMETHEUS_BIN.")
+    with tempfile.NamedTemporaryFile("w", suffix=".yaml") as rules:
+        yaml.safe_dump(groups, rules)
+        rules.flush()
+        done = subprocess.run([str(promtool), "check", "rules", rules.name], capture_output=True, text=True,
+                              timeout=60, check=False)  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done.stdout
+
+
+def test_alerts_and_dashboard_ship_as_prometheus_rule_and_sidecar_configmap() -> None:
+    objects = render(VALUES / "sasl-inline.yaml")
+    (rule,) = [o for o in objects if o["kind"] == "PrometheusRule"]
+    assert rule["metadata"]["labels"]["release"] == "prometheus"
+    shipped = yaml.safe_load((CHART / "files" / "alerts.yaml").read_text())
+    assert rule["spec"] == shipped  # the file, unchanged
+    names = {r["alert"] for g in shipped["groups"] for r in g["rules"]}
+    assert {"UpsertKafkaJobOverdue", "UpsertKafkaRecordsNeverRead", "UpsertKafkaRunFailed",
+            "UpsertKafkaLagUnreadable", "UpsertKafkaLagExporterDown"} <= names  # fmt: skip
+    assert all(
+        r["labels"]["severity"] in ("warning", "critical") for g in shipped["groups"] for r in g["rules"]
+    )
+    (board,) = [o for o in objects if o["kind"] == "ConfigMap" and o["metadata"]["name"] == f"{F}-dashboard"]
+    assert board["metadata"]["labels"]["grafana_dashboard"] == "1"
+    dashboard = json.loads(board["data"]["upsert-kafka-ops.json"])
+    assert dashboard == json.loads((CHART / "files" / "grafana-dashboard.json").read_text())
+    # every panel query is PromQL Prometheus parses (as recording rules, with the variables set to all)
+    exprs = [t["expr"] for p in dashboard["panels"] for t in p["targets"]]
+    assert len(exprs) >= 8 and all('pipeline=~"$pipeline"' in e for e in exprs)
+    records = [{"record": f"dashboard:panel_{i}", "expr": e.replace("$pipeline", ".*").replace("$job", ".*")}
+               for i, e in enumerate(exprs)]  # fmt: skip
+    assert f"SUCCESS: {len(records)} rules found" in promtool_check_rules(
+        {"groups": [{"name": "dashboard", "rules": records}]}
+    )
+    titles = {p["title"] for p in dashboard["panels"]}
+    assert {"Lag per job (records)", "Lag per partition", "Time lag per job", "Run outcome (1 = last run succeeded)",
+            "Run duration", "Records per run"} <= titles  # fmt: skip
 
 
 def test_the_spark_connect_server_listens_where_its_service_points() -> None:

@@ -126,22 +126,56 @@ class ServiceMonitor(_Values):
     )
 
 
+class PrometheusRule(_Values):
+    enabled: bool = Field(
+        default=False,
+        description="Create a Prometheus Operator PrometheusRule with the alerts of files/alerts.yaml (job "
+        "overdue, records never read, lag not decreasing, offset rewound, records lost, run failed, lag "
+        "unreadable, exporter down).",
+    )
+    labels: dict[str, str] = Field(
+        default_factory=dict, description="Extra labels, e.g. the release label your Prometheus selects rules by."
+    )
+
+
+class GrafanaDashboard(_Values):
+    enabled: bool = Field(
+        default=False,
+        description="Create a ConfigMap with the Grafana dashboard of files/grafana-dashboard.json, for "
+        "Grafana's dashboard sidecar.",
+    )
+    labels: dict[str, str] = Field(
+        default_factory=lambda: {"grafana_dashboard": "1"},
+        description="Labels the sidecar selects ConfigMaps by (its `label` and `labelValue`).",
+    )
+
+
 class LagExporter(_Values):
     enabled: bool = Field(
         default=False,
-        description="Run upsert-kafka-ops lag --serve over every job of each pipeline file (one container "
-        "per file, on consecutive ports).",
+        description="Run upsert-kafka-ops lag --serve over every job of every pipeline file, from one "
+        "container on one port (each series labelled with its pipeline and pipeline_job).",
     )
-    port: int = Field(default=9308, ge=1, le=65000, description="Port of the first pipeline file's endpoint.")
+    port: int = Field(default=9308, ge=1, le=65000, description="Port of the metrics endpoint.")
     min_interval: float = Field(
         default=15.0,
         gt=0,
         description="Seconds between evaluations (--min-interval), whatever the scrape rate.",
     )
+    schedule_grace: float = Field(
+        default=300.0,
+        ge=0,
+        description="Seconds a job's scheduled run may be late before it is overdue (STOP) "
+        "(--schedule-grace; a job's cadence is its schedule: in the pipeline file).",
+    )
     resources: dict[str, Any] = Field(
-        default_factory=dict, description="Container resources (requests/limits) of each exporter container."
+        default_factory=dict, description="Container resources (requests/limits) of the exporter container."
     )
     service_monitor: ServiceMonitor = Field(default_factory=ServiceMonitor, description="The ServiceMonitor.")
+    prometheus_rule: PrometheusRule = Field(default_factory=PrometheusRule, description="The alert rules.")
+    grafana_dashboard: GrafanaDashboard = Field(
+        default_factory=GrafanaDashboard, description="The Grafana dashboard."
+    )
 
 
 class SparkConnect(_Values):
