@@ -1,6 +1,6 @@
 """Local services for development, demos and tests: a real Kafka broker, a real PostgreSQL, a real
 Schema-Registry-compatible server, a real MIT KDC, a Spark standalone cluster and a Spark Connect
-server, a Spark History Server and a one-node YARN on 127.0.0.1."""
+server, a Spark History Server, a one-node YARN, and Prometheus with a Pushgateway on 127.0.0.1."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from upsert_kafka_ops.local.kafka import LocalKafka
 from upsert_kafka_ops.local.kdc import LocalKdc
 from upsert_kafka_ops.local.postgres import LocalPostgres
 from upsert_kafka_ops.local.process import free_port
+from upsert_kafka_ops.local.prometheus import LocalPrometheus, LocalPushgateway
 from upsert_kafka_ops.local.schema_registry import LocalSchemaRegistry
 from upsert_kafka_ops.local.spark_cluster import LocalSparkCluster, spark_home
 from upsert_kafka_ops.local.spark_connect import LocalSparkConnect
@@ -18,6 +19,8 @@ __all__ = [
     "LocalKafka",
     "LocalKdc",
     "LocalPostgres",
+    "LocalPrometheus",
+    "LocalPushgateway",
     "LocalSchemaRegistry",
     "LocalSparkCluster",
     "LocalSparkConnect",

@@ -216,4 +216,4 @@ class LocalPrometheus(_Server):
 def _open(url: str, timeout: float) -> Any:
     import urllib.request
 
-    return urllib.request.urlopen(url, timeout=timeout)  # noqa: S310 (a local http URL)
+    return urllib.request.urlopen(url, timeout=timeout)
