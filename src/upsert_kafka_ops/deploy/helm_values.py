@@ -134,7 +134,8 @@ class PrometheusRule(_Values):
         "unreadable, exporter down).",
     )
     labels: dict[str, str] = Field(
-        default_factory=dict, description="Extra labels, e.g. the release label your Prometheus selects rules by."
+        default_factory=dict,
+        description="Extra labels, e.g. the release label your Prometheus selects rules by.",
     )
 
 
