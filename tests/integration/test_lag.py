@@ -515,5 +515,5 @@ def test_a_group_exporter_without_its_broker_answers_up_0_and_not_ready() -> Non
         monitor.close()
     assert ready.value.code == 503
     assert families["upsert_kafka_ops_lag_up"]["samples"] == [({"group": "g"}, 0.0)]
-    assert families["upsert_kafka_ops_lag_scrape_errors_total"]["samples"][0][1] == 1.0
+    assert families["upsert_kafka_ops_lag_scrape_errors_total"]["samples"][0][1] >= 1.0  # renewed meanwhile
     assert "upsert_kafka_ops_consumer_lag_records" not in families

@@ -300,3 +300,38 @@ def test_openlineage_events_come_from_the_cli_run_not_from_run_job(
         assert e["job"]["namespace"] == "upsert-kafka-ops"
     assert "no-such-topic" in fail["run"]["facets"]["errorMessage"]["message"]
     assert fail["inputs"] == [{"namespace": f"kafka://{host_port}", "name": "no-such-topic"}]
+
+
+def test_a_rebuild_starts_the_jobs_window_over_instead_of_paging_rewind(
+    kafka: LocalKafka, new_topic: Callable[..., str], spark: SparkSession, tmp_path: Path
+) -> None:
+    from upsert_kafka_ops.kafka.evaluation import check
+    from upsert_kafka_ops.monitor.exporter import PipelineLagMonitor, WatchOptions
+
+    servers = kafka.bootstrap_servers
+    topic = new_topic(partitions=1)
+    produce(servers, topic, random_changes(random.Random(11), 40, 10))
+    back = {"name": "rebuild", "kind": "backfill", "source": source(topic, servers), "rewind": True,
+            "target": {"kind": "delta", "path": str(tmp_path / "users")}, "until": {"offsets": {topic: {"0": 10}}}}  # fmt: skip
+    p = pipeline(servers, [_materialize(servers, topic, tmp_path / "users"), back])
+    run_job(p, "users", spark=spark)
+    window = tmp_path / "windows.json"
+    monitor = PipelineLagMonitor(
+        p, ["users"], WatchOptions(min_interval_s=0, time_lag=False, window_file=window)
+    )
+    try:
+        ((first, status),) = monitor.evaluate()
+        assert (first.stored_run, first.stored_mode, status.status) == (1, "full", "OK")
+        run_job(p, "rebuild", spark=spark)  # a planned backfill takes the target back to offset 10
+        ((again, status),) = monitor.evaluate()
+    finally:
+        monitor.close()
+    assert (again.stored_run, again.stored_mode) == (2, "full")
+    assert again.report is not None and again.report.total_lag == 30
+    assert status.worst != "REWIND", status.summary
+    assert [s.offset for s in monitor.windows["users"].partitions[(topic, 0)].samples] == [10]
+    assert json.loads(window.read_text())["runs"] == {"users": 2}  # a restarted exporter knows it too
+    # the same two observations in one window: Burrow's REWIND, which the reset spared the on-call
+    assert first.report is not None
+    replay, _ = check(check(None, first.report)[1], again.report)
+    assert replay.worst == "REWIND"

@@ -90,7 +90,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         type=float,
         help="batch job cadence in seconds (schedule-aware mode); a pipeline job's own schedule: wins",
     )
-    p.add_argument("--schedule-grace", type=float, default=0.0, help="grace after the cadence before STOP")
+    p.add_argument("--schedule-grace", type=float, default=0.0,
+                   help="seconds a scheduled run may be late before STOP (a job's schedule: or --schedule-interval)")  # fmt: skip
     p.add_argument("--serve", action="store_true", help="serve /metrics (Prometheus) and /status (JSON)")
     p.add_argument("--host", default="127.0.0.1", help="address to serve on (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=9308, help="port to serve on (default 9308)")
@@ -120,7 +121,8 @@ def watch_options(args: argparse.Namespace) -> WatchOptions:
     schedule = None
     if args.schedule_interval:
         schedule = Schedule(interval_s=args.schedule_interval, grace_s=args.schedule_grace)
-    evaluation = EvaluationConfig(intervals=args.intervals, allowed_lag=args.allowed_lag, schedule=schedule)
+    evaluation = EvaluationConfig(intervals=args.intervals, allowed_lag=args.allowed_lag, schedule=schedule,
+                                  schedule_grace_s=args.schedule_grace)  # fmt: skip
     return WatchOptions(isolation=args.isolation, time_lag=not args.no_time_lag, timeout_s=args.timeout,
                         min_interval_s=args.min_interval, window_file=args.window, evaluation=evaluation,
                         uncommitted=args.uncommitted)  # fmt: skip

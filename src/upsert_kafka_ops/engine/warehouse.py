@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import threading
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -65,6 +66,12 @@ def target_columns(table: UpsertKafkaTable) -> list[tuple[str, SqlType]]:
 
 
 # -- Delta ----------------------------------------------------------------------------------------
+#: Delta reads a commit's transaction id and user metadata (the stored offsets) from the session's
+#: conf, which every thread of the process shares: two jobs committing at once in one session would
+#: each take the other's offsets. One commit at a time per process.
+_COMMIT_CONF_LOCK = threading.RLock()
+
+
 @contextmanager
 def _delta_commit_confs(spark: SparkSession, app_id: str, version: int, metadata: str) -> Iterator[None]:
     confs = {
@@ -72,13 +79,14 @@ def _delta_commit_confs(spark: SparkSession, app_id: str, version: int, metadata
         "spark.databricks.delta.write.txnVersion": str(version),
         "spark.databricks.delta.commitInfo.userMetadata": metadata,
     }
-    for k, v in confs.items():
-        spark.conf.set(k, v)
-    try:
-        yield
-    finally:  # session-wide: the next write in this session must not reuse them
-        for k in confs:
-            spark.conf.unset(k)
+    with _COMMIT_CONF_LOCK:
+        for k, v in confs.items():
+            spark.conf.set(k, v)
+        try:
+            yield
+        finally:  # session-wide: the next write in this session must not reuse them
+            for k in confs:
+                spark.conf.unset(k)
 
 
 def _sql_string(value: str) -> str:

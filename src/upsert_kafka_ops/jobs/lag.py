@@ -2,7 +2,8 @@
 
 - A materialize or backfill job with a warehouse target: the offsets the target stores with its data
   (:func:`~upsert_kafka_ops.jobs.state.read_stored_offsets`, read without Spark). They are the
-  authoritative ones: the consumer group is only committed after the target's commit.
+  authoritative ones: the consumer group is only committed after the target's commit. A table on
+  object storage (whose state needs Spark here) falls back to that consumer group.
 - Every other job (topic-to-topic, publish, a backfill into a topic): the job's consumer group
   ``upsert-kafka-ops.<job>``.
 
@@ -34,11 +35,10 @@ from upsert_kafka_ops.jobs.spec import (
     MaterializeJob,
     Pipeline,
     PublishJob,
-    TopicSink,
     TopicToTopicJob,
     UpsertSource,
 )
-from upsert_kafka_ops.jobs.state import read_stored_offsets
+from upsert_kafka_ops.jobs.state import StoredState, read_stored_offsets, readable_here
 from upsert_kafka_ops.kafka.admin import Isolation, KafkaAdmin, TopicPartitionKey
 from upsert_kafka_ops.kafka.lag import LagReport, Points, compute_lag, group_lag
 from upsert_kafka_ops.spec.connection import for_table
@@ -60,6 +60,8 @@ class JobLag:
     report: LagReport | None
     error: str | None = None
     stored_run: int | None = None
+    #: the stored run's mode: ``full`` for a rebuild from the earliest offset (a backfill, mode full)
+    stored_mode: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -69,15 +71,17 @@ class JobLag:
             "group": self.group,
             "target": self.target,
             "stored_run": self.stored_run,
+            "stored_mode": self.stored_mode,
             "error": self.error,
             "report": None if self.report is None else self.report.to_dict(),
         }
 
 
 def offsets_from(job: AnyJob) -> OffsetsFrom:
-    """``target`` for a warehouse target's stored offsets, else ``consumer-group``."""
-    target = getattr(job, "target", None)
-    if isinstance(job, MaterializeJob | BackfillJob) and not isinstance(target, TopicSink):
+    """``target`` for a warehouse target's stored offsets, else ``consumer-group``. A target whose
+    state cannot be read without Spark (a table on object storage) falls back to the job's consumer
+    group, which a materialize run commits right after the target."""
+    if isinstance(job, MaterializeJob | BackfillJob) and readable_here(job):
         return "target"
     return "consumer-group"
 
@@ -136,7 +140,8 @@ def job_lag(
         clients are closed before returning.
     :raises TopicNotFoundError: when a named source topic does not exist.
     """
-    return _job_lag(pipeline, pipeline.job(job), isolation, fetch_records, history, now, timeout, admins)[0]
+    report, _ = _job_lag(pipeline, pipeline.job(job), isolation, fetch_records, history, now, timeout, admins)
+    return report
 
 
 def _job_lag(
@@ -148,7 +153,7 @@ def _job_lag(
     now: float | None,
     timeout: float,
     admins: dict[str, KafkaAdmin] | None,
-) -> tuple[LagReport, int | None]:
+) -> tuple[LagReport, StoredState | None]:
     pool = admins if admins is not None else {}
 
     by_conn = source_topics(spec)
@@ -177,7 +182,7 @@ def _job_lag(
             report = compute_lag(a, committed, isolation=isolation, group=None, fetch_records=fetch_records,
                                  history=history, now=now)  # fmt: skip
             report = dataclasses.replace(report, missing_topics=missing)
-            return report, stored.run if stored is not None else None
+            return report, stored
         if not by_conn:  # a publish job reads no topic: whatever its group committed (normally nothing)
             sink = spec.sink if isinstance(spec, PublishJob | TopicToTopicJob) else None
             conn = sink.connection if sink is not None else next(iter(pipeline.connections))
@@ -257,12 +262,13 @@ def pipeline_lag(
             base = JobLag(job=spec.name, kind=spec.kind, offsets_from=offsets_from(spec),
                           group=spec.consumer_group, target=getattr(target, "uri", None), report=None)  # fmt: skip
             try:
-                report, run = _job_lag(pipeline, spec, isolation, fetch_records, (history or {}).get(spec.name),
+                report, stored = _job_lag(pipeline, spec, isolation, fetch_records, (history or {}).get(spec.name),
                                        now, timeout, pool)  # fmt: skip
             except UpsertKafkaOpsError as exc:
                 out.append(dataclasses.replace(base, error=str(exc)))
                 continue
-            out.append(dataclasses.replace(base, report=report, stored_run=run))
+            out.append(dataclasses.replace(base, report=report, stored_run=stored.run if stored else None,
+                                           stored_mode=stored.mode if stored else None))  # fmt: skip
     finally:
         if admins is None:
             for a in pool.values():

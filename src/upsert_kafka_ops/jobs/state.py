@@ -187,6 +187,19 @@ def read_postgres_state(conn: Any, offsets_table: str, target: str) -> StoredSta
     )
 
 
+def readable_here(job: Any) -> bool:
+    """Whether :func:`read_stored_offsets` can read ``job``'s target state without Spark: PostgreSQL,
+    and Delta or Parquet tables on the local file system (an object-store path needs Spark here)."""
+    from upsert_kafka_ops.jobs.spec import DeltaTarget, ParquetTarget, PostgresTarget
+
+    target = getattr(job, "target", None)
+    if isinstance(target, PostgresTarget):
+        return True
+    if isinstance(target, DeltaTarget | ParquetTarget):
+        return "://" not in target.path or urlparse(target.path).scheme == "file"
+    return False
+
+
 def read_stored_offsets(job: Any) -> StoredState | None:
     """The stored state of a materialize or backfill job's warehouse target, read without Spark
     (``None`` before the first successful run). Topic targets and topic-to-topic jobs keep no

@@ -96,6 +96,8 @@ class EvaluationConfig:
     expire_s: float = 7 * 24 * 3600.0
     lookup_size: int = 60
     schedule: Schedule | None = None
+    #: how late a job's own scheduled run may be (a pipeline job's ``schedule:``; ``schedule`` has its own)
+    schedule_grace_s: float = 0.0
 
     def __post_init__(self) -> None:
         if self.intervals < 1 or self.lookup_size < 2:

@@ -60,6 +60,7 @@ class _Server:
         return self.dir / "server.log"
 
     def _launch(self, cmd: list[str], ready_path: str, timeout: float) -> None:
+        self.dir.mkdir(parents=True, exist_ok=True)
         with open(self.log_file, "ab") as out:
             self._proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                           cwd=self.dir, start_new_session=True)  # fmt: skip
@@ -161,6 +162,7 @@ class LocalPrometheus(_Server):
 
     def start(self, timeout: float = 60.0) -> LocalPrometheus:
         self.port = self.port or free_port()
+        self.dir.mkdir(parents=True, exist_ok=True)
         conf = self.dir / "prometheus.yml"
         conf.write_text(json.dumps(self.config(), indent=2))  # JSON is YAML
         cmd = [binary("prometheus"), f"--config.file={conf}", f"--storage.tsdb.path={self.dir / 'data'}",

@@ -8,6 +8,7 @@ The ``upsert-kafka-ops lag --serve`` command and the Helm chart's exporter run t
 from __future__ import annotations
 
 import json
+import logging
 import threading
 import time
 from dataclasses import dataclass, field, replace
@@ -31,6 +32,8 @@ from upsert_kafka_ops.metrics.documents import jobs_lag_document, lag_document, 
 from upsert_kafka_ops.metrics.prometheus import CONTENT_TYPE, Exposition, lag_exposition
 from upsert_kafka_ops.spec.cadence import cron_expression
 from upsert_kafka_ops.spec.connection import KafkaConnection
+
+log = logging.getLogger("upsert_kafka_ops.lag")
 
 #: Version of a pipeline's window file (each job's window inside is a LagWindow's JSON).
 JOBS_WINDOW_VERSION = 1
@@ -132,12 +135,18 @@ class LagMonitor:
 
 def job_evaluation(config: EvaluationConfig, job: Any) -> EvaluationConfig:
     """How one job of a pipeline is judged: ``config``, with the job's own ``schedule:`` as its cadence
-    when it has one (a batch job is OK between runs and STOP once the run after its last is overdue;
-    the process's grace still applies), else the process's cadence, if any."""
+    when it has one (a batch job is OK between runs and STOP once the run after its last is overdue,
+    ``schedule_grace_s`` late), else the process's cadence, if any."""
     if getattr(job, "schedule", None) is None:
         return config
-    grace = config.schedule.grace_s if config.schedule is not None else 0.0
-    return replace(config, schedule=Schedule(cron=cron_expression(job.schedule), grace_s=grace))
+    schedule = Schedule(cron=cron_expression(job.schedule), grace_s=config.schedule_grace_s)
+    return replace(config, schedule=schedule)
+
+
+def rebuilt(last_run: int | None, job: JobLag) -> bool:
+    """Whether ``job``'s target was rebuilt from the earliest offset (a full run or a backfill) since
+    the stored run ``last_run`` its window last saw: the window starts over, as for a new job."""
+    return last_run is not None and job.stored_run not in (None, last_run) and job.stored_mode == "full"
 
 
 class PipelineLagMonitor:
@@ -161,12 +170,15 @@ class PipelineLagMonitor:
         self.config = self.options.evaluation
         self.window_file = self.options.window_file
         self.windows: dict[str, LagWindow] = {}
+        #: the stored run each job's window last saw (a rebuild after it starts the window over)
+        self.runs: dict[str, int] = {}
         if self.window_file is not None and self.window_file.is_file():
             doc = json.loads(self.window_file.read_text() or "{}")
             if doc and (doc.get("version") != JOBS_WINDOW_VERSION or "jobs" not in doc):
                 raise SpecError("window_file", f"{str(self.window_file)!r} does not hold the windows of a pipeline's jobs.",
                                 "give the pipeline its own window file.")  # fmt: skip
             self.windows = {str(k): LagWindow.from_json(v) for k, v in doc.get("jobs", {}).items()}
+            self.runs = {str(k): int(v) for k, v in doc.get("runs", {}).items()}
         self.lock = threading.Lock()
         self.last: tuple[float, list[tuple[JobLag, LagStatus | None]]] | None = None
         self.errors: dict[str, int] = dict.fromkeys(self.names, 0)
@@ -189,6 +201,10 @@ class PipelineLagMonitor:
                     self.errors[jl.job] = self.errors.get(jl.job, 0) + 1
                     out.append((jl, None))
                     continue
+                if rebuilt(self.runs.get(jl.job), jl):  # planned: its offsets may go back, no REWIND page
+                    self.windows.pop(jl.job, None)
+                if jl.stored_run is not None:
+                    self.runs[jl.job] = jl.stored_run
                 config = job_evaluation(self.config, self.pipeline.job(jl.job))
                 status, self.windows[jl.job] = check(self.windows.get(jl.job), jl.report, config)
                 out.append((jl, status))
@@ -196,6 +212,7 @@ class PipelineLagMonitor:
                 doc = {
                     "version": JOBS_WINDOW_VERSION,
                     "jobs": {n: w.to_json() for n, w in sorted(self.windows.items())},
+                    "runs": dict(sorted(self.runs.items())),
                 }
                 self.window_file.write_text(json.dumps(doc, sort_keys=True, separators=(",", ":")))
             self.duration_s = time.monotonic() - started
@@ -283,14 +300,20 @@ def serve(
     monitor: LagMonitor | PipelineLagMonitor | PipelinesMonitor, host: str, port: int
 ) -> ThreadingHTTPServer:
     """An HTTP server (not started) answering ``/metrics``, ``/status``, ``/ready`` and ``/healthz``. A
-    pipeline's monitor labels every series with ``pipeline`` and ``pipeline_job``."""
+    pipeline's monitor labels every series with ``pipeline`` and ``pipeline_job``.
+
+    ``/metrics`` answers from the last evaluation, which a background thread renews every
+    ``min_interval_s``: a scrape never waits on the broker, so while the broker is unreachable (each
+    call timing out) the scrape still succeeds in time and shows ``lag_up`` 0, the series an alert
+    needs, instead of a scrape that times out and leaves no series at all."""
+    latest = _LatestExposition(monitor)
 
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:
             path = self.path.split("?", 1)[0]
             try:
                 if path == "/metrics":
-                    self._send(200, CONTENT_TYPE, monitor.exposition())
+                    self._send(200, CONTENT_TYPE, latest.text())
                 elif path == "/status":
                     doc = monitor.document(monitor.options.min_interval_s)
                     self._send(200, "application/json", json.dumps(doc, sort_keys=True))
@@ -319,6 +342,44 @@ def serve(
         def log_message(self, format: str, *args: Any) -> None:  # no access log on stderr
             return
 
-    server = ThreadingHTTPServer((host, port), Handler)
+    server = _Server((host, port), Handler, latest)
     server.daemon_threads = True
     return server
+
+
+class _LatestExposition:
+    """The exposition of the last evaluation, renewed by a daemon thread every ``min_interval_s``."""
+
+    def __init__(self, monitor: LagMonitor | PipelineLagMonitor | PipelinesMonitor) -> None:
+        self.monitor = monitor
+        self.stopped = threading.Event()
+        self.ready = threading.Event()
+        self.lock = threading.Lock()
+        self.latest = ""
+        threading.Thread(target=self._renew, name="lag-evaluation", daemon=True).start()
+
+    def _renew(self) -> None:
+        while not self.stopped.is_set():
+            try:
+                text = self.monitor.exposition()
+                with self.lock:
+                    self.latest = text
+            except Exception:  # an unexpected failure: logged, the last text stays, the loop goes on
+                log.exception("lag evaluation failed")
+            self.ready.set()
+            self.stopped.wait(max(self.monitor.options.min_interval_s, 0.5))
+
+    def text(self) -> str:
+        self.ready.wait(timeout=120)  # the first evaluation, once
+        with self.lock:
+            return self.latest
+
+
+class _Server(ThreadingHTTPServer):
+    def __init__(self, address: tuple[str, int], handler: Any, latest: _LatestExposition) -> None:
+        super().__init__(address, handler)
+        self.latest = latest
+
+    def server_close(self) -> None:
+        self.latest.stopped.set()
+        super().server_close()
