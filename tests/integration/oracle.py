@@ -27,15 +27,15 @@ class Record:
 
 
 def read_all(bootstrap: str, topics: Iterable[str]) -> list[Record]:
-    """Every record of the topics, up to their current end offsets."""
+    """Every record the topics hold (from each partition's log start), up to their current end offsets."""
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "oracle", "enable.auto.commit": False,
                          "isolation.level": "read_committed"})  # fmt: skip
     try:
         md = consumer.list_topics(timeout=10)
-        tps = [TopicPartition(t, p, 0) for t in topics for p in md.topics[t].partitions]
-        ends = {(tp.topic, tp.partition): consumer.get_watermark_offsets(tp, timeout=10)[1] for tp in tps}
-        want = sum(ends.values())
-        consumer.assign(tps)
+        parts = [(t, p) for t in topics for p in md.topics[t].partitions]
+        marks = {tp: consumer.get_watermark_offsets(TopicPartition(*tp), timeout=10) for tp in parts}
+        want = sum(high - low for low, high in marks.values())
+        consumer.assign([TopicPartition(t, p, marks[(t, p)][0]) for t, p in parts])
         out: list[Record] = []
         while len(out) < want:
             msg = consumer.poll(10)

@@ -32,6 +32,9 @@ def kafka(jars_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
 
 @pytest.fixture(scope="session")
 def spark(jars_dir: Path) -> Iterator[SparkSession]:
-    session = build_spark_session(jars_dir=jars_dir, app_name="upsert-kafka-ops-monitoring-tests")
+    # a small driver: this suite runs beside the integration, Airflow and conformance suites, whose
+    # drivers take a quarter of the machine each (a default-sized one here ran the machine out of memory)
+    session = build_spark_session(jars_dir=jars_dir, app_name="upsert-kafka-ops-monitoring-tests",
+                                  extra={"spark.driver.memory": "1g"})  # fmt: skip
     yield session
     session.stop()

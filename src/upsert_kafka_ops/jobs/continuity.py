@@ -61,9 +61,10 @@ def topic_ids(conn: KafkaConnection, topics: list[str]) -> dict[str, str]:
         return admin.topic_ids(topics)
 
 
-def check_stored(table: Any, conn: KafkaConnection, stored: st.StoredState) -> str:
-    """Fail when the stored offsets cannot continue; return why the run must rebuild instead
-    (a tombstone may have been compacted away since the last run), or ''."""
+def check_stored(table: Any, conn: KafkaConnection, stored: st.StoredState, on_reset: str = "fail") -> str:
+    """Why the run must rebuild instead of continuing the stored offsets (a tombstone may have been
+    compacted away since the last run; with ``on_reset="rebuild"``, offsets the topic no longer
+    holds), or ''. Offsets the topic no longer holds fail by default: a person decides."""
     from upsert_kafka_ops.kafka import offsets as ko
     from upsert_kafka_ops.kafka.admin import KafkaAdmin
 
@@ -71,35 +72,17 @@ def check_stored(table: Any, conn: KafkaConnection, stored: st.StoredState) -> s
     with KafkaAdmin(conn) as admin:
         ids = admin.topic_ids(topics) if topics else {}
         configs = admin.topic_configs(topics) if topics else {}
-    for t, old in sorted(dict(stored.extra.get("topic_ids", {})).items()):
-        if t in ids and ids[t] != old:
-            raise OffsetsError(
-                f"topic {t} was deleted and created again (topic id {old} is now {ids[t]}): the stored offsets "
-                "belong to the old topic. Rebuild the target: run with mode full."
-            )
-
     config = conn.to_librdkafka()
     parts = ko.topic_partitions(config, topics=table.topic, pattern=table.topic_pattern)
     earliest = ko.earliest_offsets(config, parts)
     latest = ko.end_offsets(config, parts, read_committed=False)
-    for tp, off in sorted(stored.offsets.items()):
-        t, p = tp
-        if tp not in latest:
-            raise OffsetsError(
-                f"stored offsets name {t}[{p}], which the topic no longer has (deleted or recreated). "
-                "Rebuild the target: run with mode full."
-            )
-        if off > latest[tp]:
-            raise OffsetsError(
-                f"stored offset {off} of {t}[{p}] is beyond its end offset {latest[tp]}: the topic was "
-                "recreated or truncated. Rebuild the target: run with mode full."
-            )
-        if off < earliest[tp]:
-            raise OffsetsError(
-                f"stored offset {off} of {t}[{p}] is below its log start offset {earliest[tp]}: records were "
-                "deleted (retention or DeleteRecords) before this job read them. Rebuild the target from the "
-                "topic: run with mode full."
-            )
+    problem = _reset_problem(stored, ids, earliest, latest)
+    if problem and on_reset == "rebuild":
+        return f"{problem}: the target is rebuilt from the earliest offset (on_reset: rebuild)"
+    if problem:
+        raise OffsetsError(
+            f"{problem}. Rebuild the target: run with mode full (or set on_reset: rebuild to do it on its own)."
+        )
     if stored.committed_at:
         age_ms = (
             dt.datetime.now(dt.UTC) - dt.datetime.fromisoformat(stored.committed_at)
@@ -111,4 +94,34 @@ def check_stored(table: Any, conn: KafkaConnection, stored: st.StoredState) -> s
                     f"({cfg.delete_retention_ms / 3_600_000:.1f} h): tombstones may have been compacted away, so "
                     "the target is rebuilt from the earliest offset"
                 )
+    return ""
+
+
+def _reset_problem(
+    stored: st.StoredState,
+    ids: dict[str, str],
+    earliest: dict[tuple[str, int], int],
+    latest: dict[tuple[str, int], int],
+) -> str:
+    """Why the stored offsets no longer fit the topic (deleted and created again, partitions gone,
+    truncated past them), or ''."""
+    for t, old in sorted(dict(stored.extra.get("topic_ids", {})).items()):
+        if t in ids and ids[t] != old:
+            return (
+                f"topic {t} was deleted and created again (topic id {old} is now {ids[t]}): the stored "
+                "offsets belong to the old topic"
+            )
+    for (t, p), off in sorted(stored.offsets.items()):
+        if (t, p) not in latest:
+            return f"stored offsets name {t}[{p}], which the topic no longer has (deleted or recreated)"
+        if off > latest[(t, p)]:
+            return (
+                f"stored offset {off} of {t}[{p}] is beyond its end offset {latest[(t, p)]}: the topic was "
+                "recreated or truncated"
+            )
+        if off < earliest[(t, p)]:
+            return (
+                f"stored offset {off} of {t}[{p}] is below its log start offset {earliest[(t, p)]}: records "
+                "were deleted (retention or DeleteRecords) before this job read them"
+            )
     return ""

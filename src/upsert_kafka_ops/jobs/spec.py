@@ -393,6 +393,12 @@ class MaterializeJob(_Job):
         default="incremental",
         description="incremental: continue from the stored offsets; full: rebuild from the earliest offset.",
     )
+    on_reset: Literal["fail", "rebuild"] = Field(
+        default="fail",
+        description="When the stored offsets cannot be continued (the topic was deleted and created again, "
+        "lost partitions, or was truncated past them): fail before any write, naming the fix (a person "
+        "decides), or rebuild the target from the earliest offset and say why.",
+    )
     strict: bool = Field(default=False, description="Fail when a key is found in more than one partition.")
     validation: Literal["winners", "full"] = Field(
         default="winners",

@@ -188,7 +188,7 @@ def _choose_mode(
     result.mode = mode
     if mode == "incremental":
         assert stored is not None
-        horizon = check_stored(table, conn, stored)
+        horizon = check_stored(table, conn, stored, getattr(ctx.job, "on_reset", "fail"))
         if horizon:
             mode = result.mode = "full"
             result.reason = horizon

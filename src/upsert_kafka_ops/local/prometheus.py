@@ -173,7 +173,7 @@ class LocalPrometheus(_Server):
     def api(self, path: str, **params: Any) -> Any:
         """GET ``/api/v1/<path>`` and return its ``data`` (an error answer raises, with Prometheus's text)."""
         query = urllib.parse.urlencode({k: v for k, v in params.items() if v is not None})
-        with _open(f"{self.url}/api/v1/{path}" + (f"?{query}" if query else ""), 10.0) as response:
+        with _open(f"{self.url}/api/v1/{path}" + (f"?{query}" if query else ""), 60.0) as response:
             doc = json.loads(response.read())
         if doc.get("status") != "success":
             raise LocalServiceError(f"Prometheus answered {doc.get('errorType')}: {doc.get('error')}")

@@ -365,7 +365,8 @@ class _LatestExposition:
                 with self.lock:
                     self.latest = text
             except Exception:  # an unexpected failure: logged, the last text stays, the loop goes on
-                log.exception("lag evaluation failed")
+                if not self.stopped.is_set():  # (not the clients closed under it at shutdown)
+                    log.exception("lag evaluation failed")
             self.ready.set()
             self.stopped.wait(max(self.monitor.options.min_interval_s, 0.5))
 
