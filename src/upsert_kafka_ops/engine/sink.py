@@ -68,7 +68,12 @@ def _encoded(table: UpsertKafkaTable, df: DataFrame) -> tuple[Column, Column]:
         raise SpecError("columns", f"the DataFrame lacks the table's column(s): {', '.join(missing)}.")
     key = F.struct(*[F.col(c.name).alias(table.key_field_name(c.name)) for c in table.key_columns])
     value = F.struct(*[F.col(c.name) for c in table.value_columns])
-    return table.key_codec().encode(key), table.value_codec().encode(value)
+    # a primary key column is NOT NULL (Flink's sink refuses such a row): no key bytes, which the
+    # write refuses before its first record (a format would otherwise encode {"id": null})
+    null_key = F.lit(False)
+    for c in table.key_columns:
+        null_key = null_key | F.col(c.name).isNull()
+    return F.when(~null_key, table.key_codec().encode(key)), table.value_codec().encode(value)
 
 
 def producer_options(table: UpsertKafkaTable | KafkaTable, conn: KafkaConnection) -> dict[str, str]:
@@ -114,10 +119,32 @@ def _save(table: UpsertKafkaTable | KafkaTable, conn: KafkaConnection, records: 
     writer.options(**options).option("topic", _sink_topic(table)).save()
 
 
+#: What Kafka adds around a record's key, value and headers when it stands alone in a batch: the
+#: batch header (61 bytes) and the record's own framing (attributes, timestamp and offset deltas,
+#: lengths: at most about 25 bytes), rounded up.
+RECORD_OVERHEAD = 100
+#: The producer's ``max.request.size`` when the table sets none (Kafka's default).
+DEFAULT_MAX_REQUEST_SIZE = 1_048_576
+
+
+def _record_size(records: DataFrame) -> Column:
+    from pyspark.sql import functions as F
+
+    size = F.coalesce(F.length("key"), F.lit(0)) + F.coalesce(F.length("value"), F.lit(0))
+    if "headers" in records.columns:
+        header = F.aggregate(
+            F.col("headers"), F.lit(0),
+            lambda acc, h: acc + F.coalesce(F.length(h["key"]), F.lit(0)) + F.coalesce(F.length(h["value"]), F.lit(0)),
+        )  # fmt: skip
+        size = size + F.coalesce(header, F.lit(0))
+    return size + F.lit(RECORD_OVERHEAD)
+
+
 def _write_stats(records: DataFrame, last: str | None = None) -> Any:
     """Counts of the records to write, in one pass: ``last`` flags each key's last record (the keys
     are then counted without a shuffle of their own); without it each record is taken as a key of its
-    own (a snapshot's one row per key; an append reports no key count)."""
+    own (a snapshot's one row per key; an append reports no key count). ``largest``: the largest
+    record as Kafka will see it (key, value, headers and :data:`RECORD_OVERHEAD`)."""
     from pyspark.sql import functions as F
 
     n = F.count(F.lit(1))
@@ -129,7 +156,57 @@ def _write_stats(records: DataFrame, last: str | None = None) -> Any:
         F.coalesce(
             F.sum(F.coalesce(F.length("key"), F.lit(0)) + F.coalesce(F.length("value"), F.lit(0))), F.lit(0)
         ).alias("bytes"),
+        F.coalesce(F.max(_record_size(records)), F.lit(0)).alias("largest"),
     ).first()
+
+
+def check_keys(table: UpsertKafkaTable, records: DataFrame, null_keys: int) -> None:
+    """Refuse a write with a row whose primary key is NULL (or encodes to no bytes) before its first
+    record, showing the first such row's value: an upsert record needs its key."""
+    if not null_keys:
+        return
+    first = records.where("key IS NULL").select("value").limit(1).collect()
+    raw = bytes(first[0]["value"]) if first and first[0]["value"] is not None else b""
+    shown = raw[:300].decode("utf-8", "backslashreplace") + (" ..." if len(raw) > 300 else "")
+    raise DataError(
+        f"{null_keys} row(s) have a NULL primary key ({', '.join(table.primary_key)}), which an upsert-kafka "
+        f"key cannot be (Flink's sink refuses them too); the first one's value: {shown or '(a deletion)'}. "
+        "Nothing was written. Filter or fill those rows before writing."
+    )
+
+
+def check_record_sizes(
+    table: UpsertKafkaTable | KafkaTable, conn: KafkaConnection, records: DataFrame, largest: int
+) -> None:
+    """Refuse a write before its first record when one record is larger than the topic's
+    ``max.message.bytes`` or the producer's ``max.request.size`` (Kafka would refuse it in the middle
+    of the write, after the records before it). Not checked when the producer compresses: a
+    compressed batch may fit where its records' raw bytes do not."""
+    from upsert_kafka_ops.kafka.admin import KafkaAdmin
+
+    options = producer_options(table, conn)
+    if largest == 0 or options.get("kafka.compression.type", "none") not in ("none", ""):
+        return
+    topic = _sink_topic(table)
+    request = int(options.get("kafka.max.request.size", DEFAULT_MAX_REQUEST_SIZE))
+    with KafkaAdmin(conn) as admin:
+        broker = admin.topic_configs([topic])[topic].max_message_bytes
+    limit, what = min(
+        (request, "the producer's max.request.size (properties.max.request.size)"),
+        (broker if broker is not None else request, f"topic {topic}'s max.message.bytes"),
+    )
+    if largest <= limit:
+        return
+    row = records.where(_record_size(records) > limit).select("key", _record_size(records).alias("size"))
+    first = row.limit(1).collect()[0]
+    key = bytes(first["key"]) if first["key"] is not None else b""
+    shown = key[:200].decode("utf-8", "backslashreplace") + (" ..." if len(key) > 200 else "")
+    raise DataError(
+        f"the record for key {shown!r} is {first['size']} bytes as Kafka frames it, above {what} of {limit} "
+        f"bytes, so Kafka would refuse it in the middle of the write; nothing was written. Make the row "
+        f"smaller, or raise {what} (and the other limit with it: max.message.bytes on the topic, "
+        "properties.max.request.size on the table)."
+    )
 
 
 def write_changelog(
@@ -207,8 +284,8 @@ def write_changelog(
     records = changes.select(*columns, *clustered, *in_order, *last).persist(StorageLevel.MEMORY_AND_DISK)
     try:
         stats = _write_stats(records, last[0] if last else None)
-        if stats["null_keys"]:
-            raise DataError("A primary key encodes to NULL bytes; a Kafka upsert key cannot be NULL.")
+        check_keys(table, records, int(stats["null_keys"]))
+        check_record_sizes(table, conn, records, int(stats["largest"]))
         _write(table, conn, records, [F.col(c).asc_nulls_first() for c in in_order], clustered)
     finally:
         records.unpersist()
@@ -280,6 +357,8 @@ def write_snapshot(
     try:
         stats = _write_stats(records)
         if stats["n"]:
+            check_keys(table, records, int(stats["null_keys"]))
+            check_record_sizes(table, conn, records, int(stats["largest"]))
             _write(table, conn, records)
     finally:
         records.unpersist()
@@ -352,6 +431,7 @@ def write_append(df: DataFrame, table: KafkaTable, connection: KafkaConnection |
     records = rows.select(*columns).persist(StorageLevel.MEMORY_AND_DISK)
     try:
         stats = _write_stats(records)
+        check_record_sizes(table, conn, records, int(stats["largest"]))
         _save(table, conn, records)  # already spread over sink.parallelism tasks, as 'fixed' needs
     finally:
         records.unpersist()

@@ -161,6 +161,8 @@ class TopicConfig:
     min_compaction_lag_ms: int | None
     retention_ms: int | None
     retention_bytes: int | None
+    #: the largest record batch the broker accepts for the topic (Kafka's ``max.message.bytes``)
+    max_message_bytes: int | None = None
 
     @property
     def compacted(self) -> bool:
@@ -174,6 +176,7 @@ class TopicConfig:
             "min_compaction_lag_ms": self.min_compaction_lag_ms,
             "retention_ms": self.retention_ms,
             "retention_bytes": self.retention_bytes,
+            "max_message_bytes": self.max_message_bytes,
         }
 
 
@@ -430,6 +433,7 @@ class KafkaAdmin:
                 min_compaction_lag_ms=_int_or_none(value("min.compaction.lag.ms")),
                 retention_ms=_int_or_none(value("retention.ms")),
                 retention_bytes=_int_or_none(value("retention.bytes")),
+                max_message_bytes=_int_or_none(value("max.message.bytes")),
             )
         return out
 

@@ -1,0 +1,93 @@
+"""Oversize and malformed rows at the sink, against the real broker (issue 23, item 3): a record
+larger than the topic's ``max.message.bytes`` (or the producer's ``max.request.size``) and a NULL
+primary key fail before the first record is written, naming the key and both limits; a record just
+inside the limit is written."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+import pytest
+from tests.integration.oracle import read_all
+
+from upsert_kafka_ops.engine import write_changelog, write_snapshot
+from upsert_kafka_ops.engine.sink import RECORD_OVERHEAD
+from upsert_kafka_ops.engine.source import DataError
+from upsert_kafka_ops.local import LocalKafka
+from upsert_kafka_ops.spec.table import UpsertKafkaTable
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+pytestmark = pytest.mark.integration
+LIMIT = 4000
+
+
+def _table(topic: str, bootstrap: str, extra: str = "") -> UpsertKafkaTable:
+    return UpsertKafkaTable.from_flink_ddl(
+        f"CREATE TABLE t (id INT, v STRING, PRIMARY KEY (id) NOT ENFORCED) WITH ("
+        f"'connector' = 'upsert-kafka', 'topic' = '{topic}', 'properties.bootstrap.servers' = '{bootstrap}', "
+        f"'key.format' = 'json', 'value.format' = 'json'{extra})"
+    )
+
+
+def _value_bytes(i: int, v: str) -> int:
+    return len(json.dumps({"id": i, "v": v}, separators=(",", ":")).encode())
+
+
+def test_a_record_above_max_message_bytes_fails_before_any_write_naming_its_key(
+    kafka: LocalKafka, spark: SparkSession, new_topic: Callable[..., str]
+) -> None:
+    topic = new_topic(partitions=2, config={"max.message.bytes": str(LIMIT)})
+    table = _table(topic, kafka.bootstrap_servers)
+    key_bytes = len(b'{"id":7}')
+    fits = "x" * (LIMIT - RECORD_OVERHEAD - key_bytes - _value_bytes(7, ""))  # exactly at the limit
+    big = fits + "y"
+    rows = [("+I", 1, 1, "small"), ("+I", 2, 7, big), ("+I", 3, 2, "after")]
+    df = spark.createDataFrame(rows, "op STRING, seq BIGINT, id INT, v STRING")
+    with pytest.raises(DataError) as err:
+        write_changelog(df, table, order_by="seq")
+    text = str(err.value)
+    assert (
+        "key '{\"id\":7}'" in text
+        and f"{LIMIT + 1} bytes" in text
+        and f"max.message.bytes of {LIMIT}" in text
+    )
+    assert "nothing was written" in text
+    with pytest.raises(DataError, match=r"key '\{\"id\":7\}'"):
+        write_snapshot(df.where("op = '+I'").drop("op", "seq"), table)
+    assert read_all(kafka.bootstrap_servers, [topic]) == []  # not the rows before it either
+    # at the limit it is written, as Kafka accepts it
+    ok = spark.createDataFrame([("+I", 1, 7, fits)], "op STRING, seq BIGINT, id INT, v STRING")
+    assert write_changelog(ok, table, order_by="seq").records_out == 1
+    (record,) = read_all(kafka.bootstrap_servers, [topic])
+    assert json.loads(record.value)["v"] == fits
+
+
+def test_the_producers_max_request_size_is_a_limit_too(
+    kafka: LocalKafka, spark: SparkSession, new_topic: Callable[..., str]
+) -> None:
+    topic = new_topic(partitions=1)  # the broker's default max.message.bytes, about 1 MB
+    table = _table(topic, kafka.bootstrap_servers, ", 'properties.max.request.size' = '3000'")
+    df = spark.createDataFrame([(5, "z" * 3000)], "id INT, v STRING")
+    with pytest.raises(DataError, match=r"max.request.size\) of 3000 bytes"):
+        write_snapshot(df, table)
+    assert read_all(kafka.bootstrap_servers, [topic]) == []
+
+
+def test_a_null_primary_key_fails_before_any_write(
+    kafka: LocalKafka, spark: SparkSession, new_topic: Callable[..., str]
+) -> None:
+    topic = new_topic(partitions=1)
+    table = _table(topic, kafka.bootstrap_servers)
+    df = spark.createDataFrame(
+        [("+I", 1, 1, "a"), ("+I", 2, None, "b")], "op STRING, seq BIGINT, id INT, v STRING"
+    )
+    with pytest.raises(DataError) as err:
+        write_changelog(df, table, order_by="seq")
+    assert "1 row(s) have a NULL primary key (id)" in str(err.value) and '"v":"b"' in str(err.value)
+    with pytest.raises(DataError, match="NULL primary key"):
+        write_snapshot(df.drop("op", "seq"), table)
+    assert read_all(kafka.bootstrap_servers, [topic]) == []
