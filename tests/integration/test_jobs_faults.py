@@ -32,6 +32,7 @@ from tests.integration.jobs_support import (
     rows_as_table,
     source,
 )
+from tests.integration.oracle import fold, read_all
 from tests.integration.test_jobs_postgres import pg_rows, pg_target
 
 from upsert_kafka_ops.jobs import run_job
@@ -222,3 +223,48 @@ def test_a_streaming_run_killed_inside_foreach_batch_is_replayed_without_changin
     expected = {"a": (4, 0 + 3 + 6 + 7), "b": (2, 1 + 4), "c": (2, 2 + 5), "d": (1, 8)}
     assert written_by_killed_run == expected
     assert _topic_table(servers, sink) == expected
+
+
+def test_a_backfill_into_a_delta_table_an_incremental_run_is_writing_waits_for_it(
+    kafka: LocalKafka,
+    new_topic: Callable[..., str],
+    spark: SparkSession,
+    postgres: LocalPostgres,
+    jars_dir: Path,
+    tmp_path: Path,
+) -> None:
+    """Two jobs of one target (an incremental materialize and a bounded backfill, as two schedulers
+    might start them): the backfill fails clearly with a short lock timeout, or waits and runs after;
+    the table then equals the backfill's bound, each run's offsets stored in its own commit."""
+    topic = new_topic(partitions=1)
+    servers = kafka.bootstrap_servers
+    job, rows, state = _setup("delta", kafka, topic, tmp_path, postgres)
+    produce(servers, topic, random_changes(random.Random(8), 60, 20))
+    back = {"name": "rebuild", "kind": "backfill", "source": job["source"], "target": job["target"],
+            "until": {"offsets": {topic: {"0": 40}}}, "rewind": True}  # fmt: skip
+    file = tmp_path / "pipeline.yaml"
+    file.write_text(yaml.safe_dump(pipeline(servers, [job, back]).to_json_dict()))
+    flag = tmp_path / "release"
+    a = _cli(file, jars_dir, {"UKO_FAULT_POINT": f"pause:after-read:{flag}"}, "--job", job["name"])
+    deadline = time.monotonic() + 300
+    while not Path(str(flag) + ".reached").exists():
+        assert a.poll() is None, a.communicate()[1][-3000:]
+        assert time.monotonic() < deadline, "run A never reached its pause point"
+        time.sleep(0.2)
+    quick = _cli(file, jars_dir, {}, "--job", "rebuild", "--lock-timeout", "1")
+    out_q, err_q = quick.communicate(timeout=600)
+    assert quick.returncode == 1 and "is being written by another run" in err_q, err_q[-3000:]
+    assert json.loads(out_q)["results"][0]["status"] == "failed"
+    waiting = _cli(file, jars_dir, {}, "--job", "rebuild")
+    time.sleep(2)
+    flag.touch()
+    out_a, err_a = a.communicate(timeout=600)
+    out_w, err_w = waiting.communicate(timeout=600)
+    assert a.returncode == 0, err_a[-3000:]
+    assert waiting.returncode == 0, err_w[-3000:]
+    ra, rw = json.loads(out_a)["results"][0], json.loads(out_w)["results"][0]
+    assert (ra["run"], rw["run"], rw["mode"]) == (1, 2, "full")  # one after the other
+    assert state().offsets == {(topic, 0): 40}
+    first_40 = [r for r in read_all(servers, [topic]) if r.offset < 40]
+    expected = fold(first_40, lambda k: json.loads(k)["id"], json.loads)
+    assert rows() == {k: (v["name"], v["region"], f"{float(v['score']):.2f}") for k, v in expected.items()}
