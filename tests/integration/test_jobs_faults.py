@@ -50,6 +50,15 @@ def _cli(pipeline_file: Path, jars_dir: Path, env: dict[str, str], *args: str) -
     )
 
 
+def _until_paused(run: subprocess.Popen[str], flag: Path, timeout: float = 300.0) -> None:
+    """Wait until ``run`` (started with ``UKO_FAULT_POINT=pause:<point>:<flag>``) holds at its point."""
+    deadline = time.monotonic() + timeout
+    while not Path(str(flag) + ".reached").exists():
+        assert run.poll() is None, run.communicate()[1][-3000:]
+        assert time.monotonic() < deadline, "the run never reached its pause point"
+        time.sleep(0.2)
+
+
 def _setup(
     kind: str, kafka: LocalKafka, topic: str, tmp_path: Path, postgres: LocalPostgres
 ) -> tuple[dict[str, Any], Callable[[], dict[int, tuple[str, str, str]]], Callable[[], Any]]:
@@ -161,11 +170,7 @@ def test_two_runs_of_one_job_never_interleave(
 
     # A holds the target (paused after its read); B with a short lock timeout fails clearly
     a = _cli(file, jars_dir, {"UKO_FAULT_POINT": f"pause:after-read:{flag}"})
-    deadline = time.monotonic() + 300
-    while not Path(str(flag) + ".reached").exists():
-        assert a.poll() is None, a.communicate()[1][-3000:]
-        assert time.monotonic() < deadline, "run A never reached its pause point"
-        time.sleep(0.2)
+    _until_paused(a, flag)
     b = _cli(file, jars_dir, {}, "--lock-timeout", "1")
     out_b, err_b = b.communicate(timeout=600)
     assert b.returncode == 1, err_b[-3000:]
@@ -246,11 +251,7 @@ def test_a_backfill_into_a_delta_table_an_incremental_run_is_writing_waits_for_i
     file.write_text(yaml.safe_dump(pipeline(servers, [job, back]).to_json_dict()))
     flag = tmp_path / "release"
     a = _cli(file, jars_dir, {"UKO_FAULT_POINT": f"pause:after-read:{flag}"}, "--job", job["name"])
-    deadline = time.monotonic() + 300
-    while not Path(str(flag) + ".reached").exists():
-        assert a.poll() is None, a.communicate()[1][-3000:]
-        assert time.monotonic() < deadline, "run A never reached its pause point"
-        time.sleep(0.2)
+    _until_paused(a, flag)
     quick = _cli(file, jars_dir, {}, "--job", "rebuild", "--lock-timeout", "1")
     out_q, err_q = quick.communicate(timeout=600)
     assert quick.returncode == 1 and "is being written by another run" in err_q, err_q[-3000:]
