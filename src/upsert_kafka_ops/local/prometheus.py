@@ -102,11 +102,6 @@ class LocalPushgateway(_Server):
         self._launch(cmd, "/api/v1/status", timeout)
         return self
 
-    def metrics(self) -> str:
-        """What the gateway exposes (the pushed groups), as text."""
-        with _open(f"{self.url}/metrics", 5.0) as response:
-            return str(response.read().decode())
-
     def __enter__(self) -> LocalPushgateway:
         return self.start()
 
@@ -173,8 +168,7 @@ class LocalPrometheus(_Server):
     def api(self, path: str, **params: Any) -> Any:
         """GET ``/api/v1/<path>`` and return its ``data`` (an error answer raises, with Prometheus's text)."""
         query = urllib.parse.urlencode({k: v for k, v in params.items() if v is not None})
-        with _open(f"{self.url}/api/v1/{path}" + (f"?{query}" if query else ""), 60.0) as response:
-            doc = json.loads(response.read())
+        doc = get_json(f"{self.url}/api/v1/{path}" + (f"?{query}" if query else ""), 60.0)
         if doc.get("status") != "success":
             raise LocalServiceError(f"Prometheus answered {doc.get('errorType')}: {doc.get('error')}")
         return doc["data"]
@@ -213,9 +207,3 @@ class LocalPrometheus(_Server):
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         self.stop()
-
-
-def _open(url: str, timeout: float) -> Any:
-    import urllib.request
-
-    return urllib.request.urlopen(url, timeout=timeout)
