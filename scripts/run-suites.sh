@@ -8,6 +8,10 @@
 # Each suite's output goes to LOGDIR/<suite>.log; its slowest tests and summary are printed at the
 # end, and the whole log when it failed. Exits non-zero when any suite failed.
 set -uo pipefail
+# Four suites side by side start a dozen Spark drivers (the suites' own sessions and the runs they start
+# as subprocesses); at a quarter of the machine each, the heaps could outgrow it and the kernel kills
+# one mid-test. 2 GB each is ample for the tests' topics.
+export SPARK_DRIVER_MEMORY=${SPARK_DRIVER_MEMORY:-2g}
 pytest=$1
 logs=$2
 mkdir -p "$logs"

@@ -59,9 +59,21 @@ def test_generated_code_past_hotspots_huge_method_limit_is_still_compiled(jars_d
         )
 
 
-def test_local_driver_gets_more_than_sparks_1g_default(jars_dir: Path) -> None:
+def test_local_driver_gets_more_than_sparks_1g_default(
+    jars_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("SPARK_DRIVER_MEMORY", raising=False)
     memory = spark_conf(jars_dir=jars_dir)["spark.driver.memory"]
     assert memory.endswith("g") and 1 <= int(memory[:-1]) <= 8
+    assert "spark.driver.memory" not in spark_conf("yarn", jars_dir=jars_dir)
+
+
+def test_spark_driver_memory_sets_the_local_drivers_heap_as_with_spark_submit(
+    jars_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SPARK_DRIVER_MEMORY", "1536m")
+    assert spark_conf(jars_dir=jars_dir)["spark.driver.memory"] == "1536m"
+    assert spark_conf(jars_dir=jars_dir, extra={"spark.driver.memory": "3g"})["spark.driver.memory"] == "3g"
     assert "spark.driver.memory" not in spark_conf("yarn", jars_dir=jars_dir)
 
 

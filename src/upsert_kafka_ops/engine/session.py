@@ -97,11 +97,16 @@ def spark_conf(
         suits the topic sizes a single machine handles; set it for a cluster.
     :param extra: more settings, applied last.
     :param level: Spark's log level (:func:`log_level`), set when the session starts.
+
+    A local driver's heap is a quarter of the machine (at most 8 GB), or ``SPARK_DRIVER_MEMORY`` when
+    set, as with ``spark-submit``.
     """
     cores = os.cpu_count() or 2
     local = master.startswith("local")
     # local mode: the driver is the only JVM; give it a quarter of the machine (Spark's default is 1g)
+    # unless SPARK_DRIVER_MEMORY (the variable spark-submit reads) says otherwise
     memory_gb = max(1, (os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")) // 4 // 2**30)
+    driver_memory = os.environ.get("SPARK_DRIVER_MEMORY", "").strip() or f"{min(memory_gb, 8)}g"
     verbose = log_level(level) in ("info", "debug")  # a bad level fails here, before any JVM starts
     log4j = (
         resources.files("upsert_kafka_ops")
@@ -126,7 +131,7 @@ def spark_conf(
         "spark.executor.extraJavaOptions": java_opts,
         "spark.driver.host": "127.0.0.1" if local else "",
         "spark.driver.bindAddress": "127.0.0.1" if local else "",
-        "spark.driver.memory": f"{min(memory_gb, 8)}g" if local else "",
+        "spark.driver.memory": driver_memory if local else "",
         # Delta rebuilds a table's state from its log with 50 tasks by default, sized for clusters; on
         # one machine a few do the same work with less scheduling (measured: ~15% off a small MERGE run)
         "spark.databricks.delta.snapshotPartitions": str(max(2, cores)) if local else "",
