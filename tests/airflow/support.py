@@ -26,5 +26,23 @@ def rendered_fields(dag_id: str, run_id: str, task_id: str) -> dict[str, Any]:
         return dict(row.rendered_fields)
 
 
+def stored_text(dag_id: str, run_id: str) -> str:
+    """Every XCom (any key) and every task's rendered template fields of a run, as one text: what the
+    UI and the API show of it beside the logs."""
+    import json
+
+    from airflow.models.renderedtifields import RenderedTaskInstanceFields as RTIF
+    from airflow.models.xcom import XComModel
+    from airflow.utils.session import create_session
+
+    with create_session() as session:
+        found = [
+            XComModel.deserialize_value(r)
+            for r in session.query(XComModel).filter_by(dag_id=dag_id, run_id=run_id)
+        ]
+        found += [r.rendered_fields for r in session.query(RTIF).filter_by(dag_id=dag_id, run_id=run_id)]
+    return json.dumps(found, default=str)
+
+
 def task_states(dagrun: Any) -> dict[str, str]:
     return {ti.task_id: str(ti.state) for ti in dagrun.get_task_instances()}

@@ -130,3 +130,82 @@ def test_truncation_past_the_stored_offsets_rebuilds_when_the_job_opts_in(
     result = run_job(p, spark=spark)
     assert result.mode == "full" and "below its log start offset 15" in result.reason
     assert _delta(spark, path) == oracle_table(servers, topic)  # what the topic still holds
+
+
+# -- the sink side: partitions added to a topic a job writes ---------------------------------------
+def _topic_job(servers: str, src: str, sink: str, **extra: Any) -> dict[str, Any]:
+    sink_source = source(sink, servers)
+    return {"name": "copy", "kind": "topic-to-topic", "execution": "snapshot", "query": "SELECT * FROM users",
+            "sources": {"users": source(src, servers)}, "sink": {**sink_source, **extra}}  # fmt: skip
+
+
+def _ends(servers: str, topic: str) -> dict[int, int]:
+    from upsert_kafka_ops.kafka import offsets as ko
+
+    config = {"bootstrap.servers": servers}
+    return {p: o for (_, p), o in ko.end_offsets(config, ko.topic_partitions(config, [topic])).items()}
+
+
+def test_partitions_added_to_a_sink_topic_stop_the_next_write_unless_the_sink_allows_it(
+    kafka: LocalKafka, new_topic: Callable[..., str], spark: SparkSession, tmp_path: Path
+) -> None:
+    from upsert_kafka_ops.jobs.sink_layout import SinkPartitionsError
+
+    servers = kafka.bootstrap_servers
+    src, sink = new_topic(partitions=2), new_topic(partitions=2)
+    produce(servers, src, random_changes(random.Random(51), 60, 20))
+    p = pipeline(servers, [_topic_job(servers, src, sink)])
+    run_job(p, spark=spark)
+    assert oracle_table(servers, sink) == oracle_table(servers, src)
+    admin = AdminClient({"bootstrap.servers": servers})
+    for f in admin.create_partitions([NewPartitions(sink, 4)], operation_timeout=30).values():
+        f.result(timeout=30)
+    produce(servers, src, random_changes(random.Random(52), 30, 20))
+    written = _ends(servers, sink)
+    with pytest.raises(SinkPartitionsError) as err:
+        run_job(p, spark=spark)
+    message = str(err.value)
+    assert f"sink topic {sink!r} has 4 partitions, 2 when the job last wrote it" in message
+    assert "Nothing was written" in message and "on_partitions_changed: write" in message
+    assert _ends(servers, sink) == written  # not one record
+
+    # told to write anyway: it writes, and records the new count (the next run passes by itself)
+    allowed = pipeline(servers, [_topic_job(servers, src, sink, on_partitions_changed="write")])
+    assert run_job(allowed, spark=spark).records_written > 0
+    produce(servers, src, random_changes(random.Random(53), 10, 20))
+    run_job(p, spark=spark)
+
+    # the fix the error names: the topic created again, empty, with more partitions, and rebuilt
+    _recreate(kafka, sink, partitions=6)
+    result = run_job(p, spark=spark)
+    assert result.records_written == len(oracle_table(servers, src))
+    assert oracle_table(servers, sink) == oracle_table(servers, src)
+
+
+def test_a_backfill_into_a_topic_and_a_publish_record_the_sink_partitions_too(
+    kafka: LocalKafka, new_topic: Callable[..., str], spark: SparkSession, tmp_path: Path
+) -> None:
+    from upsert_kafka_ops.jobs.sink_layout import SinkPartitionsError
+
+    servers = kafka.bootstrap_servers
+    src, sink, published = new_topic(partitions=2), new_topic(partitions=1), new_topic(partitions=1)
+    produce(servers, src, random_changes(random.Random(61), 40, 10))
+    table = f"delta.`{tmp_path / 'users'}`"
+    spark.sql(
+        f"CREATE TABLE {table} (id BIGINT, name STRING, region STRING, score DECIMAL(10, 2)) USING delta"
+    )
+    spark.sql(f"INSERT INTO {table} VALUES (1, 'a', 'Paris', 1.5), (2, 'b', 'Berlin', 2.5)")
+    jobs = [{"name": "refill", "kind": "backfill", "source": source(src, servers), "target": {**source(sink, servers), "kind": "topic"}},
+            {"name": "pub", "kind": "publish", "source": {"kind": "query", "query": f"SELECT * FROM {table}"},
+             "sink": source(published, servers), "state_path": str(tmp_path / "state")}]  # fmt: skip
+    p = pipeline(servers, jobs)
+    run_job(p, spark=spark, job="refill")
+    run_job(p, spark=spark, job="pub")
+    assert oracle_table(servers, sink) == oracle_table(servers, src)
+    admin = AdminClient({"bootstrap.servers": servers})
+    for topic in (sink, published):
+        for f in admin.create_partitions([NewPartitions(topic, 3)], operation_timeout=30).values():
+            f.result(timeout=30)
+    for job in ("refill", "pub"):
+        with pytest.raises(SinkPartitionsError, match="has 3 partitions, 1 when the job last wrote it"):
+            run_job(p, spark=spark, job=job)

@@ -780,3 +780,19 @@ def test_secret_never_in_validation_errors() -> None:
     assert SECRET not in "".join(traceback.format_exception(err))
     err = error(KafkaConnection, bootstrap_servers="b:1", password=SecretRef.from_value(SECRET), colour="red")
     assert SECRET not in str(err) and SECRET not in "".join(traceback.format_exception(err))
+
+
+def test_secrets_can_travel_as_kafka_config_provider_references(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("UKO_T_PW", "pw-in-env")
+    monkeypatch.setenv("UKO_T_STORE", "store-in-env")
+    conn = KafkaConnection(bootstrap_servers="b:9093", security_protocol="SASL_SSL", sasl_mechanism="SCRAM-SHA-512",
+                           username="u", password={"env": "UKO_T_PW"}, ssl_truststore_location="/t.p12",
+                           ssl_truststore_type="PKCS12", ssl_truststore_password={"env": "UKO_T_STORE"})  # fmt: skip
+    plain = conn.to_spark_options()
+    assert 'password="pw-in-env"' in plain["kafka.sasl.jaas.config"] and "kafka.config.providers" not in plain
+    by_ref = conn.to_spark_options(lambda ref: f"${{env:{ref.env}}}" if ref.env else None)
+    assert 'password="${env:UKO_T_PW}"' in by_ref["kafka.sasl.jaas.config"]
+    assert by_ref["kafka.ssl.truststore.password"] == "${env:UKO_T_STORE}"
+    assert by_ref["kafka.config.providers"] == "env"
+    assert by_ref["kafka.config.providers.env.class"].endswith("EnvVarConfigProvider")
+    assert "pw-in-env" not in str(by_ref) and "store-in-env" not in str(by_ref)

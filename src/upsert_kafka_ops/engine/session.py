@@ -78,6 +78,11 @@ def log_level(level: str | None = None) -> str:
     return chosen
 
 
+#: Text Spark redacts from the strings it shows (plans, explain output): a ``password``, ``secret`` or
+#: ``token`` setting's value, and the password inside a JAAS line.
+SECRET_TEXT = r'(?i)(password|secret|token)[^=,{}\s]*=[^,}\s]*|password\s*=\s*"[^"]*"'
+
+
 def spark_conf(
     master: str = "local[*]",
     *,
@@ -138,6 +143,10 @@ def spark_conf(
         # Kafka batch reads through Spark's DataSource V2 reader (as streaming reads are): it reports
         # the records each task read, which progress lines show (Spark's default list has kafka in it)
         "spark.sql.sources.useV1SourceList": "avro,csv,json,orc,parquet,text",
+        # Spark prints a Kafka writer's producer settings into its plan (the UI's SQL tab, event logs,
+        # the History Server): a store password or a JAAS line's password would be there in clear text
+        "spark.redaction.string.regex": SECRET_TEXT,
+        "spark.sql.redaction.string.regex": SECRET_TEXT,
     }
     conf = {k: v for k, v in conf.items() if v != ""}
     conf.update(extra or {})

@@ -13,7 +13,7 @@ idempotent producer.
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from upsert_kafka_ops.engine import progress
@@ -21,11 +21,11 @@ from upsert_kafka_ops.engine.results import RunResult
 from upsert_kafka_ops.engine.session import use_krb5_conf_in_driver
 from upsert_kafka_ops.engine.source import DataError, resolve_connection
 from upsert_kafka_ops.errors import SpecError
-from upsert_kafka_ops.spec.connection import KafkaConnection, client_properties
+from upsert_kafka_ops.spec.connection import KafkaConnection, SecretRef, client_properties
 from upsert_kafka_ops.spec.table import KafkaTable, UpsertKafkaTable
 
 if TYPE_CHECKING:
-    from pyspark.sql import Column, DataFrame
+    from pyspark.sql import Column, DataFrame, SparkSession
 
 OPS = ("+I", "+U", "-U", "-D")
 _PRODUCER = {"kafka.enable.idempotence": "true", "kafka.acks": "all"}
@@ -76,18 +76,43 @@ def _encoded(table: UpsertKafkaTable, df: DataFrame) -> tuple[Column, Column]:
     return F.when(~null_key, table.key_codec().encode(key)), table.value_codec().encode(value)
 
 
-def producer_options(table: UpsertKafkaTable | KafkaTable, conn: KafkaConnection) -> dict[str, str]:
+def producer_options(
+    table: UpsertKafkaTable | KafkaTable, conn: KafkaConnection, spark: SparkSession | None = None
+) -> dict[str, str]:
     """Spark's Kafka writer options: the table's ``properties.*`` over this sink's defaults (acks=all,
     an idempotent producer, as Flink leaves Kafka's own defaults: idempotence is on unless acks says
-    otherwise), then the connection's settings."""
+    otherwise), then the connection's settings.
+
+    Spark prints a writer's options into its plan (the UI's SQL tab, event logs, the History Server).
+    With ``spark`` a local session, a secret given as an environment variable the driver's JVM sees
+    goes in as Kafka's ``${env:NAME}`` reference, so the plan holds its name, not its value."""
     options = {f"kafka.{k}": v for k, v in client_properties(table.properties).items()}
     options.setdefault("kafka.acks", _PRODUCER["kafka.acks"])
     idempotent = options["kafka.acks"] in ("all", "-1")
     options.setdefault(
         "kafka.enable.idempotence", _PRODUCER["kafka.enable.idempotence"] if idempotent else "false"
     )
-    options.update(conn.to_spark_options())
+    options.update(conn.to_spark_options(_env_reference(spark) if spark is not None else None))
     return options
+
+
+def _env_reference(spark: SparkSession) -> Callable[[SecretRef], str | None] | None:
+    """``${env:NAME}`` for an ``env`` secret the local driver JVM (which runs the executors too) holds
+    with the same value; None elsewhere (a cluster's executors may lack the variable)."""
+    import os
+
+    master = spark.conf.get("spark.master", "") or ""
+    jvm = getattr(spark, "_jvm", None)
+    if not master.startswith("local") or jvm is None:
+        return None
+
+    def reference(ref: SecretRef) -> str | None:
+        if ref.env is None or ref.env not in os.environ:
+            return None
+        seen = jvm.java.lang.System.getenv(ref.env)
+        return f"${{env:{ref.env}}}" if seen is not None and seen == os.environ[ref.env] else None
+
+    return reference
 
 
 def _write(
@@ -113,7 +138,7 @@ def _write(
 
 
 def _save(table: UpsertKafkaTable | KafkaTable, conn: KafkaConnection, records: DataFrame) -> None:
-    options = producer_options(table, conn)
+    options = producer_options(table, conn, records.sparkSession)
     use_krb5_conf_in_driver(records.sparkSession, conn)
     writer = records.write.format("kafka").mode("append")  # Spark's V2 Kafka writer appends only
     writer.options(**options).option("topic", _sink_topic(table)).save()

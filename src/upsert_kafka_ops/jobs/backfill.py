@@ -6,6 +6,7 @@ A warehouse target goes through ``jobs.to_warehouse`` (full mode, with the backf
 
 from __future__ import annotations
 
+from upsert_kafka_ops.jobs import sink_layout
 from upsert_kafka_ops.jobs.core import (
     JobResult,
     RunContext,
@@ -21,10 +22,12 @@ def run_backfill(ctx: RunContext, job: BackfillJob) -> JobResult:
     """Rebuild the target from the earliest offset to the backfill's end."""
     if not isinstance(job.target, TopicSink):
         return run_to_warehouse(ctx, job, job.target, "full", until=job.until_bound(), rewind=job.rewind)
+    source = ctx.connection(job.source.connection, job.source.table)
+    before = sink_layout.recorded_in_group(source, job.consumer_group)
+    sink = ctx.connection(job.target.connection, job.target.table)
+    counts = sink_layout.check(job.name, job.target, sink, before)
     result = _backfill_topic(ctx, job, job.target)
-    commit_group_offsets(
-        ctx.connection(job.source.connection, job.source.table), job.consumer_group, result.end_offsets
-    )
+    commit_group_offsets(source, job.consumer_group, result.end_offsets, metadata=sink_layout.record(counts))
     return result
 
 

@@ -162,12 +162,21 @@ def conform(df: DataFrame, table: UpsertKafkaTable | KafkaTable, what: str) -> D
 
 
 def commit_group_offsets(
-    conn: KafkaConnection, group: str, offsets: Mapping[str, Mapping[str, int]], timeout: float = 30.0
+    conn: KafkaConnection,
+    group: str,
+    offsets: Mapping[str, Mapping[str, int]],
+    timeout: float = 30.0,
+    metadata: str = "",
 ) -> None:
-    """Commit ``offsets`` to ``group`` (monitoring only: Kafka's lag tools then see the job)."""
+    """Commit ``offsets`` to ``group`` (for monitoring: Kafka's lag tools then see the job), each with
+    ``metadata`` (a job writing a topic records its partition count there: ``jobs.sink_layout``)."""
     from confluent_kafka import Consumer, KafkaException, TopicPartition
 
-    tps = [TopicPartition(t, int(p), int(o)) for t, parts in offsets.items() for p, o in parts.items()]
+    tps = [
+        TopicPartition(t, int(p), int(o), metadata=metadata)
+        for t, parts in offsets.items()
+        for p, o in parts.items()
+    ]
     if not tps:
         return
     consumer = Consumer({**conn.to_librdkafka(), "group.id": group, "enable.auto.commit": False})

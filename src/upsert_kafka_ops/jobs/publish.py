@@ -2,16 +2,17 @@
 
 A Delta source's first run publishes the table as of its latest version as a snapshot; later runs
 send the change data feed since the version the last run stored (a small JSON file beside the table,
-or in ``state_path``).
+or in ``state_path``, that also records the sink topic's partition count: ``jobs.sink_layout``).
 """
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from upsert_kafka_ops.engine.warehouse import fault_point
+from upsert_kafka_ops.jobs import sink_layout
 from upsert_kafka_ops.jobs.core import JobResult, RunContext, conform, topic_target, written_to_topic
 from upsert_kafka_ops.jobs.spec import PublishJob, QuerySource
 
@@ -22,9 +23,24 @@ if TYPE_CHECKING:
 _CDF_OPS = {"insert": "+I", "update_postimage": "+U", "update_preimage": "-U", "delete": "-D"}
 
 
-def _publish_state_file(job: PublishJob, table_path: str) -> Path:
-    base = Path(job.state_path) if job.state_path else Path(table_path)
-    return base / f"_upsert_kafka_ops_publish_{job.name}.json"
+def _publish_state_file(job: PublishJob, table_path: str | None) -> Path | None:
+    """The job's state file: the last published version and the sink's partition count (a query's
+    publish keeps one only in ``state_path``)."""
+    base = job.state_path or table_path
+    return Path(base) / f"_upsert_kafka_ops_publish_{job.name}.json" if base else None
+
+
+def _read_state(state_file: Path | None) -> dict[str, Any]:
+    return json.loads(state_file.read_text()) if state_file is not None and state_file.exists() else {}
+
+
+def _write_state(state_file: Path | None, document: dict[str, Any]) -> None:
+    if state_file is None:
+        return
+    state_file.parent.mkdir(parents=True, exist_ok=True)
+    tmp = state_file.with_suffix(".tmp")
+    tmp.write_text(json.dumps(document))
+    tmp.replace(state_file)
 
 
 def run_publish(ctx: RunContext, job: PublishJob) -> JobResult:
@@ -38,8 +54,12 @@ def _publish_query(ctx: RunContext, job: PublishJob, source: QuerySource) -> Job
     from upsert_kafka_ops.engine import write_snapshot
 
     sink = job.sink
+    conn = ctx.connection(sink.connection, sink.table)
+    state_file = _publish_state_file(job, None)
+    counts = sink_layout.check(job.name, sink, conn, sink_layout.recorded(_read_state(state_file)))
     df = conform(ctx.spark.sql(source.query), sink.table, "source.query")
-    snapshot = write_snapshot(df, sink.table, ctx.connection(sink.connection, sink.table))
+    snapshot = write_snapshot(df, sink.table, conn)
+    _write_state(state_file, {sink_layout.KEY: counts})
     return ctx.result(
         mode="full",
         execution="snapshot",
@@ -60,7 +80,9 @@ def _publish_delta(ctx: RunContext, job: PublishJob, path: str) -> JobResult:
     latest_row = delta_last_commit(spark, path)
     assert latest_row is not None
     latest = int(latest_row["version"])
-    last = json.loads(state_file.read_text())["version"] if state_file.exists() else None
+    stored = _read_state(state_file)
+    last = stored.get("version")
+    counts = sink_layout.check(job.name, sink, conn, sink_layout.recorded(stored))
     written: RunResult | None = None
     if last is None:
         # first run: publish the table as of `latest` as a snapshot, then follow its change feed
@@ -73,9 +95,7 @@ def _publish_delta(ctx: RunContext, job: PublishJob, path: str) -> JobResult:
         written = _publish_change_feed(ctx, job, path, last + 1, latest)
         reason, records = f"change data feed of versions {last + 1}..{latest}", written.records_in
     fault_point("after-publish-write")
-    tmp = state_file.with_suffix(".tmp")
-    tmp.write_text(json.dumps({"version": latest}))
-    tmp.replace(state_file)
+    _write_state(state_file, {"version": latest, sink_layout.KEY: counts})
     return ctx.result(
         mode="incremental" if last is not None else "full",
         execution="batch",

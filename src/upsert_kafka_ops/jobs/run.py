@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from upsert_kafka_ops.errors import SpecError
 from upsert_kafka_ops.jobs.backfill import run_backfill
 from upsert_kafka_ops.jobs.core import JobResult, RunContext
+from upsert_kafka_ops.jobs.grants import check_grants
 from upsert_kafka_ops.jobs.publish import run_publish
 from upsert_kafka_ops.jobs.spec import Pipeline
 from upsert_kafka_ops.jobs.to_warehouse import run_materialize
@@ -80,6 +81,7 @@ def run_context(ctx: RunContext) -> JobResult:
     log.info("job %s (%s): starting", job.name, job.kind)
     every = float(os.environ.get("UKO_PROGRESS_INTERVAL_S") or 10.0)
     try:
+        check_grants(ctx)  # a missing ACL fails here, before anything is read or written
         with ReadProgress(ctx.spark, f"job {job.name}", every=every):
             result = KINDS[job.kind](ctx, job)
     except BaseException:

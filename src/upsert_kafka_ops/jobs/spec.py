@@ -200,20 +200,32 @@ Source = Annotated[
 ]
 
 
-class TopicSink(_TableOnConnection):
+class _Sink(_TableOnConnection):
+    """A topic a job writes through a named connection."""
+
+    on_partitions_changed: Literal["fail", "write"] = Field(
+        default="fail",
+        description="When the topic's partition count differs from the one the job recorded at its last write "
+        "(partitions were added, so keys would get records in a second partition and readers could apply a "
+        "key's records out of order): fail before writing, naming the fix, or write anyway. A topic created "
+        "again, empty, with the new count passes on its own.",
+    )
+
+    @model_validator(mode="after")
+    def _one_topic(self) -> _Sink:
+        _check_one_topic(self.table)  # type: ignore[attr-defined]
+        return self
+
+
+class TopicSink(_Sink):
     """An upsert-kafka table written through a named connection."""
 
     kind: Literal["topic"] = Field(default="topic", description="Target kind.")
     connection: str = Field(description="Name of a connection in the pipeline's 'connections'.")
     table: UpsertKafkaTable = Field(description="The sink table (its topic, key and formats).")
 
-    @model_validator(mode="after")
-    def _one_topic(self) -> TopicSink:
-        _check_one_topic(self.table)
-        return self
 
-
-class AppendSink(_TableOnConnection):
+class AppendSink(_Sink):
     """A plain ``kafka`` table written through a named connection: each row of the query's output is
     appended as a record (Flink's kafka sink); the query must be append-only."""
 
@@ -222,11 +234,6 @@ class AppendSink(_TableOnConnection):
     kind: Literal["kafka"] = Field(description="Target kind.")
     connection: str = Field(description="Name of a connection in the pipeline's 'connections'.")
     table: KafkaTable = Field(description="The sink table (its topic, key.fields and formats).")
-
-    @model_validator(mode="after")
-    def _one_topic(self) -> AppendSink:
-        _check_one_topic(self.table)
-        return self
 
 
 def _check_one_topic(table: UpsertKafkaTable | KafkaTable) -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 
 from upsert_kafka_ops.errors import SpecError
+from upsert_kafka_ops.jobs import sink_layout
 from upsert_kafka_ops.jobs.core import (
     JobResult,
     RunContext,
@@ -50,6 +51,11 @@ def run_topic_to_topic(ctx: RunContext, job: TopicToTopicJob) -> JobResult:
             )
             if error is not None:
                 raise error
+    first = next(iter(job.sources.values()))
+    before = sink_layout.recorded_in_group(ctx.connection(first.connection, first.table), job.consumer_group)
+    counts = sink_layout.check(
+        job.name, job.sink, ctx.connection(job.sink.connection, job.sink.table), before
+    )
     result = run_streaming(ctx, job, reason) if ok else _run_snapshot(ctx, job, reason)
     for src in job.sources.values():  # each source's offsets go to its own cluster
         topics = set(src.table.topic or []) | {
@@ -58,7 +64,12 @@ def run_topic_to_topic(ctx: RunContext, job: TopicToTopicJob) -> JobResult:
             if src.table.topic_pattern and re.fullmatch(src.table.topic_pattern, t)
         }
         mine = {t: o for t, o in result.end_offsets.items() if t in topics}
-        commit_group_offsets(ctx.connection(src.connection, src.table), job.consumer_group, mine)
+        commit_group_offsets(
+            ctx.connection(src.connection, src.table),
+            job.consumer_group,
+            mine,
+            metadata=sink_layout.record(counts),
+        )
     return result
 
 

@@ -347,9 +347,12 @@ class KafkaAdmin:
         name = str(err.name()) if hasattr(err, "name") else ""
         detail = str(err.str()) if hasattr(err, "str") else str(exc)
         if name in _DENIED:
+            user = self.config.get("sasl.username")
+            who = f"User:{user}" if user else "the connection's principal"
             return KafkaAccessDeniedError(
-                self._text(what, f"access denied ({detail}); {_AUTH_HINT}, and the ACLs of the principal")
-            )
+                self._text(what, f"access denied to {who} ({detail}); grant {who} the operation (DESCRIBE for "
+                           f"offsets and groups, DESCRIBE_CONFIGS for a topic's settings), or {_AUTH_HINT}")
+            )  # fmt: skip
         if name in _UNREACHABLE:
             cause = _describe(self.bootstrap_servers, self._errors, detail, self.timeout)
             return KafkaTimeoutError(f"{cause} (while trying to {what})")
@@ -517,6 +520,17 @@ class KafkaAdmin:
         """A group's committed offsets. With ``partitions``, every one of them is in the result,
         ``None`` where the group never committed (or its offset expired). Without, only the
         partitions the group has committed offsets for."""
+        return {
+            k: (tp.offset if tp.offset >= 0 else None) for k, tp in self._committed(group, partitions).items()
+        }
+
+    def committed_metadata(self, group: str) -> dict[TopicPartitionKey, str]:
+        """The metadata string of each offset the group committed ('' where it gave none)."""
+        return {k: tp.metadata or "" for k, tp in self._committed(group, None).items() if tp.offset >= 0}
+
+    def _committed(
+        self, group: str, partitions: Iterable[TopicPartitionKey] | None
+    ) -> dict[TopicPartitionKey, Any]:
         from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
 
         what = f"read the committed offsets of group {group!r}"
@@ -533,12 +547,12 @@ class KafkaAdmin:
             )[group]
             for i, chunk in enumerate(chunks)
         }
-        out: dict[TopicPartitionKey, int | None] = {}
+        out: dict[TopicPartitionKey, Any] = {}
         for result in self._wait(futures, what).values():
             for tp in result.topic_partitions or []:
                 if tp.error is not None:
                     raise self.failure(_exception(tp.error), what)
-                out[(tp.topic, tp.partition)] = tp.offset if tp.offset >= 0 else None
+                out[(tp.topic, tp.partition)] = tp
         return out
 
     def describe_group(self, group: str) -> GroupInfo:

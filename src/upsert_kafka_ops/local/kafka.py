@@ -76,6 +76,9 @@ class LocalKafka:
     :param heap: JVM heap (``-Xmx``).
     :param properties: extra broker properties (override the defaults).
     :param port: the PLAINTEXT listener's port (default: a free one).
+    :param acls: enforce ACLs with KRaft's ``StandardAuthorizer``: the PLAINTEXT and controller
+        listeners' clients (``User:ANONYMOUS``) are super users, the SASL and SSL listeners' need
+        grants (create them over PLAINTEXT with an admin client or ``kafka-acls.sh``).
     """
 
     def __init__(
@@ -89,9 +92,11 @@ class LocalKafka:
         heap: str = "1g",
         properties: dict[str, str] | None = None,
         port: int | None = None,
+        acls: bool = False,
     ) -> None:
         self.work_dir = Path(work_dir).resolve()
         self.port = port
+        self.acls = acls
         self.jars_dir = jars_dir
         self.scram_users = dict(scram_users or {})
         self.ssl = ssl
@@ -202,6 +207,9 @@ class LocalKafka:
             props["listener.name.ssl.ssl.keystore.type"] = "PEM"
             props["listener.name.ssl.ssl.keystore.location"] = str(self.tls.server_keystore)
             props["listener.name.ssl.ssl.client.auth"] = "none"
+        if self.acls:
+            props["authorizer.class.name"] = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
+            props["super.users"] = "User:ANONYMOUS"
         props.update(self.extra_properties)
         return "".join(f"{k}={v}\n" for k, v in props.items())
 
@@ -227,15 +235,8 @@ class LocalKafka:
         jars.jar_paths("kafka", self.jars_dir)  # raises a clear error when not fetched
         self.work_dir.mkdir(parents=True, exist_ok=True)
         (self.work_dir / "logs").mkdir(exist_ok=True)
-        self.ports = {"PLAINTEXT": free_port(self.port or 0), "CONTROLLER": free_port()}
-        if self.scram_users:
-            self.ports["SASL_PLAINTEXT"] = free_port()
-        if self.ssl:
-            self.ports["SSL"] = free_port()
-            self.tls = generate(self.work_dir / "tls")
-        if self.kerberos is not None:
-            self.ports["KERBEROS"] = free_port()
-            self.kerberos.add_principal(f"{KERBEROS_SERVICE}/{KERBEROS_HOST}")
+        if not self.ports:  # a restart keeps the ports, the TLS files and the principal it had
+            self._allocate()
         props_file = self.work_dir / "server.properties"
         props_file.write_text(self._properties())
         (self.work_dir / "log4j2.properties").write_text(_LOG4J2.format(log=self.log_file))
@@ -274,6 +275,32 @@ class LocalKafka:
             self.stop()
             raise
         return self
+
+    def _allocate(self) -> None:
+        self.ports = {"PLAINTEXT": free_port(self.port or 0), "CONTROLLER": free_port()}
+        if self.scram_users:
+            self.ports["SASL_PLAINTEXT"] = free_port()
+        if self.ssl:
+            self.ports["SSL"] = free_port()
+            self.tls = generate(self.work_dir / "tls")
+        if self.kerberos is not None:
+            self.ports["KERBEROS"] = free_port()
+            self.kerberos.add_principal(f"{KERBEROS_SERVICE}/{KERBEROS_HOST}")
+
+    def restart(self, down_s: float = 0.0, kill: bool = False, timeout: float = 120.0) -> LocalKafka:
+        """Stop the broker (SIGTERM, or SIGKILL with ``kill``: a crash), stay down ``down_s`` seconds,
+        and start it again on the same ports with the same log folder, as a restarted production broker
+        comes back. Returns once it answers metadata requests."""
+        if self._proc is None:
+            raise LocalServiceError("This broker is not running.")
+        if kill:
+            self._proc.kill()
+            self._proc.wait(timeout=30)
+        else:
+            terminate(self._proc.pid, 30.0, self._proc)
+        self._proc = None
+        time.sleep(down_s)
+        return self.start(timeout)
 
     def _wait_ready(self, timeout: float) -> None:
         from upsert_kafka_ops.kafka.admin import probe

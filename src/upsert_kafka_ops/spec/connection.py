@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
 
@@ -70,6 +71,10 @@ _OWNED = {
     "sasl.kerberos.principal": "kerberos_principal",
     "sasl.kerberos.keytab": "kerberos_keytab",
 }
+
+
+#: Kafka's config providers a secret reference may name (``${env:NAME}``).
+CONFIG_PROVIDERS = {"env": "org.apache.kafka.common.config.provider.EnvVarConfigProvider"}
 
 
 class SecretRef(SpecModel):
@@ -420,8 +425,23 @@ class KafkaConnection(SpecModel):
                 _local_path(value, field, what)
 
     # -- Java client (Spark) ---------------------------------------------------------------------
-    def java_client_properties(self) -> dict[str, str]:
-        """Java client properties with secrets resolved (no ``kafka.`` prefix)."""
+    def java_client_properties(
+        self, reference: Callable[[SecretRef], str | None] | None = None
+    ) -> dict[str, str]:
+        """Java client properties with secrets resolved (no ``kafka.`` prefix).
+
+        :param reference: for each secret, the Kafka config provider reference that stands for it
+            (``${env:NAME}``) or None to give its value; the providers used are configured too.
+        """
+        providers: set[str] = set()
+
+        def secret(ref: SecretRef) -> str:
+            found = reference(ref) if reference is not None else None
+            if found is None:
+                return ref.resolve()
+            providers.add(found.split(":", 1)[0].removeprefix("${"))
+            return found
+
         out: dict[str, str] = {
             "bootstrap.servers": self.bootstrap_servers,
             "security.protocol": self.security_protocol,
@@ -429,7 +449,7 @@ class KafkaConnection(SpecModel):
         if self.sasl_mechanism is not None:
             out["sasl.mechanism"] = self.sasl_mechanism
             if self.sasl_jaas_config is not None:
-                out["sasl.jaas.config"] = self.sasl_jaas_config.resolve()
+                out["sasl.jaas.config"] = secret(self.sasl_jaas_config)
             elif self.sasl_mechanism == "GSSAPI":
                 out["sasl.jaas.config"] = (
                     # refreshKrb5Config: the login reads the krb5.conf named now, not one loaded before
@@ -441,7 +461,7 @@ class KafkaConnection(SpecModel):
                 assert self.username is not None and self.password is not None
                 out["sasl.jaas.config"] = (
                     f"{_LOGIN_MODULES[self.sasl_mechanism]} required "
-                    f"username={_jaas_quote(self.username)} password={_jaas_quote(self.password.resolve())};"
+                    f"username={_jaas_quote(self.username)} password={_jaas_quote(secret(self.password))};"
                 )
             if self.sasl_mechanism == "GSSAPI":
                 out["sasl.kerberos.service.name"] = self.kerberos_service_name or DEFAULT_KERBEROS_SERVICE
@@ -450,12 +470,12 @@ class KafkaConnection(SpecModel):
                 out["ssl.truststore.type"] = self.ssl_truststore_type
                 out["ssl.truststore.location"] = self.ssl_truststore_location
                 if self.ssl_truststore_password is not None:
-                    out["ssl.truststore.password"] = self.ssl_truststore_password.resolve()
+                    out["ssl.truststore.password"] = secret(self.ssl_truststore_password)
             if self.ssl_keystore_location:
                 out["ssl.keystore.type"] = self.ssl_keystore_type
                 out["ssl.keystore.location"] = self.ssl_keystore_location
                 if self.ssl_keystore_password is not None:
-                    out["ssl.keystore.password"] = self.ssl_keystore_password.resolve()
+                    out["ssl.keystore.password"] = secret(self.ssl_keystore_password)
             elif self.ssl_certificate_location and self.ssl_key_location:
                 out["ssl.keystore.type"] = "PEM"
                 out["ssl.keystore.certificate.chain"] = _read_pem(
@@ -463,15 +483,20 @@ class KafkaConnection(SpecModel):
                 )
                 out["ssl.keystore.key"] = _read_pem(self.ssl_key_location, "ssl_key_location")
             if self.ssl_key_password is not None:
-                out["ssl.key.password"] = self.ssl_key_password.resolve()
+                out["ssl.key.password"] = secret(self.ssl_key_password)
             if not self.ssl_endpoint_identification:
                 out["ssl.endpoint.identification.algorithm"] = ""
         out.update(self.properties)
+        if providers:
+            out["config.providers"] = ",".join(sorted(providers))
+        for name in sorted(providers):
+            out[f"config.providers.{name}.class"] = CONFIG_PROVIDERS[name]
         return out
 
-    def to_spark_options(self) -> dict[str, str]:
-        """Options for Spark's Kafka source and sink: every Java client property as ``kafka.<key>``."""
-        return {f"kafka.{k}": v for k, v in self.java_client_properties().items()}
+    def to_spark_options(self, reference: Callable[[SecretRef], str | None] | None = None) -> dict[str, str]:
+        """Options for Spark's Kafka source and sink: every Java client property as ``kafka.<key>``
+        (secrets as config provider references where ``reference`` gives one)."""
+        return {f"kafka.{k}": v for k, v in self.java_client_properties(reference).items()}
 
     # -- librdkafka (confluent-kafka) ------------------------------------------------------------
     def to_librdkafka(self) -> dict[str, str]:
