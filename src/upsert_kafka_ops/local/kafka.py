@@ -104,6 +104,8 @@ class LocalKafka:
         self.heap = heap
         self.extra_properties = dict(properties or {})
         self.ports: dict[str, int] = {}
+        #: the KRaft cluster id the storage is formatted with (kept when the broker restarts)
+        self.cluster_id = _cluster_id()
         self.tls: TlsFiles | None = None
         self._proc: subprocess.Popen[bytes] | None = None
         self.pid: int | None = None
@@ -248,7 +250,7 @@ class LocalKafka:
             "kafka.tools.StorageTool",
             "format",
             "-t",
-            _cluster_id(),
+            self.cluster_id,
             "-c",
             str(props_file),
             "--ignore-formatted",

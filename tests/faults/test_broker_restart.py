@@ -1,0 +1,222 @@
+"""The broker restarted under running jobs (issue 23, item 1): a materialize into Delta, a topic-to-topic
+job and a publish of a Delta change feed (``write_changelog``) each run as a CLI process while the
+broker is stopped (SIGTERM, or SIGKILL: a crash) at a random moment of the run, stays down up to 3 s,
+and comes back on its ports with its log folder.
+
+Each run either finishes or fails with a clear error; the rerun (in this process) converges; the
+target then equals the plain-Python fold of its source (no key lost, none doubled), and an output
+topic holds each key in the one partition Kafka's partitioner gives it with the key's records in the
+order they were made (each value carries its change's sequence number).
+
+``UKO_FAULT_TRIALS`` trials per job kind (default 3; the issue's figure was measured with 10), from a
+fixed seed per kind; ``UKO_FAULT_REPORT`` names a JSON file for the trials' outcomes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from pyspark.sql import SparkSession
+from tests.integration.jobs_support import oracle_table, pipeline, rows_as_table, source
+from tests.integration.oracle import kafka_partition, read_all
+
+from upsert_kafka_ops.jobs import Pipeline, run_job
+from upsert_kafka_ops.local import LocalKafka
+
+TRIALS = int(os.environ.get("UKO_FAULT_TRIALS", "3"))
+KEYS = 30
+REPORT: dict[str, list[dict[str, Any]]] = {}
+
+
+@dataclass
+class Flow:
+    """One job kind under test: its pipeline file, how a trial changes its source, and its check."""
+
+    name: str
+    pipeline: Pipeline
+    file: Path
+    change: Callable[[random.Random], None]
+    check: Callable[[], None]
+    seq: list[int] = field(default_factory=lambda: [0])
+
+
+def _row(seq: int, rnd: random.Random) -> dict[str, Any]:
+    return {
+        "name": f"s{seq:06d}",
+        "region": rnd.choice(["Berlin", "Paris"]),
+        "score": f"{rnd.randrange(9999) / 100:.2f}",
+    }
+
+
+def _produce(servers: str, topic: str, rnd: random.Random, seq: list[int], n: int) -> None:
+    from confluent_kafka import Producer
+
+    producer = Producer({"bootstrap.servers": servers, "enable.idempotence": True, "linger.ms": 5})
+    for _ in range(n):
+        seq[0] += 1
+        key = rnd.randrange(KEYS)
+        row = None if rnd.random() < 0.1 else {"id": key, **_row(seq[0], rnd)}
+        producer.produce(
+            topic,
+            key=json.dumps({"id": key}).encode(),
+            value=None if row is None else json.dumps(row).encode(),
+        )
+    assert producer.flush(60) == 0
+
+
+def _check_topic(servers: str, topic: str, partitions: int) -> None:
+    """Each key in its partition, its records in the order their changes were made."""
+    last: dict[bytes, int] = {}
+    for rec in sorted(read_all(servers, [topic]), key=lambda r: (r.partition, r.offset)):
+        assert rec.key is not None
+        assert rec.partition == kafka_partition(rec.key, partitions), (
+            f"key {rec.key!r} in partition {rec.partition}"
+        )
+        if rec.value is not None:
+            seq = int(json.loads(rec.value)["name"][1:])
+            assert seq >= last.get(rec.key, 0), f"key {rec.key!r}: change {seq} after {last[rec.key]}"
+            last[rec.key] = seq
+
+
+def _write(file: Path, p: Pipeline) -> Path:
+    file.write_text(yaml.safe_dump(p.to_json_dict()))
+    return file
+
+
+@pytest.fixture(scope="module")
+def flows(
+    kafka: LocalKafka, spark: SparkSession, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[dict[str, Flow]]:
+    servers, work = kafka.bootstrap_servers, tmp_path_factory.mktemp("flows")
+    out: dict[str, Flow] = {}
+    for name in ("users-m", "users-t", "copy-t", "copy-p"):
+        kafka.create_topic(name, partitions=3)
+
+    # materialize into Delta
+    delta = work / "users"
+    p = pipeline(servers, [{"name": "users", "kind": "materialize", "source": source("users-m", servers),
+                            "target": {"kind": "delta", "path": str(delta)}}])  # fmt: skip
+
+    def delta_rows(path: Path) -> dict[int, tuple[str, str, str]]:
+        got = spark.read.format("delta").load(str(path)).select("id", "name", "region", "score").collect()
+        assert len(got) == len({r[0] for r in got}), "a key twice in the Delta table"
+        return rows_as_table(got)
+
+    m = Flow("materialize", p, _write(work / "m.yaml", p), lambda rnd: None, lambda: None)
+    m.change = lambda rnd: _produce(servers, "users-m", rnd, m.seq, 80)
+    m.check = lambda: _check_equal(delta_rows(delta), oracle_table(servers, "users-m"))
+    out[m.name] = m
+
+    # topic to topic (a recompute written with write_snapshot)
+    p = pipeline(servers, [{"name": "copy", "kind": "topic-to-topic", "execution": "snapshot",
+                            "query": "SELECT * FROM users", "sources": {"users": source("users-t", servers)},
+                            "sink": source("copy-t", servers)}])  # fmt: skip
+    t = Flow("topic-to-topic", p, _write(work / "t.yaml", p), lambda rnd: None, lambda: None)
+    t.change = lambda rnd: _produce(servers, "users-t", rnd, t.seq, 80)
+
+    def check_t() -> None:
+        _check_equal(oracle_table(servers, "copy-t"), oracle_table(servers, "users-t"))
+        _check_topic(servers, "copy-t", 3)
+
+    t.check = check_t
+    out[t.name] = t
+
+    # a Delta change feed published with write_changelog
+    feed = work / "feed"
+    spark.sql(f"CREATE TABLE delta.`{feed}` (id BIGINT, name STRING, region STRING, score DECIMAL(10, 2)) "
+              "USING delta TBLPROPERTIES (delta.enableChangeDataFeed = true)")  # fmt: skip
+    p = pipeline(servers, [{"name": "publish", "kind": "publish", "source": {"kind": "delta-cdf", "path": str(feed)},
+                            "sink": source("copy-p", servers), "state_path": str(work / "publish-state")}])  # fmt: skip
+    pub = Flow("publish", p, _write(work / "p.yaml", p), lambda rnd: None, lambda: None)
+
+    def change_p(rnd: random.Random) -> None:
+        for _ in range(3):  # three Delta versions
+            rows, deletes = [], []
+            for key in rnd.sample(range(KEYS), 8):
+                pub.seq[0] += 1
+                if rnd.random() < 0.15:
+                    deletes.append(key)
+                else:
+                    r = _row(pub.seq[0], rnd)
+                    rows.append(f"({key}, '{r['name']}', '{r['region']}', {r['score']})")
+            if rows:
+                spark.sql(f"MERGE INTO delta.`{feed}` t USING (SELECT * FROM VALUES {', '.join(rows)} AS s(id, name, region, score)) s "
+                          "ON t.id = s.id WHEN MATCHED THEN UPDATE SET * WHEN NOT MATCHED THEN INSERT *")  # fmt: skip
+            if deletes:
+                spark.sql(f"DELETE FROM delta.`{feed}` WHERE id IN ({', '.join(map(str, deletes))})")
+
+    def check_p() -> None:
+        _check_equal(oracle_table(servers, "copy-p"), delta_rows(feed))
+        _check_topic(servers, "copy-p", 3)
+
+    pub.change, pub.check = change_p, check_p
+    out[pub.name] = pub
+    yield out
+    report = os.environ.get("UKO_FAULT_REPORT")
+    if report:
+        Path(report).write_text(json.dumps(REPORT, indent=2))
+
+
+def _check_equal(got: dict[int, Any], want: dict[int, Any]) -> None:
+    lost, extra = sorted(set(want) - set(got)), sorted(set(got) - set(want))
+    wrong = sorted(k for k in set(got) & set(want) if got[k] != want[k])
+    assert (lost, extra, wrong) == ([], [], []), "lost keys, extra keys, keys with another value"
+
+
+def _cli(flow: Flow, jars_dir: Path) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "upsert_kafka_ops.cli", "run", str(flow.file), "--json", "-v"],
+        env={**os.environ, "UPSERT_KAFKA_OPS_JARS_DIR": str(jars_dir)},
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("kind", ["materialize", "topic-to-topic", "publish"])
+def test_a_broker_restarted_under_a_run_leaves_the_target_exact_after_a_rerun(
+    kind: str, flows: dict[str, Flow], kafka: LocalKafka, spark: SparkSession, jars_dir: Path
+) -> None:
+    flow, rnd = flows[kind], random.Random(f"broker-restart-{kind}")
+    # a first run without a fault: how long a run takes (the restarts fall within it)
+    flow.change(rnd)
+    began = time.monotonic()
+    first = _cli(flow, jars_dir)
+    _, err = first.communicate(timeout=600)
+    span = time.monotonic() - began
+    assert first.returncode == 0, err[-3000:]
+    if kind != "materialize":  # the writer's producer is idempotent and waits for every replica
+        from upsert_kafka_ops.engine.sink import producer_options
+
+        sink = flow.pipeline.jobs[0].sink  # type: ignore[union-attr]
+        options = producer_options(sink.table, flow.pipeline.connections[sink.connection])
+        assert (options["kafka.enable.idempotence"], options["kafka.acks"]) == ("true", "all")
+    flow.check()
+
+    trials = REPORT.setdefault(kind, [])
+    for trial in range(TRIALS):
+        flow.change(rnd)
+        run = _cli(flow, jars_dir)
+        time.sleep(rnd.uniform(0, span))
+        during = run.poll() is None
+        kill, down = rnd.random() < 0.5, round(rnd.uniform(0, 3), 1)
+        kafka.restart(down_s=down, kill=kill)
+        _, err = run.communicate(timeout=600)
+        outcome = "finished" if run.returncode == 0 else "failed"
+        if outcome == "failed":  # a clear error: the job, and what went wrong with the broker
+            assert f"job {flow.pipeline.jobs[0].name} failed" in err or "Error" in err, err[-3000:]
+        rerun = run_job(flow.pipeline, spark=spark)
+        assert rerun.status == "succeeded"
+        flow.check()
+        trials.append({"trial": trial, "during_run": during, "kill": kill, "down_s": down, "run": outcome,
+                       "error": err.strip().splitlines()[-1][:300] if outcome == "failed" else ""})  # fmt: skip
+    assert len(trials) == TRIALS
