@@ -1,7 +1,8 @@
 """Oversize and malformed rows at the sink, against the real broker (issue 23, item 3): a record
 larger than the topic's ``max.message.bytes`` (or the producer's ``max.request.size``) and a NULL
 primary key fail before the first record is written, naming the key and both limits; a record just
-inside the limit is written."""
+inside the limit is written. A key value its column cannot hold fails in the same pass, named by
+Spark's cast error."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import pytest
+from confluent_kafka import Producer
 from tests.integration.oracle import read_all
 
 from upsert_kafka_ops.engine import write_changelog, write_snapshot
@@ -91,3 +93,36 @@ def test_a_null_primary_key_fails_before_any_write(
     with pytest.raises(DataError, match="NULL primary key"):
         write_snapshot(df.drop("op", "seq"), table)
     assert read_all(kafka.bootstrap_servers, [topic]) == []
+
+
+def test_a_key_the_key_format_cannot_encode_fails_before_any_write(
+    kafka: LocalKafka, spark: SparkSession, new_topic: Callable[..., str]
+) -> None:
+    """A topic-to-topic query whose key overflows the sink's key column: Spark's cast refuses the
+    value in the pass that measures the records, before the first one is sent."""
+    from pyspark.errors import ArithmeticException
+
+    from upsert_kafka_ops.jobs import Pipeline, run_job
+
+    source, sink = new_topic(partitions=1), new_topic(partitions=1)
+    row = json.dumps({"id": 1, "v": "a"}).encode()
+    producer = Producer({"bootstrap.servers": kafka.bootstrap_servers})
+    producer.produce(source, key=b'{"id":1}', value=row)
+    assert producer.flush(30) == 0
+
+    def table(topic: str, key_type: str) -> dict[str, object]:
+        return {"connection": "main", "table": {
+            "name": "t", "columns": [{"name": "id", "type": key_type}, {"name": "v", "type": "STRING"}],
+            "primary_key": ["id"],
+            "options": {"connector": "upsert-kafka", "topic": topic, "key.format": "json", "value.format": "json"}}}  # fmt: skip
+
+    job = {"name": "overflow", "kind": "topic-to-topic", "execution": "snapshot",
+           "query": "SELECT id * 1000.5 AS id, v FROM s", "sources": {"s": table(source, "INT")},
+           "sink": table(sink, "DECIMAL(4, 1)")}  # fmt: skip
+    p = Pipeline.model_validate(
+        {"connections": {"main": {"bootstrap_servers": kafka.bootstrap_servers}}, "jobs": [job]}
+    )
+    with pytest.raises(ArithmeticException) as err:
+        run_job(p, spark=spark)
+    assert "1000.5" in str(err.value) and "DECIMAL(4,1)" in str(err.value).replace(" ", "").upper()
+    assert read_all(kafka.bootstrap_servers, [sink]) == []
