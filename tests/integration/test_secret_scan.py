@@ -41,20 +41,31 @@ SCRAM_USER = "scanned"
 
 
 class ProcessList:
-    """``ps -eo args`` sampled every 0.2 s in a thread; :attr:`seen` keeps the lines holding a secret,
-    :attr:`marked` counts the samples that caught a line holding ``marker`` (the runs were seen)."""
+    """``ps -eo pid,args`` sampled every 0.2 s in a thread; :attr:`seen` keeps the lines holding a
+    secret, :attr:`marked` counts the samples that caught one of :attr:`pids` (the runs were seen: a
+    process's arguments may show cut short, so they are not what proves it)."""
 
-    def __init__(self, secrets: list[str], marker: str) -> None:
-        self.secrets, self.marker, self.seen, self.samples, self.marked = secrets, marker, [], 0, 0
+    def __init__(self, secrets: list[str]) -> None:
+        self.secrets, self.seen, self.samples, self.marked = secrets, [], 0, 0
+        self.pids: set[str] = set()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
     def _run(self) -> None:
         while not self._stop.wait(0.2):
-            lines = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout.splitlines()
+            lines = subprocess.run(
+                ["ps", "-eo", "pid=,args="], capture_output=True, text=True
+            ).stdout.splitlines()
             self.samples += 1
-            self.marked += any(self.marker in line for line in lines)
+            self.marked += any(line.split(None, 1)[0] in self.pids for line in lines if line.strip())
             self.seen += [line for line in lines if any(s in line for s in self.secrets)]
+
+    def run(self, args: list[str], env: dict[str, str], timeout: float) -> subprocess.CompletedProcess[str]:
+        """Run ``args`` as a watched process."""
+        proc = subprocess.Popen(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.pids.add(str(proc.pid))
+        out, err = proc.communicate(timeout=timeout)
+        return subprocess.CompletedProcess(args, proc.returncode, out, err)
 
     def __enter__(self) -> ProcessList:
         self._thread.start()
@@ -167,10 +178,11 @@ def test_no_secret_reaches_anything_a_user_or_another_tenant_sees(
     }
     env.pop("OPENLINEAGE_URL", None)
     cli = [sys.executable, "-m", "upsert_kafka_ops.cli", "run", str(pipeline_file), "--json", "-v"]
-    with ProcessList(secrets, marker="upsert_kafka_ops.cli run") as ps:
-        ok = subprocess.run([*cli, *(f"--job={j}" for j in ("to-delta", "to-postgres", "refill", "copy", "pub"))],
-                            env=env, capture_output=True, text=True, timeout=900)  # fmt: skip
-        broken = subprocess.run([*cli, "--job=broken"], env=env, capture_output=True, text=True, timeout=600)
+    with ProcessList(secrets) as ps:
+        ok = ps.run(
+            [*cli, *(f"--job={j}" for j in ("to-delta", "to-postgres", "refill", "copy", "pub"))], env, 900
+        )
+        broken = ps.run([*cli, "--job=broken"], env, 600)
 
     assert ok.returncode == 0, ok.stderr[-3000:]
     results = json.loads(ok.stdout)["results"]
