@@ -10,8 +10,8 @@
 set -uo pipefail
 # Four suites side by side start a dozen Spark drivers (the suites' own sessions and the runs they start
 # as subprocesses); at a quarter of the machine each, the heaps could outgrow it and the kernel kills
-# one mid-test. 3 GB each holds the tests' topics; a CI run with 2 GB took 2043 s for the suites
-# against about 1300 s before (more collections in smaller heaps on 2 busy cores, most likely).
+# one mid-test. 3 GB each holds the tests' topics (the suites took as long with 2 GB as with 3 GB:
+# 2043 s and 2032 s in two CI runs; the 2 cores, not the heaps, set the pace).
 export SPARK_DRIVER_MEMORY=${SPARK_DRIVER_MEMORY:-3g}
 pytest=$1
 logs=$2
