@@ -12,6 +12,7 @@ idempotent producer.
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
@@ -99,8 +100,6 @@ def producer_options(
 def _env_reference(spark: SparkSession) -> Callable[[SecretRef], str | None] | None:
     """``${env:NAME}`` for an ``env`` secret the local driver JVM (which runs the executors too) holds
     with the same value; None elsewhere (a cluster's executors may lack the variable)."""
-    import os
-
     master = spark.conf.get("spark.master", "") or ""
     jvm = getattr(spark, "_jvm", None)
     if not master.startswith("local") or jvm is None:

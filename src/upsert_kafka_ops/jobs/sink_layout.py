@@ -65,17 +65,18 @@ def check(
     :raises SinkPartitionsError: when it differs from ``before`` (the count recorded at the job's last
         run) and the topic holds records, unless the sink allows it; nothing has been written then.
     """
-    from upsert_kafka_ops.kafka import offsets as ko
+    from upsert_kafka_ops.kafka.admin import KafkaAdmin
 
     topic = (sink.table.topic or [""])[0]
-    config = conn.to_librdkafka()
-    parts = ko.topic_partitions(config, [topic])
-    now, then = len(parts), before.get(topic)
-    if then is None or then == now:
-        return {topic: now}
-    if isinstance(sink, AppendSink) and not sink.table.key_fields:
-        return {topic: now}  # records without a key go to any partition: nothing to keep in place
-    starts, ends = ko.earliest_offsets(config, parts), ko.end_offsets(config, parts, read_committed=False)
+    with KafkaAdmin(conn) as admin:  # one client: the count, and the offsets only when it changed
+        now, then = admin.partition_counts([topic])[topic], before.get(topic)
+        if then is None or then == now:
+            return {topic: now}
+        if isinstance(sink, AppendSink) and not sink.table.key_fields:
+            return {topic: now}  # records without a key go to any partition: nothing to keep in place
+        parts = [(topic, p) for p in range(now)]
+        starts = admin.earliest_offsets(parts)
+        ends = admin.end_offsets(parts, isolation="read_uncommitted")
     if all(ends[tp] <= starts[tp] for tp in parts):  # created again with the new count, and empty
         return {topic: now}
     if sink.on_partitions_changed == "write":
