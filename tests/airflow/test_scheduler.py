@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 from pyspark.sql import SparkSession
 
-from upsert_kafka_ops.local import free_port
+from upsert_kafka_ops.local import free_port, free_ports
 from upsert_kafka_ops.local.process import stop_group
 
 from .conftest import ROOT
@@ -68,13 +68,13 @@ def test_users_to_delta_runs_in_airflow_standalone_with_a_deferral(
     )
     assert published.returncode == 0, published.stderr[-3000:]
 
-    home, api = tmp_path / "airflow", free_port()
+    home, (api, worker_logs, trigger_logs) = tmp_path / "airflow", free_ports(3)
     home.mkdir()
     env = {**env, "AIRFLOW_HOME": str(home), "PATH": f"{BIN}{os.pathsep}{env['PATH']}",
            "AIRFLOW__CORE__DAGS_FOLDER": str(ROOT / "dags"), "AIRFLOW__CORE__LOAD_EXAMPLES": "false",
            "AIRFLOW__API__PORT": str(api), "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"http://127.0.0.1:{api}/execution/",
-           "AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT": str(free_port()),
-           "AIRFLOW__LOGGING__TRIGGER_LOG_SERVER_PORT": str(free_port()),
+           "AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT": str(worker_logs),
+           "AIRFLOW__LOGGING__TRIGGER_LOG_SERVER_PORT": str(trigger_logs),
            "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS": "true", "UKO_NEW_DATA_POLL_S": "2",
            # standalone's API server shares two cores with three other suites: its default 5 s
            # answer time (5 tries) failed a finished task's state update once

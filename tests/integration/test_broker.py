@@ -58,9 +58,12 @@ def test_broker_that_dies_at_start_shows_its_log_tail(
     busy = socket.socket()
     busy.bind(("127.0.0.1", 0))
     busy.listen()
-    ports = iter([busy.getsockname()[1]])
-    real_free_port = kafka_module.free_port
-    monkeypatch.setattr(kafka_module, "free_port", lambda port=0: next(ports, None) or real_free_port(port))
+    real_free_ports = kafka_module.free_ports
+
+    def busy_first(count: int, first: int = 0) -> list[int]:  # the PLAINTEXT listener's is taken
+        return [busy.getsockname()[1], *real_free_ports(count)[1:]]
+
+    monkeypatch.setattr(kafka_module, "free_ports", busy_first)
     broker = LocalKafka(tmp_path / "busy", jars_dir=jars_dir, heap="256m")
     try:
         with pytest.raises(LocalServiceError) as info:

@@ -7,7 +7,7 @@ from __future__ import annotations
 from upsert_kafka_ops.local.kafka import LocalKafka
 from upsert_kafka_ops.local.kdc import LocalKdc
 from upsert_kafka_ops.local.postgres import LocalPostgres
-from upsert_kafka_ops.local.process import free_port
+from upsert_kafka_ops.local.process import free_port, free_ports
 from upsert_kafka_ops.local.prometheus import LocalPrometheus, LocalPushgateway
 from upsert_kafka_ops.local.schema_registry import LocalSchemaRegistry
 from upsert_kafka_ops.local.spark_cluster import LocalSparkCluster, spark_home
@@ -27,5 +27,6 @@ __all__ = [
     "LocalSparkHistory",
     "LocalYarn",
     "free_port",
+    "free_ports",
     "spark_home",
 ]

@@ -28,7 +28,7 @@ from typing import Any
 from upsert_kafka_ops import jars
 from upsert_kafka_ops.errors import KafkaConnectionError, LocalServiceError
 from upsert_kafka_ops.local.kdc import LocalKdc
-from upsert_kafka_ops.local.process import alive, free_port, java_executable, terminate, wait_ready
+from upsert_kafka_ops.local.process import alive, free_ports, java_executable, terminate, wait_ready
 from upsert_kafka_ops.local.tls import TlsFiles, generate
 from upsert_kafka_ops.spec.connection import KRB5_LOGIN_MODULE
 
@@ -279,14 +279,13 @@ class LocalKafka:
         return self
 
     def _allocate(self) -> None:
-        self.ports = {"PLAINTEXT": free_port(self.port or 0), "CONTROLLER": free_port()}
-        if self.scram_users:
-            self.ports["SASL_PLAINTEXT"] = free_port()
+        names = ["PLAINTEXT", "CONTROLLER"]
+        names += ["SASL_PLAINTEXT"] * bool(self.scram_users) + ["SSL"] * self.ssl
+        names += ["KERBEROS"] * (self.kerberos is not None)
+        self.ports = dict(zip(names, free_ports(len(names), first=self.port or 0), strict=True))
         if self.ssl:
-            self.ports["SSL"] = free_port()
             self.tls = generate(self.work_dir / "tls")
         if self.kerberos is not None:
-            self.ports["KERBEROS"] = free_port()
             self.kerberos.add_principal(f"{KERBEROS_SERVICE}/{KERBEROS_HOST}")
 
     def restart(self, down_s: float = 0.0, kill: bool = False, timeout: float = 120.0) -> LocalKafka:

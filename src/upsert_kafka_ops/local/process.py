@@ -1,4 +1,4 @@
-"""The process helpers the local services share: a free port, Java, a loopback JSON request, waiting
+"""The process helpers the local services share: free ports, Java, a loopback JSON request, waiting
 for a service to answer, and stopping a process or its process group (SIGTERM, then SIGKILL)."""
 
 from __future__ import annotations
@@ -23,14 +23,29 @@ def free_port(port: int = 0) -> int:
 
     :raises LocalServiceError: when the given port is taken.
     """
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        try:
-            s.bind(("127.0.0.1", port))
-        except OSError as exc:
-            raise LocalServiceError(
-                f"Port {port} on 127.0.0.1 is in use ({exc.strerror}): choose another port, or none for a free one."
-            ) from None
-        return int(s.getsockname()[1])
+    return free_ports(1, first=port)[0]
+
+
+def free_ports(count: int, first: int = 0) -> list[int]:
+    """``count`` distinct TCP ports on 127.0.0.1 that were free a moment ago, the first one ``first``
+    when given. All are held open until the last is found: ports asked for one at a time can repeat
+    (a broker's PLAINTEXT and SSL listeners once got the same one, and the broker refused to start).
+
+    :raises LocalServiceError: when ``first`` is taken.
+    """
+    with contextlib.ExitStack() as held:
+        ports = []
+        for i in range(count):
+            s = held.enter_context(socket.socket(socket.AF_INET, socket.SOCK_STREAM))
+            wanted = first if i == 0 else 0
+            try:
+                s.bind(("127.0.0.1", wanted))
+            except OSError as exc:
+                raise LocalServiceError(
+                    f"Port {wanted} on 127.0.0.1 is in use ({exc.strerror}): choose another port, or none for a free one."
+                ) from None
+            ports.append(int(s.getsockname()[1]))
+        return ports
 
 
 def get_json(url: str, timeout: float = 5.0) -> Any:

@@ -37,7 +37,7 @@ from xml.sax.saxutils import escape
 
 from upsert_kafka_ops import jars
 from upsert_kafka_ops.errors import LocalServiceError
-from upsert_kafka_ops.local.process import free_port, java_executable, terminate, wait_ready
+from upsert_kafka_ops.local.process import free_ports, java_executable, terminate, wait_ready
 from upsert_kafka_ops.local.tls import generate
 
 APICURIO_VERSION = "2.4.2.Final"
@@ -206,13 +206,13 @@ class LocalSchemaRegistry:
         folder = build(self.jars_dir, log=False)
         java = java_executable()
         self.work_dir.mkdir(parents=True, exist_ok=True)
-        self.port = free_port()
+        self.port, plain_port = free_ports(2)
         listen = [f"-Dquarkus.http.port={self.port}"]
         if self.tls:
             files = generate(self.work_dir / "tls")
             assert files.ca_cert == self.ca_file
             listen = [
-                f"-Dquarkus.http.port={free_port()}", f"-Dquarkus.http.ssl-port={self.port}",
+                f"-Dquarkus.http.port={plain_port}", f"-Dquarkus.http.ssl-port={self.port}",
                 "-Dquarkus.http.insecure-requests=disabled",
                 f"-Dquarkus.http.ssl.certificate.files={files.server_keystore}",
                 f"-Dquarkus.http.ssl.certificate.key-files={files.server_keystore}",

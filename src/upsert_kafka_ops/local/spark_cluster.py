@@ -24,7 +24,7 @@ from types import TracebackType
 from typing import Any
 
 from upsert_kafka_ops.errors import LocalServiceError, ToolchainError
-from upsert_kafka_ops.local.process import free_port, get_json, java_executable, stop_group
+from upsert_kafka_ops.local.process import free_ports, get_json, java_executable, stop_group
 
 
 def spark_home() -> Path:
@@ -136,7 +136,8 @@ class LocalSparkCluster:
         self.dir.mkdir(parents=True, exist_ok=True)
         (self.dir / "work").mkdir(exist_ok=True)
         env = self._env()
-        self.ports = {name: free_port() for name in ("master", "master_ui", "worker", "worker_ui")}
+        names = ("master", "master_ui", "worker", "worker_ui")
+        self.ports = dict(zip(names, free_ports(len(names)), strict=True))
         try:
             self._spawn(
                 "master",

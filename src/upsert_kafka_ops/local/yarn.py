@@ -20,7 +20,7 @@ from typing import Any
 from xml.sax.saxutils import escape
 
 from upsert_kafka_ops.errors import LocalServiceError
-from upsert_kafka_ops.local.process import free_port, get_json, java_executable, stop_group
+from upsert_kafka_ops.local.process import free_ports, get_json, java_executable, stop_group
 from upsert_kafka_ops.local.spark_cluster import spark_home
 
 #: what Hadoop's own launch scripts open on Java 17 (Guice and the RPC layer reflect into java.base)
@@ -144,7 +144,7 @@ class LocalYarn:
             raise LocalServiceError("This YARN cluster is already started.")
         self.dir.mkdir(parents=True, exist_ok=True)
         names = ("rm", "rm_scheduler", "rm_tracker", "rm_admin", "rm_web", "nm", "nm_localizer", "nm_web")
-        self.ports = {name: free_port() for name in names}
+        self.ports = dict(zip(names, free_ports(len(names)), strict=True))
         self._write_conf()
         try:
             self._spawn("resourcemanager", "org.apache.hadoop.yarn.server.resourcemanager.ResourceManager")
