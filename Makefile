@@ -8,7 +8,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 PIP_VERSION := 26.3
-EXTRAS := airflow,dagster,schema-registry,connect,dev
+EXTRAS := airflow,dagster,schema-registry,connect,s3,dev
 LINT_PATHS := src tests benchmarks dags dagster_defs
 TIMED := scripts/timed.sh
 # Helm is built from the Go module proxy with the machine's Go (tests/helm fail without it), once per
@@ -18,6 +18,11 @@ TOOLS_DIR ?= $(HOME)/.cache/upsert-kafka-ops/tools
 HELM_BUILT := $(TOOLS_DIR)/helm-$(HELM_VERSION)/helm
 HELM := .tools/bin/helm
 GO ?= $(shell command -v go || echo /usr/local/go/bin/go)
+# MinIO, the real S3 server of the tests of tables on S3 (upsert_kafka_ops.local.LocalS3): built the same
+# way (its module has no tags the proxy lists: the pseudo-version is its @latest, pinned), linked as
+# .tools/bin/minio.
+MINIO_VERSION := v0.0.0-20260212201848-7aac2a2c5b7c
+MINIO_BUILT := $(TOOLS_DIR)/minio-$(MINIO_VERSION)/minio
 # Prometheus, promtool and the Pushgateway: Debian's packages, downloaded with apt-get and extracted
 # (no root, no service) once per machine into the user cache, linked into .tools/bin. The chart tests
 # check the alert rules with promtool; the monitoring test runs both servers.
@@ -35,7 +40,7 @@ FLINK_VENV := .venv-flink
 FLINK_STAMP := $(FLINK_VENV)/.installed-stamp
 FLINK_VERSION := 2.2.1
 
-.PHONY: help toolchain install jars flink yarn kerberos registry lint unit check helm prometheus chart integration test demo bench constraints clean
+.PHONY: help toolchain install jars flink yarn kerberos registry lint unit check helm minio prometheus chart integration test demo bench constraints clean
 
 help:
 	@echo "make demo   - install, fetch jars, run the main job on a local Kafka broker and local Spark"
@@ -106,6 +111,13 @@ $(HELM): $(HELM_BUILT)
 
 helm: $(HELM)
 
+$(MINIO_BUILT):
+	@test -x "$(GO)" || { echo "ERROR: Go is needed to build MinIO with go install (set GO=/path/to/go)." >&2; exit 1; }
+	@$(TIMED) "minio build" env GOBIN=$(dir $(MINIO_BUILT)) $(GO) install github.com/minio/minio@$(MINIO_VERSION)
+
+minio: $(MINIO_BUILT)
+	@mkdir -p .tools/bin && ln -sf $(MINIO_BUILT) .tools/bin/minio
+
 $(PROMETHEUS_BUILT):
 	@command -v apt-get >/dev/null && command -v dpkg-deb >/dev/null || { echo "ERROR: apt-get and dpkg-deb (Debian) fetch Prometheus $(PROMETHEUS_DEB); or put prometheus, promtool and pushgateway on UKO_PROMETHEUS_BIN." >&2; exit 1; }
 	@rm -rf $(dir $@) && mkdir -p $(dir $@)/debs && chmod 777 $(dir $@)/debs
@@ -131,8 +143,8 @@ registry: jars
 
 # The suites with real services, side by side in their own pytest processes (scripts/run-suites.sh);
 # the conformance suite compares the engine with real Flink.
-integration: jars flink kerberos registry yarn prometheus
-	@$(TIMED) "integration, conformance, airflow and dagster tests" env UKO_FLINK_PYTHON=$(CURDIR)/$(FLINK_VENV)/bin/python UKO_PROMETHEUS_BIN=$(CURDIR)/.tools/bin scripts/run-suites.sh $(BIN)/pytest build/test-logs
+integration: jars flink kerberos registry yarn prometheus minio
+	@$(TIMED) "integration, conformance, airflow and dagster tests" env UKO_FLINK_PYTHON=$(CURDIR)/$(FLINK_VENV)/bin/python UKO_PROMETHEUS_BIN=$(CURDIR)/.tools/bin UKO_MINIO=$(CURDIR)/.tools/bin/minio scripts/run-suites.sh $(BIN)/pytest build/test-logs
 
 test: jars lint unit chart integration
 

@@ -41,6 +41,7 @@ FLINK_AVRO_VERSION = "2.2.0"
 LOG4J_VERSION = "2.25.4"
 #: Hadoop's release in pyspark's jars (hadoop-client-api); the local YARN cluster runs the same.
 HADOOP_VERSION = "3.4.1"
+AWS_SDK_VERSION = "2.24.5"
 
 MAVEN_CENTRAL = "https://repo.maven.apache.org/maven2"
 ENV_JARS_DIR = "UPSERT_KAFKA_OPS_JARS_DIR"
@@ -138,7 +139,32 @@ YARN_GROUP = JarGroup(
     ),
 )
 
-GROUPS: dict[str, JarGroup] = {g.name: g for g in (KAFKA_GROUP, SPARK_GROUP, FLINK_GROUP, YARN_GROUP)}
+#: Spark's S3A connector for tables on S3 (``s3a://``), fetched when a pipeline has one. hadoop-aws
+#: declares the AWS SDK's 532 MB bundle; the three SDK modules it uses weigh 9 MB together (2.24.5:
+#: the bundle's 2.24.6 has no s3-transfer-manager on Maven Central). What pyspark/jars already holds
+#: (netty, Apache HttpClient, commons, slf4j) is left out.
+S3_GROUP = JarGroup(
+    name="s3",
+    artifacts=(
+        Artifact("org.apache.hadoop", "hadoop-aws", HADOOP_VERSION),
+        *(
+            Artifact("software.amazon.awssdk", a, AWS_SDK_VERSION)
+            for a in ("s3", "s3-transfer-manager", "sts")
+        ),
+    ),
+    exclusions=(
+        "software.amazon.awssdk:bundle",
+        "io.netty:*",
+        "org.apache.httpcomponents:*",
+        "commons-codec:*",
+        "commons-logging:*",
+        "org.slf4j:*",
+    ),
+)
+
+GROUPS: dict[str, JarGroup] = {
+    g.name: g for g in (KAFKA_GROUP, SPARK_GROUP, FLINK_GROUP, YARN_GROUP, S3_GROUP)
+}
 #: What ``fetch()`` and ``upsert-kafka-ops jars fetch`` resolve when no group is named.
 DEFAULT_GROUPS = (KAFKA_GROUP.name, SPARK_GROUP.name)
 
@@ -266,7 +292,7 @@ def jar_paths(group: str | JarGroup, jars_dir: Path | None = None) -> list[Path]
     if not is_fetched(g, jars_dir):
         raise JarsError(
             f"The {g.name} jars are not in {folder} (or are stale). "
-            "Run `upsert-kafka-ops jars fetch` (or `make jars`) first."
+            f"Run `upsert-kafka-ops jars fetch --group {g.name}` first."
         )
     data = json.loads((folder / "manifest.json").read_text())
     return [folder / name for name in sorted(data["jars"])]

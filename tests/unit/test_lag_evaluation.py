@@ -321,9 +321,8 @@ def test_records_that_arrive_after_a_run_that_found_nothing_wait_for_the_next_ti
     assert every.due(ten, ten + 4000) == ten + 2 * 3600 + 600
 
 
-def test_a_target_on_object_storage_is_watched_through_the_jobs_consumer_group() -> None:
-    # its stored offsets need Spark here (until the S3 state reader exists): the group a materialize
-    # run commits right after its target is the next best source, never "no lag at all"
+def test_a_warehouse_target_on_disk_or_s3_is_watched_through_the_offsets_it_stores() -> None:
+    # the state reader reads S3 too (delta-rs, pyarrow): a target's own offsets are the authoritative ones
     from upsert_kafka_ops.jobs.lag import offsets_from
     from upsert_kafka_ops.jobs.spec import Pipeline
 
@@ -333,7 +332,9 @@ def test_a_target_on_object_storage_is_watched_through_the_jobs_consumer_group()
              "target": {"kind": kind, "path": path}}
             for name, kind, path in (("local", "delta", "/tmp/t"), ("file", "parquet", "file:///tmp/p"),
                                      ("s3", "delta", "s3a://bucket/t"), ("s3p", "parquet", "s3a://b/p"))]  # fmt: skip
+    jobs.append({"name": "copy", "kind": "backfill", "source": jobs[0]["source"],
+                 "target": {"kind": "topic", "connection": "c", "table": {"ddl": ddl.replace("'t'", "'u'")}}})  # fmt: skip
     pipe = Pipeline.model_validate({"connections": {"c": {"bootstrap_servers": "b:9092"}}, "jobs": jobs})
     assert {j.name: offsets_from(j) for j in pipe.jobs} == {
-        "local": "target", "file": "target", "s3": "consumer-group", "s3p": "consumer-group",
+        "local": "target", "file": "target", "s3": "target", "s3p": "target", "copy": "consumer-group",
     }  # fmt: skip

@@ -19,9 +19,10 @@ from upsert_kafka_ops.jobs.gates import LagCondition
 from upsert_kafka_ops.runtime.execute import LocalRuntime
 from upsert_kafka_ops.runtime.submit import SparkSubmitRuntime
 from upsert_kafka_ops.spec.connection import KafkaConnection, SecretRef
+from upsert_kafka_ops.spec.storage import S3Storage
 from upsert_kafka_ops.spec.table import UPSERT_OPTIONS, Column, KafkaTable, UpsertKafkaTable
 
-MODELS: list[type[BaseModel]] = [UpsertKafkaTable, KafkaTable, Column, KafkaConnection, SecretRef]
+MODELS: list[type[BaseModel]] = [UpsertKafkaTable, KafkaTable, Column, KafkaConnection, SecretRef, S3Storage]
 _FLINK_NAMES = {field: option for option, field in UPSERT_OPTIONS.items()} | {
     "topic": "topic",
     "topic_pattern": "topic-pattern",

@@ -104,7 +104,7 @@ def _run_many(
     if remote is not None:
         spark = connect_session(ConnectRuntime(remote=remote))
     else:
-        spark = build_spark_session(app_name="upsert-kafka-ops")
+        spark = build_spark_session(app_name="upsert-kafka-ops", jar_groups=pipeline.jar_groups(*names))
     results = []
     try:
         for name in names:

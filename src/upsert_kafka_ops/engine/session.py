@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
     from upsert_kafka_ops.spec.connection import KafkaConnection
+    from upsert_kafka_ops.spec.storage import S3Storage
 
 #: the Spark (log4j) level when the caller names none: ``warn`` for the library; the CLI sets ``error``
 #: (``info`` with ``-v``) through this variable, so every session its process builds follows it
@@ -92,6 +93,7 @@ def spark_conf(
     shuffle_partitions: int | None = None,
     extra: dict[str, str] | None = None,
     level: str | None = None,
+    jar_groups: tuple[str, ...] = ("spark",),
 ) -> dict[str, str]:
     """The Spark configuration the project runs with, as plain strings (no Spark needed).
 
@@ -102,6 +104,7 @@ def spark_conf(
         suits the topic sizes a single machine handles; set it for a cluster.
     :param extra: more settings, applied last.
     :param level: Spark's log level (:func:`log_level`), set when the session starts.
+    :param jar_groups: the fetched jar groups on the class path: ``spark``, and ``s3`` for tables on S3.
 
     A local driver's heap is a quarter of the machine (at most 8 GB), or ``SPARK_DRIVER_MEMORY`` when
     set, as with ``spark-submit``.
@@ -125,7 +128,7 @@ def spark_conf(
     conf = {
         "spark.master": master,
         "spark.app.name": app_name,
-        "spark.jars": ",".join(str(p) for p in jars.jar_paths("spark", jars_dir)),
+        "spark.jars": ",".join(str(p) for g in jar_groups for p in jars.jar_paths(g, jars_dir)),
         "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
         "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
         "spark.sql.shuffle.partitions": str(shuffle_partitions or max(2, 2 * cores)),
@@ -225,14 +228,20 @@ def existing_session() -> SparkSession | None:
 
 @contextmanager
 def session_for(
-    job: str, master: str = "local[*]", conf: dict[str, str] | None = None
+    job: str,
+    master: str = "local[*]",
+    conf: dict[str, str] | None = None,
+    jar_groups: tuple[str, ...] = ("spark",),
 ) -> Iterator[SparkSession]:
     """The session a run of ``job`` uses: :func:`existing_session`, else one built for the run
-    (``master``, ``conf``) and stopped when the run ends. A session it did not build is never stopped."""
+    (``master``, ``conf``, ``jar_groups``) and stopped when the run ends. A session it did not build
+    is never stopped."""
     spark = existing_session()
     own = None
     if spark is None:
-        spark = own = build_spark_session(master, app_name=f"upsert-kafka-ops:{job}", extra=conf)
+        spark = own = build_spark_session(
+            master, app_name=f"upsert-kafka-ops:{job}", extra=conf, jar_groups=jar_groups
+        )
     try:
         yield spark
     finally:
@@ -314,6 +323,14 @@ def _pump(stream: Any, dropped: tuple[bytes, ...]) -> None:
             os.write(2, raw)
         except OSError:
             return
+
+
+def use_storage(spark: SparkSession, storage: S3Storage, bucket: str) -> None:
+    """Give ``spark`` the settings of the store that holds ``bucket`` (S3A's per-bucket keys, secrets
+    included: session settings, which Spark redacts wherever it shows them, never a command line).
+    The S3A connector must be on the session's class path (the ``s3`` jar group)."""
+    for key, value in storage.hadoop_conf(bucket).items():
+        spark.conf.set(key, value)
 
 
 def use_krb5_conf_in_driver(spark: SparkSession, connection: KafkaConnection) -> None:

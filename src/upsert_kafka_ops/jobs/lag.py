@@ -3,7 +3,7 @@
 - A materialize or backfill job with a warehouse target: the offsets the target stores with its data
   (:func:`~upsert_kafka_ops.jobs.state.read_stored_offsets`, read without Spark). They are the
   authoritative ones: the consumer group is only committed after the target's commit. A table on
-  object storage (whose state needs Spark here) falls back to that consumer group.
+  S3 is read there too, through the store the pipeline names.
 - Every other job (topic-to-topic, publish, a backfill into a topic): the job's consumer group
   ``upsert-kafka-ops.<job>``.
 
@@ -78,9 +78,8 @@ class JobLag:
 
 
 def offsets_from(job: AnyJob) -> OffsetsFrom:
-    """``target`` for a warehouse target's stored offsets, else ``consumer-group``. A target whose
-    state cannot be read without Spark (a table on object storage) falls back to the job's consumer
-    group, which a materialize run commits right after the target."""
+    """``target`` for a warehouse target's stored offsets (on disk, S3 or PostgreSQL), else
+    ``consumer-group``."""
     if isinstance(job, MaterializeJob | BackfillJob) and readable_here(job):
         return "target"
     return "consumer-group"
@@ -168,7 +167,7 @@ def _job_lag(
 
     try:
         if offsets_from(spec) == "target":
-            stored = read_stored_offsets(spec)  # read before the end offsets, on purpose
+            stored = read_stored_offsets(spec, pipeline)  # read before the end offsets, on purpose
             (conn, sources), *_ = by_conn.items()
             a = admin(conn)
             held = stored.offsets if stored is not None else {}

@@ -61,7 +61,7 @@ def run_job(
         return run_context(RunContext(pipeline, spec, spark, mode, lock_timeout_s))
     from upsert_kafka_ops.engine.session import session_for
 
-    with session_for(job) as session:
+    with session_for(job, jar_groups=pipeline.jar_groups(job)) as session:
         return run_context(RunContext(pipeline, spec, session, mode, lock_timeout_s))
 
 

@@ -17,6 +17,7 @@ import re
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Annotated, Any, ClassVar, Literal
+from urllib.parse import urlparse
 
 from pydantic import Discriminator, Field, Tag, field_validator, model_validator
 
@@ -24,6 +25,7 @@ from upsert_kafka_ops.errors import SpecError
 from upsert_kafka_ops.spec.base import SpecModel, nested
 from upsert_kafka_ops.spec.cadence import cron_expression
 from upsert_kafka_ops.spec.connection import KafkaConnection, SecretRef, for_table
+from upsert_kafka_ops.spec.storage import S3Storage, is_s3, split_s3
 from upsert_kafka_ops.spec.table import KafkaTable, UpsertKafkaTable
 
 PIPELINE_VERSION = 1
@@ -254,7 +256,46 @@ Sink = Annotated[
 
 
 # -- warehouse targets -----------------------------------------------------------------------------
-class DeltaTarget(SpecModel):
+class _FileTarget(SpecModel):
+    """A table in a folder: a local path, or ``s3a://bucket/key`` on a store the pipeline names."""
+
+    path: str
+    storage: str | None = Field(
+        default=None,
+        description="For an s3a:// path: the name of a store in the pipeline's 'storage' section (endpoint, "
+        "region, credentials); none: AWS S3 with the AWS credential chain.",
+    )
+
+    @model_validator(mode="after")
+    def _check_path(self) -> _FileTarget:
+        scheme = urlparse(self.path).scheme if "://" in self.path else ""
+        if scheme == "s3":
+            raise SpecError(
+                "path", f"{self.path!r}: Spark writes S3 through its S3A connector.", "write it as s3a://..."
+            )
+        if scheme not in ("", "file", "s3a"):
+            raise SpecError(
+                "path",
+                f"{self.path!r}: the {scheme}:// scheme is not supported (the stored offsets live beside the "
+                "table and are read without Spark).",
+                "use a local or mounted path, or s3a://bucket/key.",
+            )
+        if scheme == "s3a" and not split_s3(self.path)[1]:
+            raise SpecError(
+                "path", f"{self.path!r} names a bucket but no folder.", "write s3a://bucket/folder."
+            )
+        if self.storage is not None and scheme != "s3a":
+            raise SpecError(
+                "storage", f"the path {self.path!r} is not on object storage.", "remove 'storage'."
+            )
+        return self
+
+    @property
+    def uri(self) -> str:
+        return self.path if "://" in self.path else Path(self.path).absolute().as_uri()
+
+
+class DeltaTarget(_FileTarget):
     """A Delta table kept equal to the topic's latest state by MERGE (update, insert, delete).
 
     Processed offsets are stored in the same commit (``userMetadata``), with Delta's idempotent-write
@@ -262,7 +303,7 @@ class DeltaTarget(SpecModel):
     """
 
     kind: Literal["delta"] = Field(description="Target kind.")
-    path: str = Field(description="Table folder (local path or a URI Spark can write, e.g. s3a://...).")
+    path: str = Field(description="Table folder: a local path or s3a://bucket/folder.")
     as_of_column: str | None = Field(
         default=None,
         description="Snapshot table: each backfill writes the state as of its end (until) into the rows "
@@ -270,10 +311,6 @@ class DeltaTarget(SpecModel):
         "partitioned by it. Written by backfill jobs only, so runs for different ends (e.g. Dagster "
         "daily partitions, in any order or in parallel) never take the latest state back.",
     )
-
-    @property
-    def uri(self) -> str:
-        return self.path if "://" in self.path else Path(self.path).absolute().as_uri()
 
 
 class PostgresTarget(SpecModel):
@@ -336,15 +373,11 @@ class PostgresTarget(SpecModel):
         return out
 
 
-class ParquetTarget(SpecModel):
+class ParquetTarget(_FileTarget):
     """A Parquet folder holding the full latest state, overwritten by every run (always ``full``)."""
 
     kind: Literal["parquet"] = Field(description="Target kind.")
-    path: str = Field(description="Output folder.")
-
-    @property
-    def uri(self) -> str:
-        return self.path if "://" in self.path else Path(self.path).absolute().as_uri()
+    path: str = Field(description="Output folder: a local path or s3a://bucket/folder.")
 
 
 WarehouseTarget = Annotated[DeltaTarget | PostgresTarget | ParquetTarget, Field(discriminator="kind")]
@@ -678,6 +711,10 @@ class Pipeline(SpecModel):
         "the file's name without its suffix.",
     )
     connections: dict[str, KafkaConnection] = Field(description="Connection name -> Kafka connection.")
+    storage: dict[str, S3Storage] = Field(
+        default_factory=dict,
+        description="Store name -> object storage (S3 or S3-compatible) that s3a:// targets name.",
+    )
     jobs: list[Job] = Field(min_length=1, description="The jobs, each with a unique name.")
 
     @model_validator(mode="after")
@@ -696,6 +733,14 @@ class Pipeline(SpecModel):
                         f"job {job.name!r} names connection {conn!r}, which the pipeline does not define.",
                         f"add it under 'connections' (defined: {', '.join(sorted(self.connections)) or 'none'}).",
                     )
+            target = getattr(job, "target", None)
+            named = getattr(target, "storage", None)
+            if named is not None and named not in self.storage:
+                raise SpecError(
+                    f"jobs.{i}.target.storage",
+                    f"job {job.name!r} names storage {named!r}, which the pipeline does not define.",
+                    f"add it under 'storage' (defined: {', '.join(sorted(self.storage)) or 'none'}).",
+                )
             # a table's security over its connection's, as a run merges them: a conflict, or a login
             # only half given (Kerberos principal without keytab), is a validation error, not a run's
             for where, part in _kafka_parts(job):
@@ -714,12 +759,32 @@ class Pipeline(SpecModel):
         )
 
     def only(self, name: str) -> Pipeline:
-        """This pipeline reduced to one job and the connections it uses (what a driver receives)."""
+        """This pipeline reduced to one job and the connections and storage it uses (what a driver
+        receives)."""
         job = self.job(name)
         used = set(job.connections_used())
+        store = getattr(getattr(job, "target", None), "storage", None)
         return Pipeline(
-            name=self.name, connections={k: v for k, v in self.connections.items() if k in used}, jobs=[job]
+            name=self.name,
+            connections={k: v for k, v in self.connections.items() if k in used},
+            storage={k: v for k, v in self.storage.items() if k == store},
+            jobs=[job],
         )
+
+    def jar_groups(self, *names: str) -> tuple[str, ...]:
+        """The jar groups runs of the jobs ``names`` (default: all) need on Spark's class path:
+        ``spark``, and ``s3`` when one has a target on S3."""
+        jobs = [self.job(n) for n in names] if names else self.jobs
+        on_s3 = any(self.storage_of(getattr(j, "target", None)) is not None for j in jobs)
+        return ("spark", "s3") if on_s3 else ("spark",)
+
+    def storage_of(self, target: Any) -> S3Storage | None:
+        """The store of a target on object storage (one that names none: AWS S3 with the AWS
+        credential chain); ``None`` for other targets."""
+        if not is_s3(getattr(target, "path", None)):
+            return None
+        name = getattr(target, "storage", None)
+        return self.storage[name] if name is not None else S3Storage()
 
     def with_connections(self, connections: Mapping[str, KafkaConnection]) -> Pipeline:
         """This pipeline with the named connections replaced (e.g. by ones built from an Airflow

@@ -4,9 +4,12 @@
   ``upsert_kafka_ops``), found by reading ``_delta_log/*.json`` newest first.
 - PostgreSQL: rows of the offsets table (``target, job, run, topic, partition, offset``) updated in
   the transaction that changed the target.
-- Parquet: ``_upsert_kafka_ops.json`` in the output folder, renamed into place after the data.
+- Parquet: ``_upsert_kafka_ops.json`` in the output folder, renamed into place after the data (on
+  object storage, one PUT after the data).
 
-Sensors and the lag exporter read these with plain Python; the job runner reads them to continue.
+Sensors and the lag exporter read these without Spark; the job runner reads them to continue. A
+table on S3 is read through delta-rs (the Delta log, checkpoints included) and pyarrow's S3
+filesystem (the Parquet state file): the ``s3`` extra.
 """
 
 from __future__ import annotations
@@ -14,12 +17,17 @@ from __future__ import annotations
 import datetime as dt
 import json
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
 from upsert_kafka_ops.errors import SpecError, UpsertKafkaOpsError
+from upsert_kafka_ops.spec.storage import S3Storage, is_s3, split_s3
+
+if TYPE_CHECKING:
+    from upsert_kafka_ops.jobs.spec import Pipeline
 
 MARKER = "upsert_kafka_ops"
 STATE_VERSION = 1
@@ -111,8 +119,13 @@ class DeltaLogState:
     txn_versions: dict[str, int]
 
 
-def read_delta_log(path: str | Path) -> DeltaLogState:
-    """Scan ``_delta_log`` newest first for the last commit carrying our state."""
+def read_delta_log(
+    path: str | Path, storage: S3Storage | None = None, app_ids: Iterable[str] = ()
+) -> DeltaLogState:
+    """The last commit carrying our state, newest first, and the Delta txn versions (on S3: those of
+    ``app_ids``; on disk: all of them)."""
+    if is_s3(str(path)):
+        return _read_delta_log_s3(str(path), storage or S3Storage(), app_ids)
     log = local_path(str(path)) / "_delta_log"
     if not log.is_dir():
         return DeltaLogState(None, None, {})
@@ -142,18 +155,100 @@ def read_delta_log(path: str | Path) -> DeltaLogState:
     return DeltaLogState(state, versions[0] if versions else None, txns)
 
 
+def _needs_s3_extra(what: str) -> StateError:
+    return StateError(f"{what} needs the s3 extra: pip install 'upsert-kafka-ops[s3]'.")
+
+
+def _store_error(uri: str, storage: S3Storage, exc: BaseException) -> StateError:
+    where = storage.endpoint or "AWS S3"
+    text = str(exc).splitlines()[0][:300] if str(exc) else type(exc).__name__
+    return StateError(
+        f"cannot read {uri} on {where}: {text}. Check the store's endpoint, that the bucket exists and "
+        "that the credentials may read it (the pipeline's 'storage' section)."
+    )
+
+
+#: delta-rs asks the store at most this long (a few tries) before it reports the store unreachable
+_OBJECT_STORE_LIMITS = {"timeout": "10s", "connect_timeout": "5s", "max_retries": "2", "retry_timeout": "20s"}
+
+
+def _read_delta_log_s3(uri: str, storage: S3Storage, app_ids: Iterable[str]) -> DeltaLogState:
+    try:
+        from deltalake import DeltaTable
+        from deltalake.exceptions import TableNotFoundError
+    except ImportError:
+        raise _needs_s3_extra(f"reading the Delta table {uri}") from None
+    try:
+        table = DeltaTable(uri, storage_options={**storage.object_store_options(), **_OBJECT_STORE_LIMITS})
+    except TableNotFoundError:
+        return DeltaLogState(None, None, {})
+    except OSError as exc:
+        raise _store_error(uri, storage, exc) from None
+    txns = {a: v for a in app_ids if (v := table.transaction_version(a)) is not None}
+    state: StoredState | None = None
+    for limit in (20, None):  # our runs commit their state every time: it is almost always the newest
+        for info in table.history(limit):
+            found = _state_in(info.get("userMetadata"), info.get("version"))
+            if found is not None:
+                state = found
+                break
+        if state is not None:
+            break
+    return DeltaLogState(state, table.version(), txns)
+
+
+def _state_in(user_metadata: Any, version: Any) -> StoredState | None:
+    if not user_metadata:
+        return None
+    try:
+        meta = json.loads(user_metadata)
+    except ValueError:
+        return None  # someone else's free-text metadata
+    if isinstance(meta, dict) and MARKER in meta:
+        return _from_payload(meta[MARKER], None if version is None else int(version))
+    return None
+
+
 # -- Parquet --------------------------------------------------------------------------------------
-def read_parquet_state(path: str | Path) -> StoredState | None:
+def read_parquet_state(path: str | Path, storage: S3Storage | None = None) -> StoredState | None:
+    if is_s3(str(path)):
+        text = _read_s3_text(str(path), PARQUET_STATE_FILE, storage or S3Storage())
+        return None if text is None else _from_payload(json.loads(text))
     file = local_path(str(path)) / PARQUET_STATE_FILE
     if not file.exists():
         return None
     return _from_payload(json.loads(file.read_text()))
 
 
-def write_parquet_state(path: str | Path, payload: dict[str, Any]) -> None:
+def _read_s3_text(uri: str, name: str, storage: S3Storage) -> str | None:
+    bucket, key = split_s3(uri)
+    try:
+        fs = storage.filesystem()
+    except ImportError:
+        raise _needs_s3_extra(f"reading {uri}") from None
+    try:
+        with fs.open_input_stream(f"{bucket}/{key}/{name}") as stream:
+            return bytes(stream.read()).decode()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise _store_error(uri, storage, exc) from None
+
+
+def write_parquet_state(path: str | Path, payload: dict[str, Any], storage: S3Storage | None = None) -> None:
+    text = json.dumps(payload, sort_keys=True)
+    if is_s3(str(path)):  # one PUT: an object is there whole or not at all
+        bucket, key = split_s3(str(path))
+        with (
+            (storage or S3Storage())
+            .filesystem()
+            .open_output_stream(f"{bucket}/{key}/{PARQUET_STATE_FILE}") as out
+        ):
+            out.write(text.encode())
+        return
     folder = local_path(str(path))
     tmp = folder / f".{PARQUET_STATE_FILE}.tmp"
-    tmp.write_text(json.dumps(payload, sort_keys=True))
+    tmp.write_text(text)
     tmp.replace(folder / PARQUET_STATE_FILE)
 
 
@@ -189,28 +284,28 @@ def read_postgres_state(conn: Any, offsets_table: str, target: str) -> StoredSta
 
 def readable_here(job: Any) -> bool:
     """Whether :func:`read_stored_offsets` can read ``job``'s target state without Spark: PostgreSQL,
-    and Delta or Parquet tables on the local file system (an object-store path needs Spark here)."""
+    and Delta or Parquet tables on the local file system or S3."""
     from upsert_kafka_ops.jobs.spec import DeltaTarget, ParquetTarget, PostgresTarget
 
-    target = getattr(job, "target", None)
-    if isinstance(target, PostgresTarget):
-        return True
-    if isinstance(target, DeltaTarget | ParquetTarget):
-        return "://" not in target.path or urlparse(target.path).scheme == "file"
-    return False
+    return isinstance(getattr(job, "target", None), DeltaTarget | ParquetTarget | PostgresTarget)
 
 
-def read_stored_offsets(job: Any) -> StoredState | None:
+def read_stored_offsets(job: Any, pipeline: Pipeline | None = None) -> StoredState | None:
     """The stored state of a materialize or backfill job's warehouse target, read without Spark
     (``None`` before the first successful run). Topic targets and topic-to-topic jobs keep no
-    offsets of their own: their consumer group ``upsert-kafka-ops.<job>`` has them."""
+    offsets of their own: their consumer group ``upsert-kafka-ops.<job>`` has them.
+
+    :param pipeline: the job's pipeline, for the store a target on S3 names (without it: AWS S3 and
+        the AWS credential chain).
+    """
     from upsert_kafka_ops.jobs.spec import DeltaTarget, ParquetTarget, PostgresTarget
 
     target = getattr(job, "target", None)
+    storage = pipeline.storage_of(target) if pipeline is not None else None
     if isinstance(target, DeltaTarget):
-        return read_delta_log(target.path).state
+        return read_delta_log(target.path, storage).state
     if isinstance(target, ParquetTarget):
-        return read_parquet_state(target.path)
+        return read_parquet_state(target.path, storage)
     if isinstance(target, PostgresTarget):
         import psycopg
 

@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from upsert_kafka_ops.engine.warehouse import fault_point
-from upsert_kafka_ops.errors import SpecError
 from upsert_kafka_ops.jobs import state as st
 from upsert_kafka_ops.jobs.continuity import check_stored, target_gaps, topic_ids
 from upsert_kafka_ops.jobs.core import (
@@ -28,6 +27,7 @@ from upsert_kafka_ops.jobs.core import (
     RunContext,
     commit_group_offsets,
 )
+from upsert_kafka_ops.jobs.object_lock import object_lock
 from upsert_kafka_ops.jobs.spec import (
     AppendSource,
     BackfillJob,
@@ -40,6 +40,7 @@ from upsert_kafka_ops.jobs.spec import (
 )
 from upsert_kafka_ops.jobs.warehouse_writes import Write, write_target
 from upsert_kafka_ops.spec.connection import KafkaConnection
+from upsert_kafka_ops.spec.storage import S3Storage, split_s3
 
 log = logging.getLogger("upsert_kafka_ops.jobs")
 
@@ -75,23 +76,14 @@ def run_to_warehouse(
             stored = st.read_postgres_state(lock_conn, target.offsets_table, target.table)
             _read_and_write(ctx, job, target, conn, stored, None, mode, until, rewind, result)
     else:
-        if "://" in target.path and not target.path.startswith("file:"):
-            raise SpecError(
-                "target.path",
-                f"{target.path!r}: remote paths are not supported yet (the stored offsets and the run lock "
-                "live beside the table and are read through the local file system).",
-                "use a local or mounted path (e.g. a volume mounted at /lake).",
-            )
-        local = st.local_path(target.path)
-        with _file_lock(
-            local.parent / f".{local.name}.upsert-kafka-ops.lock", ctx.lock_timeout_s, target.uri
-        ):
+        storage = ctx.pipeline.storage_of(target)
+        with _table_lock(ctx, target, storage):
             txns: dict[str, int] = {}
             if isinstance(target, DeltaTarget):
-                log_state = st.read_delta_log(target.path)
+                log_state = st.read_delta_log(target.path, storage, app_ids=[job.name])
                 stored, txns = log_state.state, log_state.txn_versions
             else:
-                stored = st.read_parquet_state(target.path)
+                stored = st.read_parquet_state(target.path, storage)
             _read_and_write(ctx, job, target, conn, stored, txns, mode, until, rewind, result)
     fault_point("after-commit")
     commit_group_offsets(conn, job.consumer_group, result.end_offsets)
@@ -159,7 +151,10 @@ def _read_and_write(
     payload = st.state_payload(job.name, run, end, mode, topic_ids=topic_ids(conn, sorted(r.end_offsets)))
     fault_point("after-read")
     try:
-        write_target(ctx.spark, target, Write(job, read.df, mode, run, payload, result, r.records_out))
+        write = Write(
+            job, read.df, mode, run, payload, result, r.records_out, ctx.pipeline.storage_of(target)
+        )
+        write_target(ctx.spark, target, write)
     finally:
         read.df.unpersist()
 
@@ -299,6 +294,32 @@ def _file_lock(path: Path, timeout: float, what: str) -> Iterator[None]:
             yield
         finally:
             fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+@contextmanager
+def _table_lock(
+    ctx: RunContext, target: DeltaTarget | ParquetTarget, storage: S3Storage | None
+) -> Iterator[None]:
+    """The run's hold on a table in a folder: a lease object on S3 (its session given the store's
+    settings first), else ``flock`` on a file beside the folder."""
+    if storage is None:
+        local = st.local_path(target.path)
+        with _file_lock(
+            local.parent / f".{local.name}.upsert-kafka-ops.lock", ctx.lock_timeout_s, target.uri
+        ):
+            yield
+        return
+    from upsert_kafka_ops.engine.session import use_storage
+
+    use_storage(ctx.spark, storage, split_s3(target.path)[0])
+
+    def wait(take: Callable[[], bool], timeout: float, lock: str) -> None:
+        _wait_for(
+            take, timeout, target.uri, f"lock {lock}", "wait for the other run, or raise lock_timeout_s."
+        )
+
+    with object_lock(target.path, storage, ctx.lock_timeout_s, wait):
+        yield
 
 
 @contextmanager

@@ -22,6 +22,7 @@ from upsert_kafka_ops.jobs.spec import (
     PostgresTarget,
     source_table,
 )
+from upsert_kafka_ops.spec.storage import S3Storage
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -31,7 +32,8 @@ if TYPE_CHECKING:
 class Write:
     """One run's write: ``df`` (the latest row per key, or an incremental run's changes) and
     ``payload`` (the offsets and run number stored with it); the counts go into ``result``.
-    ``rows``: how many rows ``df`` holds, when the fold counted them."""
+    ``rows``: how many rows ``df`` holds, when the fold counted them; ``storage``: the store of a
+    target on S3."""
 
     job: MaterializeJob | BackfillJob
     df: DataFrame
@@ -40,6 +42,7 @@ class Write:
     payload: dict[str, Any]
     result: JobResult
     rows: int | None = None
+    storage: S3Storage | None = None
 
 
 def write_target(spark: SparkSession, target: DeltaTarget | PostgresTarget | ParquetTarget, w: Write) -> None:
@@ -50,7 +53,8 @@ def write_target(spark: SparkSession, target: DeltaTarget | PostgresTarget | Par
         _write_delta(spark, target, w)
     elif isinstance(target, ParquetTarget):
         wh.parquet_overwrite(w.df, target.path, source_table(w.job.source))
-        st.write_parquet_state(target.path, w.payload)
+        fault_point("after-data")
+        st.write_parquet_state(target.path, w.payload, w.storage)
     else:
         _write_postgres(target, w)
 
@@ -75,7 +79,7 @@ def _write_delta(spark: SparkSession, target: DeltaTarget, w: Write) -> None:
         )
     else:
         counts = wh.delta_overwrite(spark, df, path, table, app_id=job.name, version=run, metadata=meta)
-    after = st.read_delta_log(path).state
+    after = st.read_delta_log(path, w.storage, app_ids=[job.name]).state
     if after is None or after.run != run:
         raise ConcurrentRunError(
             f"{target.uri}: Delta skipped this run's commit (txnAppId {job.name!r} already at version "

@@ -1,6 +1,7 @@
 """Local services for development, demos and tests: a real Kafka broker, a real PostgreSQL, a real
 Schema-Registry-compatible server, a real MIT KDC, a Spark standalone cluster and a Spark Connect
-server, a Spark History Server, a one-node YARN, and Prometheus with a Pushgateway on 127.0.0.1."""
+server, a Spark History Server, a one-node YARN, Prometheus with a Pushgateway, and an S3 server (MinIO)
+on 127.0.0.1."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from upsert_kafka_ops.local.kdc import LocalKdc
 from upsert_kafka_ops.local.postgres import LocalPostgres
 from upsert_kafka_ops.local.process import free_port, free_ports
 from upsert_kafka_ops.local.prometheus import LocalPrometheus, LocalPushgateway
+from upsert_kafka_ops.local.s3 import LocalS3
 from upsert_kafka_ops.local.schema_registry import LocalSchemaRegistry
 from upsert_kafka_ops.local.spark_cluster import LocalSparkCluster, spark_home
 from upsert_kafka_ops.local.spark_connect import LocalSparkConnect
@@ -21,6 +23,7 @@ __all__ = [
     "LocalPostgres",
     "LocalPrometheus",
     "LocalPushgateway",
+    "LocalS3",
     "LocalSchemaRegistry",
     "LocalSparkCluster",
     "LocalSparkConnect",

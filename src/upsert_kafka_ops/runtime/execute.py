@@ -167,6 +167,10 @@ def _submission(
     import tempfile
 
     portable, rt = _with_secrets(one, runtime)
+    if rt.jars is None and "s3" in one.jar_groups(job):  # the driver writes S3 through S3A
+        from upsert_kafka_ops import jars
+
+        rt = rt.model_copy(update={"jars": [*rt.jar_list(), *map(str, jars.jar_paths("s3"))]})
     payload: dict[str, Any] = {"pipeline": portable.to_json_dict(), "job": job}
     if mode is not None:
         payload["mode"] = mode
@@ -271,7 +275,7 @@ def execute_job(
     with (
         contextlib.nullcontext(spark)
         if spark is not None
-        else session_for(job, local.master, local.conf) as session
+        else session_for(job, local.master, local.conf, one.jar_groups(job)) as session
     ):
         handle._attach(session)
         context = session.sparkContext

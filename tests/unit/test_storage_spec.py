@@ -1,0 +1,108 @@
+"""The pipeline's ``storage`` section and targets on S3: what is refused (with the field and the fix),
+and what each client is given."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from upsert_kafka_ops.errors import SpecError
+from upsert_kafka_ops.jobs import Pipeline
+from upsert_kafka_ops.jobs.object_lock import lock_key
+from upsert_kafka_ops.spec.storage import S3Storage
+
+SOURCE = {
+    "connection": "main",
+    "table": {"ddl": "CREATE TABLE u (id BIGINT, v STRING, PRIMARY KEY (id) NOT ENFORCED) WITH ("
+              "'connector'='upsert-kafka','topic'='u','key.format'='json','value.format'='json')"},
+}  # fmt: skip
+
+
+def _pipeline(target: dict[str, Any], storage: dict[str, Any] | None = None) -> Pipeline:
+    return Pipeline.model_validate({
+        "connections": {"main": {"bootstrap_servers": "127.0.0.1:9092"}},
+        "storage": storage or {},
+        "jobs": [{"name": "u", "kind": "materialize", "source": SOURCE, "target": target}],
+    })  # fmt: skip
+
+
+LAKE = {"endpoint": "http://127.0.0.1:9000", "path_style_access": True,
+        "access_key_id": "env:AK", "secret_access_key": "env:SK"}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("target", "storage", "field", "fix"),
+    [
+        ({"kind": "delta", "path": "s3://lake/u"}, None, "path", "s3a://"),
+        ({"kind": "parquet", "path": "gs://lake/u"}, None, "path", "s3a://bucket/key"),
+        ({"kind": "delta", "path": "s3a://lake"}, None, "path", "s3a://bucket/folder"),
+        ({"kind": "delta", "path": "/data/u", "storage": "lake"}, {"lake": LAKE}, "storage", "remove"),
+        ({"kind": "delta", "path": "s3a://lake/u", "storage": "lakee"}, {"lake": LAKE}, "storage", "lake"),
+    ],
+)
+def test_a_target_path_or_store_that_cannot_work_is_refused_with_the_field_and_the_fix(
+    target: dict[str, Any], storage: dict[str, Any] | None, field: str, fix: str
+) -> None:
+    with pytest.raises(SpecError) as info:
+        _pipeline(target, storage)
+    assert field in info.value.field and fix in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("given", "field"),
+    [
+        ({"access_key_id": "env:AK"}, "secret_access_key"),
+        ({"secret_access_key": "env:SK"}, "access_key_id"),
+        ({"session_token": "env:T"}, "session_token"),
+        ({"endpoint": "127.0.0.1:9000"}, "endpoint"),
+        ({"access_key_id": "AKIAIOSFODNN7EXAMPLE", "secret_access_key": "env:SK"}, ""),  # a literal key
+    ],
+)
+def test_a_store_with_half_its_credentials_or_a_literal_key_is_refused(
+    given: dict[str, Any], field: str
+) -> None:
+    with pytest.raises(SpecError) as info:
+        S3Storage.model_validate(given)
+    assert field in info.value.field
+
+
+def test_each_client_gets_the_stores_settings_and_secrets_stay_references_until_then(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("AK", "access-1")
+    monkeypatch.setenv("SK", "secret-1")
+    pipeline = _pipeline({"kind": "delta", "path": "s3a://lake/db/u", "storage": "lake"}, {"lake": LAKE})
+    store = pipeline.storage_of(pipeline.job("u").target)
+    assert store is not None
+    assert store.hadoop_conf("lake") == {
+        "fs.s3a.bucket.lake.path.style.access": "true",
+        "fs.s3a.bucket.lake.endpoint": "http://127.0.0.1:9000",
+        "fs.s3a.bucket.lake.connection.ssl.enabled": "false",
+        "fs.s3a.bucket.lake.access.key": "access-1",
+        "fs.s3a.bucket.lake.secret.key": "secret-1",
+        "fs.s3a.bucket.lake.aws.credentials.provider": "org.apache.hadoop.fs.s3a.SimpleAWSCredentialsProvider",
+    }
+    opts = store.object_store_options()
+    assert (opts["AWS_ENDPOINT_URL"], opts["AWS_ALLOW_HTTP"], opts["AWS_VIRTUAL_HOSTED_STYLE_REQUEST"]) == (
+        "http://127.0.0.1:9000", "true", "false")  # fmt: skip
+    assert (opts["AWS_ACCESS_KEY_ID"], opts["AWS_SECRET_ACCESS_KEY"]) == ("access-1", "secret-1")
+    text = pipeline.to_yaml() + repr(pipeline) + str(store)
+    assert "secret-1" not in text and "access-1" not in text and "env: SK" in pipeline.to_yaml()
+    # the driver receives the store its job names, and Spark the S3A connector
+    assert pipeline.only("u").storage == {"lake": store}
+    assert pipeline.jar_groups("u") == ("spark", "s3")
+
+
+def test_a_target_on_s3_that_names_no_store_uses_aws_and_its_credential_chain() -> None:
+    pipeline = _pipeline({"kind": "parquet", "path": "s3a://lake/u"})
+    store = pipeline.storage_of(pipeline.job("u").target)
+    assert store == S3Storage()
+    assert store.hadoop_conf("lake") == {"fs.s3a.bucket.lake.path.style.access": "false"}
+    local = _pipeline({"kind": "delta", "path": "/data/u"})
+    assert local.storage_of(local.job("u").target) is None and local.jar_groups("u") == ("spark",)
+
+
+def test_the_run_lock_lives_beside_the_table_where_an_overwrite_never_removes_it() -> None:
+    assert lock_key("s3a://lake/db/users") == ("lake", "db/.users.upsert-kafka-ops.lock")
+    assert lock_key("s3a://lake/users/") == ("lake", ".users.upsert-kafka-ops.lock")
