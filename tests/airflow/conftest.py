@@ -30,7 +30,7 @@ os.environ.update(
     }
 )
 
-from tests.integration.conftest import SCRAM_USERS, jars_dir, kafka, new_topic, spark  # noqa: E402, F401
+from tests.integration.conftest import SCRAM_USERS, jars_dir, kafka, new_topic, s3, spark  # noqa: E402, F401
 
 from upsert_kafka_ops.local import LocalKafka  # noqa: E402
 

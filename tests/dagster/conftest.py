@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from tests.integration.conftest import jars_dir, kafka, new_topic, spark  # noqa: F401
+from tests.integration.conftest import jars_dir, kafka, new_topic, s3, spark  # noqa: F401
 
 import dagster as dg
 from upsert_kafka_ops.dagster import UpsertKafkaResource

@@ -21,9 +21,11 @@ SERVICE_MONITOR_SCHEMA = json.loads(
     (Path(__file__).parent / "schemas" / "servicemonitor-monitoring.coreos.com-v1.json").read_text()
 )
 PASSWORD = "s3cr3t-PASSWORD-in-values"
+S3_SECRET = "s3-SECRET-KEY-in-values"
 F = "r1-upsert-kafka-ops"
 BASE = {
-    ("ServiceAccount", f"{F}-spark"), ("Secret", f"{F}-kafka"), ("ConfigMap", f"{F}-env"),
+    ("ServiceAccount", f"{F}-spark"), ("Secret", f"{F}-kafka"), ("Secret", f"{F}-object-storage"),
+    ("ConfigMap", f"{F}-env"),
     ("ConfigMap", f"{F}-pipelines"), ("ConfigMap", f"{F}-spark"), ("Role", f"{F}-spark"),
     ("RoleBinding", f"{F}-spark"), ("Service", f"{F}-driver"),
 }  # fmt: skip
@@ -75,11 +77,13 @@ def test_the_password_is_in_the_secret_alone_never_in_another_object_or_the_note
     leaks = [
         f"{o['kind']}/{o['metadata']['name']}"
         for o in objects
-        if o["kind"] != "Secret" and PASSWORD in json.dumps(o)
+        if o["kind"] != "Secret" and (PASSWORD in json.dumps(o) or S3_SECRET in json.dumps(o))
     ]
     assert leaks == []
-    (secret,) = [o for o in objects if o["kind"] == "Secret"]
-    data = {k: base64.b64decode(v).decode() for k, v in secret["data"].items()}
+    secrets = {o["metadata"]["name"]: o for o in objects if o["kind"] == "Secret"}
+    store = {k: base64.b64decode(v).decode() for k, v in secrets[f"{F}-object-storage"]["data"].items()}
+    assert store == {"access-key-id": "AKIA-in-values", "secret-access-key": S3_SECRET}
+    data = {k: base64.b64decode(v).decode() for k, v in secrets[f"{F}-kafka"]["data"].items()}
     assert data["password"] == PASSWORD and data["username"] == "etl"
     conn = json.loads(data["airflow-connection"])  # what AIRFLOW_CONN_KAFKA_DEFAULT gets
     assert conn == {
@@ -95,6 +99,11 @@ def test_the_password_is_in_the_secret_alone_never_in_another_object_or_the_note
     # the exporter gets the password from the Secret, never as a value
     (deployment,) = [o for o in objects if o["kind"] == "Deployment"]
     assert PASSWORD not in json.dumps(deployment)
+    # the exporter reads tables on S3: the keys a pipeline's storage section names, by reference
+    (container,) = deployment["spec"]["template"]["spec"]["containers"]
+    refs = {e["name"]: e["valueFrom"]["secretKeyRef"] for e in container["env"] if "valueFrom" in e}
+    assert refs["UKO_S3_SECRET_ACCESS_KEY"] == {"name": f"{F}-object-storage", "key": "secret-access-key",
+                                                "optional": True}  # fmt: skip
     notes = render_notes(VALUES / "sasl-inline.yaml")
     assert "Wire it into the official Airflow chart" in notes
     assert PASSWORD not in notes and "r1-upsert-kafka-ops-kafka" in notes
@@ -120,6 +129,8 @@ def test_spark_defaults_pass_credentials_by_secret_reference() -> None:
     conf = dict(line.split(" ", 1) for line in spark["data"]["spark-defaults.conf"].splitlines() if line)
     assert conf["spark.kubernetes.driver.secretKeyRef.UKO_KAFKA_PASSWORD"] == f"{F}-kafka:password"
     assert conf["spark.kubernetes.executor.secretKeyRef.UKO_KAFKA_PASSWORD"] == f"{F}-kafka:password"
+    assert conf["spark.kubernetes.driver.secretKeyRef.UKO_S3_SECRET_ACCESS_KEY"] == (
+        f"{F}-object-storage:secret-access-key")  # fmt: skip
     assert conf["spark.kubernetes.authenticate.driver.serviceAccountName"] == f"{F}-spark"
     assert conf["spark.driver.host"] == f"{F}-driver.uko.svc" and conf["spark.driver.port"] == "7078"
     assert conf["spark.executor.memory"] == "2g"
@@ -245,6 +256,9 @@ def test_the_spark_connect_server_listens_where_its_service_points() -> None:
         (("kafka.bootstrapServer=typo:9092",), "bootstrapServer"),
         (("lagExporter.serviceMonitor.enabled=true",), "lagExporter.serviceMonitor.enabled needs lagExporter.enabled"),
         (("rbac.orchestratorServiceAccounts[0].namespace=x",), "rbac.orchestratorServiceAccounts[0].name is empty"),
+        (("objectStorage.accessKeyId=AK",), "objectStorage.accessKeyId and objectStorage.secretAccessKey go together"),
+        (("objectStorage.existingSecret=s3", "objectStorage.secretAccessKey=x", "objectStorage.accessKeyId=y"),
+         "objectStorage.existingSecret and objectStorage.accessKeyId/secretAccessKey are both set"),
     ],
 )  # fmt: skip
 def test_invalid_values_fail_naming_the_value(sets: tuple[str, ...], message: str) -> None:

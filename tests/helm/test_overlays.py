@@ -85,11 +85,13 @@ def _release_objects() -> dict[tuple[str, str], dict[str, Any]]:
 
 def test_overlays_reference_what_the_chart_creates() -> None:
     made = _release_objects()
-    secret = made[("Secret", "uko-upsert-kafka-ops-kafka")]
+    secrets = {name: o for (kind, name), o in made.items() if kind == "Secret"}
     airflow = _load("airflow-values.yaml")
-    (conn,) = airflow["secret"]
-    assert conn["envName"] == "AIRFLOW_CONN_KAFKA_DEFAULT"  # the connection id UpsertKafkaHook uses
-    assert ("Secret", conn["secretName"]) in made and conn["secretKey"] in secret["data"]
+    refs_af = {e["envName"]: e for e in airflow["secret"]}
+    # the connection id UpsertKafkaHook uses, and the S3 keys a pipeline's storage section names
+    assert set(refs_af) == {"AIRFLOW_CONN_KAFKA_DEFAULT", "UKO_S3_ACCESS_KEY_ID", "UKO_S3_SECRET_ACCESS_KEY"}
+    for ref in refs_af.values():
+        assert ref["secretName"] in secrets and ref["secretKey"] in secrets[ref["secretName"]]["data"]
     env_from = yaml.safe_load(airflow["extraEnvFrom"])
     assert ("ConfigMap", env_from[0]["configMapRef"]["name"]) in made
     for volume in airflow["workers"]["extraVolumes"]:
@@ -103,9 +105,15 @@ def test_overlays_reference_what_the_chart_creates() -> None:
     (deployment,) = _load("dagster-values.yaml")["dagster-user-deployments"]["deployments"]
     assert all(("ConfigMap", c["name"]) in made for c in deployment["envConfigMaps"])
     refs = {e["name"]: e["valueFrom"]["secretKeyRef"] for e in deployment["env"]}
-    assert set(refs) == {"UKO_KAFKA_USERNAME", "UKO_KAFKA_PASSWORD"}  # what dagster_defs reads
+    # what dagster_defs reads, and the S3 keys
+    assert set(refs) == {
+        "UKO_KAFKA_USERNAME",
+        "UKO_KAFKA_PASSWORD",
+        "UKO_S3_ACCESS_KEY_ID",
+        "UKO_S3_SECRET_ACCESS_KEY",
+    }
     for ref in refs.values():
-        assert ("Secret", ref["name"]) in made and ref["key"] in secret["data"]
+        assert ref["name"] in secrets and ref["key"] in secrets[ref["name"]]["data"]
     assert {m["mountPath"] for m in deployment["volumeMounts"]} == mounts
     assert driver["spec"]["selector"].items() <= deployment["labels"].items()
     assert Path(deployment["codeServerArgs"][1]).name == "definitions.py"

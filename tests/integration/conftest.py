@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from upsert_kafka_ops import jars
-from upsert_kafka_ops.local import LocalKafka, LocalPostgres, LocalSchemaRegistry
+from upsert_kafka_ops.local import LocalKafka, LocalPostgres, LocalS3, LocalSchemaRegistry
 from upsert_kafka_ops.runtime import build_spark_session
 
 if TYPE_CHECKING:
@@ -35,8 +35,9 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 @pytest.fixture(scope="session")
 def jars_dir() -> Path:
-    """The jar cache, fetched if needed (a no-op when `make jars` already ran)."""
-    jars.fetch(log=False)
+    """The jar cache, fetched if needed (a no-op when `make jars` already ran), with the S3A
+    connector: the Airflow and Dagster suites' sessions run jobs with targets on S3."""
+    jars.fetch(["kafka", "spark", "s3"], log=False)
     return jars.default_jars_dir()
 
 
@@ -52,7 +53,9 @@ def kafka(jars_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
 
 @pytest.fixture(scope="session")
 def spark(jars_dir: Path) -> Iterator[SparkSession]:
-    session = build_spark_session(jars_dir=jars_dir, app_name="upsert-kafka-ops-tests")
+    session = build_spark_session(
+        jars_dir=jars_dir, app_name="upsert-kafka-ops-tests", jar_groups=("spark", "s3")
+    )
     yield session
     session.stop()
 
@@ -83,4 +86,15 @@ def postgres() -> Iterator[LocalPostgres]:
     """A real PostgreSQL on 127.0.0.1 (password over TCP), in a temporary folder. When the server
     programs are missing this fails with the install command; it never skips."""
     with LocalPostgres() as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def s3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalS3]:
+    """MinIO on a free port, with a bucket ``lake``; the credentials are in this process's
+    environment for the pipelines' ``env:`` references (and the CLI runs it starts)."""
+    with LocalS3(tmp_path_factory.mktemp("s3")) as server, pytest.MonkeyPatch.context() as env:
+        for name, value in server.credentials_env().items():
+            env.setenv(name, value)
+        server.create_bucket("lake")
         yield server

@@ -28,6 +28,30 @@ def test_spark_group_adds_no_second_copy_of_a_pyspark_jar(jars_dir: Path) -> Non
     assert {"spark-avro_2.13", "delta-spark_2.13", "delta-storage", "postgresql", "commons-pool2"} <= ours
 
 
+def test_s3_group_is_the_s3a_connector_with_no_second_copy_of_a_jar(jars_dir: Path) -> None:
+    import pyspark
+
+    def classes(paths: list[Path]) -> set[str]:
+        found: set[str] = set()
+        for path in paths:
+            with zipfile.ZipFile(path) as z:
+                found.update(
+                    n for n in z.namelist() if n.endswith(".class") and not n.startswith("META-INF/")
+                )
+        return found
+
+    # by class, not by file name: the SDK's annotations-2.24.5.jar is not pyspark's (JetBrains') annotations
+    shipped = classes(sorted((Path(pyspark.__file__).parent / "jars").glob("*.jar")))
+    paths = jars.jar_paths("s3", jars_dir)
+    ours = classes(paths)
+    assert ours & shipped == set() and ours & classes(jars.jar_paths("spark", jars_dir)) == set()
+    names = {_artifact(p.name) for p in paths}
+    assert {"hadoop-aws", "s3", "s3-transfer-manager", "sts", "apache-client"} <= names
+    assert "org/apache/hadoop/fs/s3a/S3AFileSystem.class" in ours
+    assert "bundle" not in names  # the AWS SDK's 532 MB bundle, which hadoop-aws names
+    assert sum(p.stat().st_size for p in paths) < 15_000_000
+
+
 def test_kafka_group_has_the_broker_and_the_perf_tools(jars_dir: Path) -> None:
     classes: set[str] = set()
     for jar in jars.jar_paths("kafka", jars_dir):

@@ -9,9 +9,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
+from tests.integration.conftest import s3  # noqa: F401
 
 from upsert_kafka_ops import jars
-from upsert_kafka_ops.local import LocalKafka, LocalS3
+from upsert_kafka_ops.local import LocalKafka
 from upsert_kafka_ops.runtime import build_spark_session
 
 if TYPE_CHECKING:
@@ -38,17 +39,6 @@ def new_topic(kafka: LocalKafka) -> Callable[..., str]:
         return name
 
     return make
-
-
-@pytest.fixture(scope="session")
-def s3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalS3]:
-    """MinIO on a free port, with a bucket ``lake``; the credentials are in this process's
-    environment for the pipelines' ``env:`` references (and the CLI runs it starts)."""
-    with LocalS3(tmp_path_factory.mktemp("s3")) as server, pytest.MonkeyPatch.context() as env:
-        for name, value in server.credentials_env().items():
-            env.setenv(name, value)
-        server.create_bucket("lake")
-        yield server
 
 
 @pytest.fixture(scope="session")

@@ -44,7 +44,7 @@ def pipeline_file(tmp_path: Path, s3: LocalS3, servers: str, jobs: list[dict[str
     return path
 
 
-def _run_cli(file: Path, job: str, jars_dir: Path) -> dict[str, Any]:
+def _run_cli(file: Path, job: str, jars_dir: Path, secret: str) -> dict[str, Any]:
     done = subprocess.run(
         [sys.executable, "-m", "upsert_kafka_ops.cli", "run", str(file), "--job", job, "--json"],
         env={**os.environ, "UPSERT_KAFKA_OPS_JARS_DIR": str(jars_dir)},
@@ -53,6 +53,7 @@ def _run_cli(file: Path, job: str, jars_dir: Path) -> dict[str, Any]:
     assert done.returncode == 0, "\n".join(
         ln for ln in done.stderr.splitlines() if not ln.startswith("\tat ")
     )[-5000:]
+    assert secret not in done.stdout + done.stderr  # the store's secret key, resolved in this run
     (result,) = json.loads(done.stdout)["results"]
     return dict(result)
 
@@ -88,8 +89,8 @@ def test_delta_and_parquet_on_s3_run_incrementally_from_the_cli_and_hold_the_ora
     for run in (1, 2):
         if run == 2:
             produce(servers, topic, random_changes(rnd, 200, 60))
-        first = _run_cli(file, "users-delta", jars_dir)
-        second = _run_cli(file, "users-parquet", jars_dir)
+        first = _run_cli(file, "users-delta", jars_dir, s3.secret_key)
+        second = _run_cli(file, "users-parquet", jars_dir, s3.secret_key)
         assert (first["status"], first["mode"], first["run"]) == (
             "succeeded", "full" if run == 1 else "incremental", run)  # fmt: skip
         assert (second["status"], second["mode"], second["run"]) == ("succeeded", "full", run)

@@ -39,12 +39,16 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- default (printf "%s-kafka" (include "uko.fullname" .)) .Values.kafka.existingSecret -}}
 {{- end -}}
 
+{{- define "uko.objectStorageSecretName" -}}
+{{- default (printf "%s-object-storage" (include "uko.fullname" .)) .Values.objectStorage.existingSecret -}}
+{{- end -}}
+
 {{- define "uko.image" -}}
 {{- printf "%s:%s" .Values.image.repository .Values.image.tag -}}
 {{- end -}}
 
 {{/* Environment of the orchestrator's pods and of the exporter: non-secret values from the env
-ConfigMap, the SASL credentials from the Kafka Secret. */}}
+ConfigMap, the SASL credentials from the Kafka Secret, the S3 keys from the object-storage Secret. */}}
 {{- define "uko.kafkaEnv" -}}
 - name: UKO_KAFKA_USERNAME
   valueFrom:
@@ -52,4 +56,10 @@ ConfigMap, the SASL credentials from the Kafka Secret. */}}
 - name: UKO_KAFKA_PASSWORD
   valueFrom:
     secretKeyRef: {name: {{ include "uko.kafkaSecretName" . }}, key: {{ .Values.kafka.secretKeys.password }}, optional: true}
+- name: UKO_S3_ACCESS_KEY_ID
+  valueFrom:
+    secretKeyRef: {name: {{ include "uko.objectStorageSecretName" . }}, key: {{ .Values.objectStorage.secretKeys.accessKeyId }}, optional: true}
+- name: UKO_S3_SECRET_ACCESS_KEY
+  valueFrom:
+    secretKeyRef: {name: {{ include "uko.objectStorageSecretName" . }}, key: {{ .Values.objectStorage.secretKeys.secretAccessKey }}, optional: true}
 {{- end -}}

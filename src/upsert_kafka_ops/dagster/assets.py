@@ -334,20 +334,22 @@ def _submit_with_pipes(
     return result, reported
 
 
-def local_spark() -> Any:
+def local_spark(jar_groups: tuple[str, ...] = ("spark",)) -> Any:
     """The session the metadata reads use: the core's (the active one, else a local one stopped after)."""
     from upsert_kafka_ops.engine.session import session_for
 
-    return session_for("dagster-metadata", "local[1]")
+    return session_for("dagster-metadata", "local[1]", jar_groups=jar_groups)
 
 
 def _cell(v: Any) -> Any:
     return v if v is None or isinstance(v, bool | int | float | str) else str(v)
 
 
-def _delta_facts(path: str) -> tuple[int, dg.MetadataValue]:
-    with local_spark() as spark:
-        df = spark.read.format("delta").load(path)
+def _delta_facts(pipe: Pipeline, job: str, target: DeltaTarget) -> tuple[int, dg.MetadataValue]:
+    from upsert_kafka_ops.jobs.to_warehouse import read_target
+
+    with local_spark(pipe.jar_groups(job)) as spark:
+        df = read_target(spark, pipe, target)
         count = df.count()
         rows = df.limit(PREVIEW_ROWS).collect()
         schema = dg.TableSchema(
@@ -402,7 +404,7 @@ def results_for(
     if snapshots is not None:  # snapshot runs: rows per partition; the table holds every snapshot
         meta["upsert_kafka/snapshots"] = dg.MetadataValue.json(dict(snapshots))
     elif isinstance(target, DeltaTarget):
-        row_count, preview = _delta_facts(target.path)
+        row_count, preview = _delta_facts(pipe, job, target)
         meta["dagster/row_count"] = row_count
         meta["upsert_kafka/preview"] = preview
     for key in keys:

@@ -89,6 +89,31 @@ class Kafka(_Values):
     secret_keys: SecretKeys = Field(default_factory=SecretKeys, description="Key names inside the Secret.")
 
 
+class ObjectStorageSecretKeys(_Values):
+    access_key_id: str = Field(default="access-key-id", description="Key of the access key id in the Secret.")
+    secret_access_key: str = Field(
+        default="secret-access-key", description="Key of the secret access key in the Secret."
+    )
+
+
+class ObjectStorage(_Values):
+    existing_secret: str = Field(
+        default="",
+        description="Use this Secret (keys in secretKeys) instead of creating one; then accessKeyId and "
+        "secretAccessKey stay empty.",
+    )
+    access_key_id: str = Field(default="", description="S3 access key id, for the Secret the chart creates.")
+    secret_access_key: str = Field(
+        default="",
+        description="S3 secret access key, for the Secret the chart creates (prefer existingSecret; never a "
+        "ConfigMap). Leave both empty for the AWS credential chain (e.g. a pod role through "
+        "serviceAccount.annotations).",
+    )
+    secret_keys: ObjectStorageSecretKeys = Field(
+        default_factory=ObjectStorageSecretKeys, description="Key names inside the Secret."
+    )
+
+
 class DriverService(_Values):
     enabled: bool = Field(
         default=True,
@@ -213,6 +238,11 @@ class HelmValues(_Values):
     )
     rbac: Rbac = Field(default_factory=Rbac, description="The Spark Role and who is bound to it.")
     kafka: Kafka = Field(default_factory=Kafka, description="The Kafka connection and its Secret.")
+    object_storage: ObjectStorage = Field(
+        default_factory=ObjectStorage,
+        description="S3 credentials for tables on object storage, as UKO_S3_ACCESS_KEY_ID and "
+        "UKO_S3_SECRET_ACCESS_KEY (what a pipeline's storage section refers to) from a Secret.",
+    )
     pipelines: dict[str, str] = Field(
         default_factory=dict,
         description="Pipeline files by file name (e.g. --set-file pipelines.demo\\.yaml=pipelines/demo.yaml), "

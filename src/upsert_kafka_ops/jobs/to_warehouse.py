@@ -45,9 +45,10 @@ from upsert_kafka_ops.spec.storage import S3Storage, split_s3
 log = logging.getLogger("upsert_kafka_ops.jobs")
 
 if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
+    from pyspark.sql import DataFrame, SparkSession
 
     from upsert_kafka_ops.engine.source import Read
+    from upsert_kafka_ops.jobs.spec import Pipeline
 
 WarehouseJob = MaterializeJob | BackfillJob
 WarehouseTarget = DeltaTarget | PostgresTarget | ParquetTarget
@@ -109,6 +110,16 @@ def fold_source(
     return materialize(
         spark, source.table, conn, start="earliest", until=until, strict=strict, validation=validation
     )
+
+
+def read_target(spark: SparkSession, pipeline: Pipeline, target: DeltaTarget | ParquetTarget) -> DataFrame:
+    """A Delta or Parquet target's rows (on S3 through its store, whose settings ``spark`` is given)."""
+    from upsert_kafka_ops.engine.session import use_storage
+
+    storage = pipeline.storage_of(target)
+    if storage is not None:
+        use_storage(spark, storage, split_s3(target.path)[0])
+    return spark.read.format(target.kind).load(target.path)
 
 
 # -- one locked run -------------------------------------------------------------------------------
