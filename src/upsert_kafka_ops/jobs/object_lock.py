@@ -16,7 +16,7 @@ import os
 import socket
 import threading
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from email.utils import parsedate_to_datetime
 from typing import Any
@@ -74,23 +74,22 @@ def _code(exc: BaseException) -> str | None:
 
 @contextmanager
 def object_lock(
-    uri: str, storage: S3Storage, timeout: float, wait: Any, lease_s: float | None = None
+    uri: str,
+    storage: S3Storage,
+    timeout: float,
+    wait: Callable[[Callable[[], bool], float, str], None],
+    lease_s: float | None = None,
 ) -> Iterator[None]:
     """Hold the lock of the table at ``uri`` while the body runs.
 
     :param wait: ``wait(take, timeout, lock_name)``: calls ``take`` until it returns True (the
         runner's wait, which logs and raises on timeout).
     """
-    from botocore.exceptions import BotoCoreError, ClientError
-
     lease = LEASE_S if lease_s is None else lease_s
     bucket, key = lock_key(uri)
-    try:
-        client = storage.client()
-    except ImportError:
-        raise ObjectStoreError(
-            f"locking {uri} needs the s3 extra: pip install 'upsert-kafka-ops[s3]'."
-        ) from None
+    client = storage.client()  # first: it names the s3 extra when boto3 is missing
+    from botocore.exceptions import BotoCoreError, ClientError
+
     body = json.dumps({"owner": uuid.uuid4().hex, "host": socket.gethostname(), "pid": os.getpid()}).encode()
     held: dict[str, str] = {}
 

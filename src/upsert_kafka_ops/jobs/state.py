@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
 from upsert_kafka_ops.errors import SpecError, UpsertKafkaOpsError
-from upsert_kafka_ops.spec.storage import S3Storage, is_s3, split_s3
+from upsert_kafka_ops.spec.storage import S3Storage, is_s3, s3_extra_missing, split_s3
 
 if TYPE_CHECKING:
     from upsert_kafka_ops.jobs.spec import Pipeline
@@ -143,20 +143,11 @@ def read_delta_log(
             if txn is not None:
                 txns.setdefault(str(txn["appId"]), int(txn["version"]))
             info = action.get("commitInfo")
-            if state is None and info is not None and info.get("userMetadata"):
-                try:
-                    meta = json.loads(info["userMetadata"])
-                except ValueError:
-                    continue  # someone else's free-text metadata
-                if isinstance(meta, dict) and MARKER in meta:
-                    state = _from_payload(meta[MARKER], version)
+            if state is None and info is not None:
+                state = _state_in(info.get("userMetadata"), version)
         if state is not None and txns:
             break
     return DeltaLogState(state, versions[0] if versions else None, txns)
-
-
-def _needs_s3_extra(what: str) -> StateError:
-    return StateError(f"{what} needs the s3 extra: pip install 'upsert-kafka-ops[s3]'.")
 
 
 def _store_error(uri: str, storage: S3Storage, exc: BaseException) -> StateError:
@@ -177,7 +168,7 @@ def _read_delta_log_s3(uri: str, storage: S3Storage, app_ids: Iterable[str]) -> 
         from deltalake import DeltaTable
         from deltalake.exceptions import TableNotFoundError
     except ImportError:
-        raise _needs_s3_extra(f"reading the Delta table {uri}") from None
+        raise s3_extra_missing(f"reading the Delta table {uri}") from None
     try:
         table = DeltaTable(uri, storage_options={**storage.object_store_options(), **_OBJECT_STORE_LIMITS})
     except TableNotFoundError:
@@ -222,10 +213,7 @@ def read_parquet_state(path: str | Path, storage: S3Storage | None = None) -> St
 
 def _read_s3_text(uri: str, name: str, storage: S3Storage) -> str | None:
     bucket, key = split_s3(uri)
-    try:
-        fs = storage.filesystem()
-    except ImportError:
-        raise _needs_s3_extra(f"reading {uri}") from None
+    fs = storage.filesystem()
     try:
         with fs.open_input_stream(f"{bucket}/{key}/{name}") as stream:
             return bytes(stream.read()).decode()

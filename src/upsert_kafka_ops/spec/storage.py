@@ -30,7 +30,7 @@ from urllib.parse import urlparse
 
 from pydantic import Field, model_validator
 
-from upsert_kafka_ops.errors import SpecError
+from upsert_kafka_ops.errors import SpecError, ToolchainError
 from upsert_kafka_ops.spec.base import SpecModel
 from upsert_kafka_ops.spec.connection import SecretRef
 
@@ -49,10 +49,9 @@ def split_s3(uri: str) -> tuple[str, str]:
     return parsed.netloc, parsed.path.strip("/")
 
 
-def spark_path(uri: str) -> str:
-    """The path Spark writes: ``s3://`` becomes ``s3a://`` (pyspark's Hadoop has no ``s3`` scheme)."""
-    parsed = urlparse(uri)
-    return uri if parsed.scheme != "s3" else "s3a" + uri[len("s3") :]
+def s3_extra_missing(what: str) -> ToolchainError:
+    """The error when the ``s3`` extra's libraries (delta-rs, pyarrow, boto3) are not installed."""
+    return ToolchainError(f"{what} needs the s3 extra: pip install 'upsert-kafka-ops[s3]'.")
 
 
 class S3Storage(SpecModel):
@@ -142,7 +141,10 @@ class S3Storage(SpecModel):
 
     def filesystem(self) -> Any:
         """A :class:`pyarrow.fs.S3FileSystem` on this store (paths ``bucket/key``)."""
-        from pyarrow.fs import S3FileSystem
+        try:
+            from pyarrow.fs import S3FileSystem
+        except ImportError:
+            raise s3_extra_missing("S3's pyarrow filesystem") from None
 
         kwargs: dict[str, Any] = {"region": self.region or "us-east-1"}
         if self.endpoint is not None:
@@ -158,8 +160,11 @@ class S3Storage(SpecModel):
 
     def client(self, timeout_s: float = 10.0) -> Any:
         """A boto3 S3 client on this store (the run lock's conditional writes)."""
-        import boto3
-        from botocore.config import Config
+        try:
+            import boto3
+            from botocore.config import Config
+        except ImportError:
+            raise s3_extra_missing("the S3 run lock (boto3)") from None
 
         keys = self._keys()
         config = Config(
