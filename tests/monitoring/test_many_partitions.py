@@ -33,7 +33,13 @@ def test_the_lag_of_a_job_over_10000_partitions_is_exact_on_each(wide: LocalKafk
     names = [f"wide-{t:03d}" for t in range(TOPICS)]
     for name in names:
         wide.create_topic(name, partitions=PARTITIONS)
-    producer = Producer(wide.client_config(**{"linger.ms": 20, "queue.buffering.max.messages": 200_000}))
+    # idempotent: on a loaded machine a produce request can time out and be retried, and a plain
+    # producer's retry can write a record twice, which would change the lag this test counts on
+    producer = Producer(
+        wide.client_config(
+            **{"linger.ms": 20, "queue.buffering.max.messages": 200_000, "enable.idempotence": True}
+        )
+    )
     for t, name in enumerate(names):
         for p in range(PARTITIONS):
             for i in range(1 + (t + p) % 3):  # 1 to 3 records a partition
@@ -43,9 +49,11 @@ def test_the_lag_of_a_job_over_10000_partitions_is_exact_on_each(wide: LocalKafk
     # the job's group has read the first record of every other partition; the rest it never committed
     group = "upsert-kafka-ops.wide"
     consumer = Consumer(wide.client_config(**{"group.id": group, "enable.auto.commit": False}))
-    consumer.commit(offsets=[TopicPartition(n, p, 1) for n in names for p in range(0, PARTITIONS, 2)],
-                    asynchronous=False)  # fmt: skip
+    committed = consumer.commit(
+        offsets=[TopicPartition(n, p, 1) for n in names for p in range(0, PARTITIONS, 2)], asynchronous=False
+    )
     consumer.close()
+    assert committed is not None and [tp for tp in committed if tp.error is not None] == []
     want = {
         (n, p): (1 + (t + p) % 3) - (1 if p % 2 == 0 else 0)
         for t, n in enumerate(names)
@@ -69,7 +77,9 @@ def test_the_lag_of_a_job_over_10000_partitions_is_exact_on_each(wide: LocalKafk
             ((lag, status),) = monitor.evaluate()
             assert lag.error is None and lag.report is not None, lag.error
             got = {(p.topic, p.partition): p.lag for p in lag.report.partitions}
-            assert len(got) == TOPICS * PARTITIONS and got == want
+            assert len(got) == TOPICS * PARTITIONS
+            wrong = {tp: (got.get(tp), lag) for tp, lag in want.items() if got.get(tp) != lag}
+            assert wrong == {}, f"{len(wrong)} partitions' lag (got, want): {dict(list(wrong.items())[:20])}"
             assert lag.report.total_lag == sum(want.values())
             assert status is not None and len(status.partitions) == TOPICS * PARTITIONS
     finally:
