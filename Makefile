@@ -8,7 +8,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 PIP_VERSION := 26.3
-EXTRAS := airflow,dagster,schema-registry,connect,s3,dev
+EXTRAS := airflow,dagster,schema-registry,connect,s3,iceberg,dev
 LINT_PATHS := src tests benchmarks dags dagster_defs
 TIMED := scripts/timed.sh
 # Helm is built from the Go module proxy with the machine's Go (tests/helm fail without it), once per

@@ -42,6 +42,9 @@ LOG4J_VERSION = "2.25.4"
 #: Hadoop's release in pyspark's jars (hadoop-client-api); the local YARN cluster runs the same.
 HADOOP_VERSION = "3.4.1"
 AWS_SDK_VERSION = "2.24.5"
+#: Apache Iceberg's Spark runtime for Spark 4.0 (1.11.0: the first to take a commit's snapshot
+#: properties from the session, which a SQL MERGE needs; its classes need Java 17).
+ICEBERG_VERSION = "1.11.0"
 
 MAVEN_CENTRAL = "https://repo.maven.apache.org/maven2"
 ENV_JARS_DIR = "UPSERT_KAFKA_OPS_JARS_DIR"
@@ -162,8 +165,16 @@ S3_GROUP = JarGroup(
     ),
 )
 
+#: Apache Iceberg tables (``kind: iceberg`` targets), fetched when a pipeline has one: the Spark
+#: runtime is one shaded jar with no dependencies of its own (48 MB). Its catalogs reach S3 through
+#: the S3A connector (the ``s3`` group) and PostgreSQL through the ``spark`` group's JDBC driver.
+ICEBERG_GROUP = JarGroup(
+    name="iceberg",
+    artifacts=(Artifact("org.apache.iceberg", "iceberg-spark-runtime-4.0_2.13", ICEBERG_VERSION),),
+)
+
 GROUPS: dict[str, JarGroup] = {
-    g.name: g for g in (KAFKA_GROUP, SPARK_GROUP, FLINK_GROUP, YARN_GROUP, S3_GROUP)
+    g.name: g for g in (KAFKA_GROUP, SPARK_GROUP, FLINK_GROUP, YARN_GROUP, S3_GROUP, ICEBERG_GROUP)
 }
 #: What ``fetch()`` and ``upsert-kafka-ops jars fetch`` resolve when no group is named.
 DEFAULT_GROUPS = (KAFKA_GROUP.name, SPARK_GROUP.name)

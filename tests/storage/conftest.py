@@ -1,5 +1,6 @@
 """Real components for the object-storage suite: a real S3 server (MinIO, ``make minio``; never
-skipped), a broker, and one SparkSession with Spark's S3A connector (the ``s3`` jar group)."""
+skipped), a broker, PostgreSQL (an Iceberg JDBC catalog's database), and one SparkSession with
+Spark's S3A connector and Iceberg's runtime (the ``s3`` and ``iceberg`` jar groups)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
-from tests.integration.conftest import s3  # noqa: F401
+from tests.integration.conftest import postgres, s3  # noqa: F401
 
 from upsert_kafka_ops import jars
 from upsert_kafka_ops.local import LocalKafka
@@ -21,7 +22,7 @@ if TYPE_CHECKING:
 
 @pytest.fixture(scope="session")
 def jars_dir() -> Path:
-    jars.fetch(["kafka", "spark", "s3"], log=False)
+    jars.fetch(["kafka", "spark", "s3", "iceberg"], log=False)
     return jars.default_jars_dir()
 
 
@@ -45,6 +46,6 @@ def new_topic(kafka: LocalKafka) -> Callable[..., str]:
 def spark(jars_dir: Path) -> Iterator[SparkSession]:
     # a small driver: the suite runs beside the others (see scripts/run-suites.sh)
     session = build_spark_session(jars_dir=jars_dir, app_name="upsert-kafka-ops-storage-tests",
-                                  jar_groups=("spark", "s3"), extra={"spark.driver.memory": "1g"})  # fmt: skip
+                                  jar_groups=("spark", "s3", "iceberg"), extra={"spark.driver.memory": "1g"})  # fmt: skip
     yield session
     session.stop()

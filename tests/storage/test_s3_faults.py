@@ -1,4 +1,4 @@
-"""Runs on S3 targets killed at the named fault points (a real CLI process SIGKILLs itself), then
+"""Runs on S3 targets (Delta, Parquet, Iceberg) killed at the named fault points (a real CLI process SIGKILLs itself), then
 rerun in this process: the killed run's lease expires, and the table equals the oracle's with the
 stored offsets at the topic's end, nothing lost or doubled."""
 
@@ -12,18 +12,20 @@ import sys
 import uuid
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from pyspark.sql import SparkSession
 from tests.integration.jobs_support import oracle_table, produce, random_changes, rows_as_table, source
+from tests.storage.test_iceberg import iceberg_catalogs
 from tests.storage.test_s3_targets import end_offsets, pipeline_file
 
-from upsert_kafka_ops.engine.session import use_storage
 from upsert_kafka_ops.jobs import Pipeline, run_job
 from upsert_kafka_ops.jobs import object_lock as object_lock_module
 from upsert_kafka_ops.jobs.object_lock import lock_key
 from upsert_kafka_ops.jobs.state import read_stored_offsets
-from upsert_kafka_ops.local import LocalKafka, LocalS3
+from upsert_kafka_ops.jobs.to_warehouse import read_target
+from upsert_kafka_ops.local import LocalKafka, LocalPostgres, LocalS3
 
 
 @pytest.mark.parametrize(
@@ -33,6 +35,8 @@ from upsert_kafka_ops.local import LocalKafka, LocalS3
         ("delta", "after-commit"),
         ("parquet", "after-data"),
         ("parquet", "after-commit"),
+        ("iceberg", "after-read"),
+        ("iceberg", "after-commit"),
     ],
 )
 def test_a_run_on_s3_killed_at_a_fault_point_is_repaired_by_the_rerun(
@@ -42,6 +46,7 @@ def test_a_run_on_s3_killed_at_a_fault_point_is_repaired_by_the_rerun(
     new_topic: Callable[..., str],
     s3: LocalS3,
     spark: SparkSession,
+    postgres: LocalPostgres,
     jars_dir: Path,
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
@@ -49,11 +54,16 @@ def test_a_run_on_s3_killed_at_a_fault_point_is_repaired_by_the_rerun(
     servers, topic = kafka.bootstrap_servers, new_topic(partitions=2)
     rnd = random.Random(f"{kind}-{point}")
     produce(servers, topic, random_changes(rnd, 200, 30))
-    path = f"s3a://lake/{uuid.uuid4().hex[:8]}/users"
-    job = {"name": "users", "kind": "materialize", "source": source(topic, servers),
-           "target": {"kind": kind, "path": path, "storage": "lake"}}  # fmt: skip
-    file = pipeline_file(tmp_path, s3, servers, [job])
+    prefix = f"f{uuid.uuid4().hex[:8]}"
+    if kind == "iceberg":  # in a JDBC catalog on PostgreSQL, the table's files on S3
+        sections = {"catalogs": {"db": iceberg_catalogs(postgres, prefix, monkeypatch)["db"]}}
+        target: dict[str, Any] = {"kind": "iceberg", "catalog": "db", "table": "crm.users"}
+    else:
+        sections, target = {}, {"kind": kind, "path": f"s3a://lake/{prefix}/users", "storage": "lake"}
+    job = {"name": "users", "kind": "materialize", "source": source(topic, servers), "target": target}
+    file = pipeline_file(tmp_path, s3, servers, [job], **sections)
     pipeline = Pipeline.load(file)
+    path = str(pipeline.location_of(pipeline.job("users").target))  # type: ignore[union-attr]
     assert run_job(pipeline, "users", spark=spark).status == "succeeded"
     produce(servers, topic, random_changes(rnd, 150, 45))
 
@@ -71,8 +81,8 @@ def test_a_run_on_s3_killed_at_a_fault_point_is_repaired_by_the_rerun(
     monkeypatch.setattr(object_lock_module, "LEASE_S", 3.0)
     rerun = run_job(pipeline, "users", spark=spark, lock_timeout_s=60)
     assert rerun.status == "succeeded"
-    use_storage(spark, s3.storage(), "lake")
-    got = spark.read.format(kind).load(path).select("id", "name", "region", "score").collect()
+    got = read_target(spark, pipeline, pipeline.job("users").target)  # type: ignore[union-attr,arg-type]
+    got = got.select("id", "name", "region", "score").collect()
     assert len(got) == len({r[0] for r in got}), "duplicate keys"
     assert rows_as_table(got) == oracle_table(servers, topic)
     stored = read_stored_offsets(pipeline.job("users"), pipeline)

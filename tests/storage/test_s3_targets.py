@@ -32,11 +32,15 @@ from upsert_kafka_ops.local import LocalKafka, LocalS3, free_port
 from upsert_kafka_ops.spec.connection import KafkaConnection
 
 
-def pipeline_file(tmp_path: Path, s3: LocalS3, servers: str, jobs: list[dict[str, Any]]) -> Path:
+def pipeline_file(
+    tmp_path: Path, s3: LocalS3, servers: str, jobs: list[dict[str, Any]], **sections: Any
+) -> Path:
+    """A pipeline file with connection ``main``, the store ``lake`` and ``sections`` (catalogs)."""
     storage = s3.storage().model_dump(mode="json", exclude_none=True)
     data = {
         "connections": {"main": {"bootstrap_servers": servers}},
         "storage": {"lake": storage},
+        **sections,
         "jobs": jobs,
     }
     path = tmp_path / "pipeline.yaml"
@@ -44,7 +48,7 @@ def pipeline_file(tmp_path: Path, s3: LocalS3, servers: str, jobs: list[dict[str
     return path
 
 
-def _run_cli(file: Path, job: str, jars_dir: Path, secret: str) -> dict[str, Any]:
+def run_cli(file: Path, job: str, jars_dir: Path, secret: str) -> dict[str, Any]:
     done = subprocess.run(
         [sys.executable, "-m", "upsert_kafka_ops.cli", "run", str(file), "--job", job, "--json"],
         env={**os.environ, "UPSERT_KAFKA_OPS_JARS_DIR": str(jars_dir)},
@@ -89,8 +93,8 @@ def test_delta_and_parquet_on_s3_run_incrementally_from_the_cli_and_hold_the_ora
     for run in (1, 2):
         if run == 2:
             produce(servers, topic, random_changes(rnd, 200, 60))
-        first = _run_cli(file, "users-delta", jars_dir, s3.secret_key)
-        second = _run_cli(file, "users-parquet", jars_dir, s3.secret_key)
+        first = run_cli(file, "users-delta", jars_dir, s3.secret_key)
+        second = run_cli(file, "users-parquet", jars_dir, s3.secret_key)
         assert (first["status"], first["mode"], first["run"]) == (
             "succeeded", "full" if run == 1 else "incremental", run)  # fmt: skip
         assert (second["status"], second["mode"], second["run"]) == ("succeeded", "full", run)

@@ -19,10 +19,13 @@ from upsert_kafka_ops.jobs.gates import LagCondition
 from upsert_kafka_ops.runtime.execute import LocalRuntime
 from upsert_kafka_ops.runtime.submit import SparkSubmitRuntime
 from upsert_kafka_ops.spec.connection import KafkaConnection, SecretRef
+from upsert_kafka_ops.spec.iceberg import IcebergCatalog
 from upsert_kafka_ops.spec.storage import S3Storage
 from upsert_kafka_ops.spec.table import UPSERT_OPTIONS, Column, KafkaTable, UpsertKafkaTable
 
-MODELS: list[type[BaseModel]] = [UpsertKafkaTable, KafkaTable, Column, KafkaConnection, SecretRef, S3Storage]
+MODELS: list[type[BaseModel]] = [
+    UpsertKafkaTable, KafkaTable, Column, KafkaConnection, SecretRef, S3Storage, IcebergCatalog,
+]  # fmt: skip
 _FLINK_NAMES = {field: option for option, field in UPSERT_OPTIONS.items()} | {
     "topic": "topic",
     "topic_pattern": "topic-pattern",
@@ -75,7 +78,8 @@ def render() -> str:
     job_models: list[type[BaseModel]] = [
         jobs.Pipeline, jobs.MaterializeJob, jobs.BackfillJob, jobs.TopicToTopicJob, jobs.PublishJob,
         jobs.UpsertSource, jobs.AppendSource, jobs.TopicSink, jobs.AppendSink, jobs.DeltaTarget, jobs.PostgresTarget,
-        jobs.ParquetTarget, jobs.DeltaFeedSource, jobs.QuerySource, LocalRuntime, SparkSubmitRuntime, LagCondition,
+        jobs.ParquetTarget, jobs.IcebergTarget, jobs.DeltaFeedSource, jobs.QuerySource,
+        LocalRuntime, SparkSubmitRuntime, LagCondition,
     ]  # fmt: skip
     for model in MODELS + job_models:
         out += ["", f"## {model.__name__}", "", (model.__doc__ or "").strip().splitlines()[0], ""]

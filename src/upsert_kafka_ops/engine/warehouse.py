@@ -65,20 +65,40 @@ def target_columns(table: UpsertKafkaTable) -> list[tuple[str, SqlType]]:
     return [(c.name, parse_type(c.type)) for c in table.columns]
 
 
-# -- Delta ----------------------------------------------------------------------------------------
-#: Delta reads a commit's transaction id and user metadata (the stored offsets) from the session's
-#: conf, which every thread of the process shares: two jobs committing at once in one session would
-#: each take the other's offsets. One commit at a time per process.
+def columns_to_add(
+    existing: dict[str, Any], table: UpsertKafkaTable, where: str, fix: str, same: Any = None
+) -> list[str]:
+    """The ``name TYPE`` definitions of the spec's columns a target's schema lacks; a column whose
+    Spark type differs from the spec's is an error (before any write).
+
+    :param existing: the target's column name -> Spark ``DataType``.
+    :param same: ``(have, want) -> bool`` where the target stores a type as another (default ``==``).
+    """
+    from pyspark.sql.types import _parse_datatype_string
+
+    added = []
+    for name, t in target_columns(table):
+        want = _parse_datatype_string(t.to_spark())
+        if name not in existing:
+            added.append(f"{quote_name(name)} {t.to_spark()}")
+        elif not (same(existing[name], want) if same is not None else existing[name] == want):
+            raise TargetSchemaError(
+                f"{where}: column {name!r} is {existing[name].simpleString()} but the spec says "
+                f"{t.to_spark()}. {fix}"
+            )
+    return added
+
+
+#: Delta and Iceberg read a commit's transaction id and metadata (the stored offsets) from the
+#: session's conf, which every thread of the process shares: two jobs committing at once in one
+#: session would each take the other's offsets. One commit at a time per process.
 _COMMIT_CONF_LOCK = threading.RLock()
 
 
 @contextmanager
-def _delta_commit_confs(spark: SparkSession, app_id: str, version: int, metadata: str) -> Iterator[None]:
-    confs = {
-        "spark.databricks.delta.write.txnAppId": app_id,
-        "spark.databricks.delta.write.txnVersion": str(version),
-        "spark.databricks.delta.commitInfo.userMetadata": metadata,
-    }
+def commit_confs(spark: SparkSession, confs: dict[str, str]) -> Iterator[None]:
+    """Session confs that the next commit reads, set for the ``with`` block only (one block at a
+    time in this process)."""
     with _COMMIT_CONF_LOCK:
         for k, v in confs.items():
             spark.conf.set(k, v)
@@ -87,6 +107,18 @@ def _delta_commit_confs(spark: SparkSession, app_id: str, version: int, metadata
         finally:  # session-wide: the next write in this session must not reuse them
             for k in confs:
                 spark.conf.unset(k)
+
+
+# -- Delta ----------------------------------------------------------------------------------------
+def _delta_commit_confs(spark: SparkSession, app_id: str, version: int, metadata: str) -> Any:
+    return commit_confs(
+        spark,
+        {
+            "spark.databricks.delta.write.txnAppId": app_id,
+            "spark.databricks.delta.write.txnVersion": str(version),
+            "spark.databricks.delta.commitInfo.userMetadata": metadata,
+        },
+    )
 
 
 def _sql_string(value: str) -> str:
@@ -123,7 +155,7 @@ def ensure_delta_table(
 
     :param as_of_column: a snapshot table: this TIMESTAMP column leads the key and partitions it.
     """
-    from pyspark.sql.types import TimestampType, _parse_datatype_string
+    from pyspark.sql.types import TimestampType
 
     wanted = target_columns(table)
     have = delta_schema(spark, path)
@@ -149,16 +181,12 @@ def ensure_delta_table(
             f"Delta table {path}: the snapshot column {as_of_column!r} is missing or not a TIMESTAMP (the "
             "table was not created as a snapshot table). Write the snapshots under a new path."
         )
-    added = []
-    for name, t in wanted:
-        want = _parse_datatype_string(t.to_spark())
-        if name not in existing:
-            added.append(f"{quote_name(name)} {t.to_spark()}")
-        elif existing[name] != want:
-            raise TargetSchemaError(
-                f"Delta table {path}: column {name!r} is {existing[name].simpleString()} but the spec says "
-                f"{t.to_spark()}. Rebuild the target under a new path (mode full), or change the spec back."
-            )
+    added = columns_to_add(
+        existing,
+        table,
+        f"Delta table {path}",
+        "Rebuild the target under a new path (mode full), or change the spec back.",
+    )
     if added:
         spark.sql(f"ALTER TABLE {delta_ref(path)} ADD COLUMNS ({', '.join(added)})")
     return [a.split(" ")[0].strip("`") for a in added]

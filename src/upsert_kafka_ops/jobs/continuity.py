@@ -12,17 +12,32 @@ from typing import TYPE_CHECKING, Any
 
 from upsert_kafka_ops.jobs import state as st
 from upsert_kafka_ops.jobs.core import OffsetsError
-from upsert_kafka_ops.jobs.spec import DeltaTarget, ParquetTarget, PostgresTarget
+from upsert_kafka_ops.jobs.spec import DeltaTarget, IcebergTarget, ParquetTarget, PostgresTarget
 from upsert_kafka_ops.spec.connection import KafkaConnection
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 
-def target_gaps(spark: SparkSession, target: DeltaTarget | PostgresTarget | ParquetTarget, table: Any) -> str:
-    """Why an incremental run cannot continue the target (it must be rebuilt), or ''."""
+def target_gaps(
+    spark: SparkSession,
+    target: DeltaTarget | PostgresTarget | ParquetTarget | IcebergTarget,
+    table: Any,
+    ref: str | None = None,
+) -> str:
+    """Why an incremental run cannot continue the target (it must be rebuilt), or ''.
+
+    :param ref: an Iceberg target's SQL name in the run's session."""
     wanted = [c.name for c in table.columns]
-    if isinstance(target, DeltaTarget):
+    if isinstance(target, IcebergTarget):
+        from upsert_kafka_ops.engine.iceberg import iceberg_schema
+
+        assert ref is not None
+        found = iceberg_schema(spark, ref)
+        if found is None:
+            return "the Iceberg table is missing: it is rebuilt from the earliest offset"
+        have = set(found.names)
+    elif isinstance(target, DeltaTarget):
         from upsert_kafka_ops.engine.warehouse import delta_schema
 
         schema = delta_schema(spark, target.path)

@@ -18,6 +18,7 @@ from upsert_kafka_ops.jobs.spec import (
     AppendSink,
     BackfillJob,
     DeltaFeedSource,
+    IcebergTarget,
     MaterializeJob,
     Pipeline,
     PostgresTarget,
@@ -103,7 +104,7 @@ def _table_topics(table: Any) -> list[str]:
 def job_datasets(pipeline: Pipeline, job: str) -> tuple[list[Dataset], list[Dataset]]:
     """A pipeline job's input and output datasets: Kafka topics as ``kafka://host:port`` + topic (every
     source of a topic-to-topic job), warehouse tables by their URI (PostgreSQL as
-    ``postgres://host:port`` + ``database.schema.table``), a published Delta table by its path. A
+    ``postgres://host:port`` + ``database.schema.table``, Iceberg by its location), a published Delta table by its path. A
     source given by a topic pattern has no fixed name and is left out; so is a publish job's query."""
     spec = pipeline.job(job)
     conns = pipeline.connections
@@ -116,6 +117,8 @@ def job_datasets(pipeline: Pipeline, job: str) -> tuple[list[Dataset], list[Data
             return topics(t.connection, t.table)
         if isinstance(t, PostgresTarget):
             return [postgres_dataset(t.host, t.port, t.database, t.schema_name, t.table_name)]
+        if isinstance(t, IcebergTarget):  # OpenLineage names an Iceberg table by its location
+            return [table_dataset(str(pipeline.location_of(t)))]
         return [table_dataset(t.uri)]
 
     if isinstance(spec, MaterializeJob | BackfillJob):

@@ -17,7 +17,6 @@ import re
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Annotated, Any, ClassVar, Literal
-from urllib.parse import urlparse
 
 from pydantic import Discriminator, Field, Tag, field_validator, model_validator
 
@@ -25,7 +24,8 @@ from upsert_kafka_ops.errors import SpecError
 from upsert_kafka_ops.spec.base import SpecModel, nested
 from upsert_kafka_ops.spec.cadence import cron_expression
 from upsert_kafka_ops.spec.connection import KafkaConnection, SecretRef, for_table
-from upsert_kafka_ops.spec.storage import S3Storage, is_s3, split_s3
+from upsert_kafka_ops.spec.iceberg import IcebergCatalog, split_table_name
+from upsert_kafka_ops.spec.storage import S3Storage, check_table_path, is_s3
 from upsert_kafka_ops.spec.table import KafkaTable, UpsertKafkaTable
 
 PIPELINE_VERSION = 1
@@ -268,26 +268,7 @@ class _FileTarget(SpecModel):
 
     @model_validator(mode="after")
     def _check_path(self) -> _FileTarget:
-        scheme = urlparse(self.path).scheme if "://" in self.path else ""
-        if scheme == "s3":
-            raise SpecError(
-                "path", f"{self.path!r}: Spark writes S3 through its S3A connector.", "write it as s3a://..."
-            )
-        if scheme not in ("", "file", "s3a"):
-            raise SpecError(
-                "path",
-                f"{self.path!r}: the {scheme}:// scheme is not supported (the stored offsets live beside the "
-                "table and are read without Spark).",
-                "use a local or mounted path, or s3a://bucket/key.",
-            )
-        if scheme == "s3a" and not split_s3(self.path)[1]:
-            raise SpecError(
-                "path", f"{self.path!r} names a bucket but no folder.", "write s3a://bucket/folder."
-            )
-        if self.storage is not None and scheme != "s3a":
-            raise SpecError(
-                "storage", f"the path {self.path!r} is not on object storage.", "remove 'storage'."
-            )
+        check_table_path(self.path, self.storage)
         return self
 
     @property
@@ -380,8 +361,33 @@ class ParquetTarget(_FileTarget):
     path: str = Field(description="Output folder: a local path or s3a://bucket/folder.")
 
 
-WarehouseTarget = Annotated[DeltaTarget | PostgresTarget | ParquetTarget, Field(discriminator="kind")]
-AnyTarget = Annotated[DeltaTarget | PostgresTarget | ParquetTarget | TopicSink, Field(discriminator="kind")]
+class IcebergTarget(SpecModel):
+    """An Apache Iceberg table kept equal to the topic's latest state by MERGE (update, insert,
+    delete), in a catalog of the pipeline's ``catalogs`` section.
+
+    Processed offsets are stored in the snapshot summary of the commit that wrote the data (property
+    ``upsert_kafka_ops``), so rows and offsets land together or not at all."""
+
+    kind: Literal["iceberg"] = Field(description="Target kind.")
+    catalog: str = Field(description="The name of a catalog in the pipeline's 'catalogs' section.")
+    table: str = Field(description="The table as namespace.table (created when missing).")
+
+    @model_validator(mode="after")
+    def _check_table(self) -> IcebergTarget:
+        split_table_name(self.table)
+        return self
+
+    @property
+    def uri(self) -> str:
+        return f"iceberg://{self.catalog}/{self.table}"
+
+
+WarehouseTarget = Annotated[
+    DeltaTarget | PostgresTarget | ParquetTarget | IcebergTarget, Field(discriminator="kind")
+]
+AnyTarget = Annotated[
+    DeltaTarget | PostgresTarget | ParquetTarget | IcebergTarget | TopicSink, Field(discriminator="kind")
+]
 
 
 # -- jobs ------------------------------------------------------------------------------------------
@@ -428,7 +434,7 @@ class MaterializeJob(_Job):
         description="The upsert-kafka source, or a CDC source (kind: kafka, a debezium-json, canal-json or "
         "maxwell-json table, with its key)."
     )
-    target: WarehouseTarget = Field(description="Delta, PostgreSQL or Parquet target.")
+    target: WarehouseTarget = Field(description="Delta, PostgreSQL, Parquet or Iceberg target.")
     mode: Literal["incremental", "full"] = Field(
         default="incremental",
         description="incremental: continue from the stored offsets; full: rebuild from the earliest offset.",
@@ -471,7 +477,7 @@ class BackfillJob(_Job):
     source: Source = Field(
         description="The upsert-kafka source, or a CDC source with its key (warehouse targets)."
     )
-    target: AnyTarget = Field(description="Delta, PostgreSQL, Parquet or an upsert topic.")
+    target: AnyTarget = Field(description="Delta, PostgreSQL, Parquet, Iceberg or an upsert topic.")
     until: Any = Field(
         default="latest",
         description="End of the read: 'latest' (fixed at start), {'timestamp_ms': N}, "
@@ -715,6 +721,9 @@ class Pipeline(SpecModel):
         default_factory=dict,
         description="Store name -> object storage (S3 or S3-compatible) that s3a:// targets name.",
     )
+    catalogs: dict[str, IcebergCatalog] = Field(
+        default_factory=dict, description="Catalog name -> Apache Iceberg catalog that iceberg targets name."
+    )
     jobs: list[Job] = Field(min_length=1, description="The jobs, each with a unique name.")
 
     @model_validator(mode="after")
@@ -741,6 +750,12 @@ class Pipeline(SpecModel):
                     f"job {job.name!r} names storage {named!r}, which the pipeline does not define.",
                     f"add it under 'storage' (defined: {', '.join(sorted(self.storage)) or 'none'}).",
                 )
+            if isinstance(target, IcebergTarget) and target.catalog not in self.catalogs:
+                raise SpecError(
+                    f"jobs.{i}.target.catalog",
+                    f"job {job.name!r} names catalog {target.catalog!r}, which the pipeline does not define.",
+                    f"add it under 'catalogs' (defined: {', '.join(sorted(self.catalogs)) or 'none'}).",
+                )
             # a table's security over its connection's, as a run merges them: a conflict, or a login
             # only half given (Kerberos principal without keytab), is a validation error, not a run's
             for where, part in _kafka_parts(job):
@@ -748,6 +763,13 @@ class Pipeline(SpecModel):
                     for_table(self.connections[part.connection], part.table.properties)
                 except SpecError as exc:
                     raise SpecError(f"jobs.{i}.{where}.{exc.field}", exc.message, exc.fix) from None
+        for name, catalog in self.catalogs.items():
+            if catalog.storage is not None and catalog.storage not in self.storage:
+                raise SpecError(
+                    f"catalogs.{name}.storage",
+                    f"catalog {name!r} names storage {catalog.storage!r}, which the pipeline does not define.",
+                    f"add it under 'storage' (defined: {', '.join(sorted(self.storage)) or 'none'}).",
+                )
         return self
 
     def job(self, name: str) -> MaterializeJob | BackfillJob | TopicToTopicJob | PublishJob:
@@ -763,28 +785,51 @@ class Pipeline(SpecModel):
         receives)."""
         job = self.job(name)
         used = set(job.connections_used())
-        store = getattr(getattr(job, "target", None), "storage", None)
+        target = getattr(job, "target", None)
+        catalog = target.catalog if isinstance(target, IcebergTarget) else None
+        store = self.catalogs[catalog].storage if catalog is not None else getattr(target, "storage", None)
         return Pipeline(
             name=self.name,
             connections={k: v for k, v in self.connections.items() if k in used},
             storage={k: v for k, v in self.storage.items() if k == store},
+            catalogs={k: v for k, v in self.catalogs.items() if k == catalog},
             jobs=[job],
         )
 
     def jar_groups(self, *names: str) -> tuple[str, ...]:
         """The jar groups runs of the jobs ``names`` (default: all) need on Spark's class path:
-        ``spark``, and ``s3`` when one has a target on S3."""
+        ``spark``, ``s3`` when one has a target on S3, ``iceberg`` when one has an Iceberg target."""
         jobs = [self.job(n) for n in names] if names else self.jobs
-        on_s3 = any(self.storage_of(getattr(j, "target", None)) is not None for j in jobs)
-        return ("spark", "s3") if on_s3 else ("spark",)
+        targets = [getattr(j, "target", None) for j in jobs]
+        groups = ["spark"]
+        if any(self.storage_of(t) is not None for t in targets):
+            groups.append("s3")
+        if any(isinstance(t, IcebergTarget) for t in targets):
+            groups.append("iceberg")
+        return tuple(groups)
+
+    def location_of(self, target: Any) -> str | None:
+        """Where a warehouse target's files live: a Delta or Parquet target's path, an Iceberg
+        table's default location in its catalog's warehouse; ``None`` for other targets."""
+        if isinstance(target, IcebergTarget):
+            return self.catalogs[target.catalog].location(target.table)
+        return getattr(target, "path", None)
 
     def storage_of(self, target: Any) -> S3Storage | None:
         """The store of a target on object storage (one that names none: AWS S3 with the AWS
         credential chain); ``None`` for other targets."""
-        if not is_s3(getattr(target, "path", None)):
+        if not is_s3(self.location_of(target)):
             return None
-        name = getattr(target, "storage", None)
+        if isinstance(target, IcebergTarget):
+            name = self.catalogs[target.catalog].storage
+        else:
+            name = getattr(target, "storage", None)
         return self.storage[name] if name is not None else S3Storage()
+
+    def catalog_of(self, target: IcebergTarget) -> tuple[str, IcebergCatalog]:
+        """An Iceberg target's catalog: its name as engines use it, and its settings."""
+        catalog = self.catalogs[target.catalog]
+        return catalog.name_in(target.catalog), catalog
 
     def with_connections(self, connections: Mapping[str, KafkaConnection]) -> Pipeline:
         """This pipeline with the named connections replaced (e.g. by ones built from an Airflow

@@ -6,6 +6,9 @@
   the transaction that changed the target.
 - Parquet: ``_upsert_kafka_ops.json`` in the output folder, renamed into place after the data (on
   object storage, one PUT after the data).
+- Iceberg: the snapshot summary property ``upsert_kafka_ops`` of the commit that wrote the data,
+  found by walking the table's snapshots from the current one back (pyiceberg: the ``iceberg``
+  extra).
 
 Sensors and the lag exporter read these without Spark; the job runner reads them to continue. A
 table on S3 is read through delta-rs (the Delta log, checkpoints included) and pyarrow's S3
@@ -27,7 +30,7 @@ from upsert_kafka_ops.errors import SpecError, UpsertKafkaOpsError
 from upsert_kafka_ops.spec.storage import S3Storage, is_s3, s3_extra_missing, split_s3
 
 if TYPE_CHECKING:
-    from upsert_kafka_ops.jobs.spec import Pipeline
+    from upsert_kafka_ops.jobs.spec import IcebergTarget, Pipeline
 
 MARKER = "upsert_kafka_ops"
 STATE_VERSION = 1
@@ -240,6 +243,44 @@ def write_parquet_state(path: str | Path, payload: dict[str, Any], storage: S3St
     tmp.replace(folder / PARQUET_STATE_FILE)
 
 
+# -- Iceberg --------------------------------------------------------------------------------------
+def read_iceberg_state(pipeline: Pipeline, target: IcebergTarget) -> StoredState | None:
+    """The state of the newest snapshot that carries one, from the current snapshot back through
+    its ancestors (a compaction or another writer's commit carries none); ``None`` when the table
+    does not exist or no run has written it. ``target_version``: that snapshot's sequence number."""
+    from upsert_kafka_ops.engine.iceberg import SNAPSHOT_PROPERTY
+
+    name, catalog = pipeline.catalog_of(target)
+    storage = pipeline.storage_of(target)
+    where = f"the Iceberg table {target.table} of catalog {target.catalog!r}"
+    try:
+        table = catalog.load_table(name, target.table, storage)
+        if table is None:
+            return None
+        snapshot = table.current_snapshot()
+        while snapshot is not None:
+            found = (
+                snapshot.summary.additional_properties.get(SNAPSHOT_PROPERTY) if snapshot.summary else None
+            )
+            if found is not None:
+                return _from_payload(json.loads(found), snapshot.sequence_number)
+            parent = snapshot.parent_snapshot_id
+            snapshot = table.snapshot_by_id(parent) if parent is not None else None
+    except (OSError, ValueError) as exc:
+        if storage is not None:
+            raise _store_error(catalog.location(target.table), storage, exc) from None
+        raise StateError(f"cannot read {where}: {str(exc).splitlines()[0][:300]}") from None
+    except Exception as exc:  # the catalog database: SQLAlchemy's errors name the server, not secrets
+        if type(exc).__module__.startswith("sqlalchemy"):
+            first = str(getattr(exc, "orig", exc) or exc).splitlines()[0][:300]
+            raise StateError(
+                f"cannot read {where} from its catalog database: {first}. Check the catalog's uri, user "
+                "and password (the pipeline's 'catalogs' section)."
+            ) from None
+        raise
+    return None
+
+
 # -- PostgreSQL -----------------------------------------------------------------------------------
 def read_postgres_state(conn: Any, offsets_table: str, target: str) -> StoredState | None:
     """Rows of ``offsets_table`` for ``target`` (a psycopg connection; the table may not exist)."""
@@ -272,10 +313,12 @@ def read_postgres_state(conn: Any, offsets_table: str, target: str) -> StoredSta
 
 def readable_here(job: Any) -> bool:
     """Whether :func:`read_stored_offsets` can read ``job``'s target state without Spark: PostgreSQL,
-    and Delta or Parquet tables on the local file system or S3."""
-    from upsert_kafka_ops.jobs.spec import DeltaTarget, ParquetTarget, PostgresTarget
+    Iceberg, and Delta or Parquet tables on the local file system or S3."""
+    from upsert_kafka_ops.jobs.spec import DeltaTarget, IcebergTarget, ParquetTarget, PostgresTarget
 
-    return isinstance(getattr(job, "target", None), DeltaTarget | ParquetTarget | PostgresTarget)
+    return isinstance(
+        getattr(job, "target", None), DeltaTarget | ParquetTarget | PostgresTarget | IcebergTarget
+    )
 
 
 def read_stored_offsets(job: Any, pipeline: Pipeline | None = None) -> StoredState | None:
@@ -284,11 +327,19 @@ def read_stored_offsets(job: Any, pipeline: Pipeline | None = None) -> StoredSta
     offsets of their own: their consumer group ``upsert-kafka-ops.<job>`` has them.
 
     :param pipeline: the job's pipeline, for the store a target on S3 names (without it: AWS S3 and
-        the AWS credential chain).
+        the AWS credential chain) and an Iceberg target's catalog (needed).
     """
-    from upsert_kafka_ops.jobs.spec import DeltaTarget, ParquetTarget, PostgresTarget
+    from upsert_kafka_ops.jobs.spec import DeltaTarget, IcebergTarget, ParquetTarget, PostgresTarget
 
     target = getattr(job, "target", None)
+    if isinstance(target, IcebergTarget):
+        if pipeline is None:
+            raise SpecError(
+                "pipeline",
+                f"job {job.name!r} writes an Iceberg table: its catalog is in the pipeline.",
+                "call read_stored_offsets(job, pipeline).",
+            )
+        return read_iceberg_state(pipeline, target)
     storage = pipeline.storage_of(target) if pipeline is not None else None
     if isinstance(target, DeltaTarget):
         return read_delta_log(target.path, storage).state

@@ -1,6 +1,7 @@
 """Topic -> warehouse: materialize and warehouse backfills.
 
-A run locks its target (a lock file beside a local table, a PostgreSQL advisory lock), reads the
+A run locks its target (a lock file beside a local table, a lease object beside a table on S3, a
+PostgreSQL advisory lock), reads the
 offsets the target stored with its data, decides whether it can continue from them (else it rebuilds
 from the earliest offset and says why), folds the changelog and writes rows and offsets in one commit
 (``jobs.warehouse_writes``). After a successful run the offsets also go to the consumer group
@@ -32,6 +33,7 @@ from upsert_kafka_ops.jobs.spec import (
     AppendSource,
     BackfillJob,
     DeltaTarget,
+    IcebergTarget,
     MaterializeJob,
     ParquetTarget,
     PostgresTarget,
@@ -51,7 +53,7 @@ if TYPE_CHECKING:
     from upsert_kafka_ops.jobs.spec import Pipeline
 
 WarehouseJob = MaterializeJob | BackfillJob
-WarehouseTarget = DeltaTarget | PostgresTarget | ParquetTarget
+WarehouseTarget = DeltaTarget | PostgresTarget | ParquetTarget | IcebergTarget
 
 
 def run_materialize(ctx: RunContext, job: MaterializeJob) -> JobResult:
@@ -78,11 +80,17 @@ def run_to_warehouse(
             _read_and_write(ctx, job, target, conn, stored, None, mode, until, rewind, result)
     else:
         storage = ctx.pipeline.storage_of(target)
+        if isinstance(target, IcebergTarget):
+            from upsert_kafka_ops.engine.iceberg import use_catalog
+
+            use_catalog(ctx.spark, *ctx.pipeline.catalog_of(target), storage)
         with _table_lock(ctx, target, storage):
             txns: dict[str, int] = {}
             if isinstance(target, DeltaTarget):
                 log_state = st.read_delta_log(target.path, storage, app_ids=[job.name])
                 stored, txns = log_state.state, log_state.txn_versions
+            elif isinstance(target, IcebergTarget):
+                stored = st.read_iceberg_state(ctx.pipeline, target)
             else:
                 stored = st.read_parquet_state(target.path, storage)
             _read_and_write(ctx, job, target, conn, stored, txns, mode, until, rewind, result)
@@ -112,11 +120,20 @@ def fold_source(
     )
 
 
-def read_target(spark: SparkSession, pipeline: Pipeline, target: DeltaTarget | ParquetTarget) -> DataFrame:
-    """A Delta or Parquet target's rows (on S3 through its store, whose settings ``spark`` is given)."""
+def read_target(
+    spark: SparkSession, pipeline: Pipeline, target: DeltaTarget | ParquetTarget | IcebergTarget
+) -> DataFrame:
+    """A Delta, Parquet or Iceberg target's rows (on S3 through its store, an Iceberg table through
+    its catalog: ``spark`` is given their settings)."""
     from upsert_kafka_ops.engine.session import use_storage
 
     storage = pipeline.storage_of(target)
+    if isinstance(target, IcebergTarget):
+        from upsert_kafka_ops.engine.iceberg import iceberg_ref, use_catalog
+
+        name, catalog = pipeline.catalog_of(target)
+        use_catalog(spark, name, catalog, storage)
+        return spark.table(iceberg_ref(name, target.table))
     if storage is not None:
         use_storage(spark, storage, split_s3(target.path)[0])
     return spark.read.format(target.kind).load(target.path)
@@ -163,7 +180,15 @@ def _read_and_write(
     fault_point("after-read")
     try:
         write = Write(
-            job, read.df, mode, run, payload, result, r.records_out, ctx.pipeline.storage_of(target)
+            job,
+            read.df,
+            mode,
+            run,
+            payload,
+            result,
+            r.records_out,
+            ctx.pipeline.storage_of(target),
+            ctx.pipeline,
         )
         write_target(ctx.spark, target, write)
     finally:
@@ -188,7 +213,12 @@ def _choose_mode(
             "no stored offsets: first run builds the target from the earliest offset",
         )
     if mode == "incremental":
-        missing = target_gaps(ctx.spark, target, table)
+        ref = None
+        if isinstance(target, IcebergTarget):
+            from upsert_kafka_ops.engine.iceberg import iceberg_ref
+
+            ref = iceberg_ref(ctx.pipeline.catalog_of(target)[0], target.table)
+        missing = target_gaps(ctx.spark, target, table, ref)
         if missing:
             mode, result.reason = "full", missing
     result.mode = mode
@@ -309,12 +339,15 @@ def _file_lock(path: Path, timeout: float, what: str) -> Iterator[None]:
 
 @contextmanager
 def _table_lock(
-    ctx: RunContext, target: DeltaTarget | ParquetTarget, storage: S3Storage | None
+    ctx: RunContext, target: DeltaTarget | ParquetTarget | IcebergTarget, storage: S3Storage | None
 ) -> Iterator[None]:
-    """The run's hold on a table in a folder: a lease object on S3 (its session given the store's
-    settings first), else ``flock`` on a file beside the folder."""
+    """The run's hold on a table in a folder (an Iceberg table: its location in the catalog's
+    warehouse): a lease object on S3 (its session given the store's settings first), else ``flock``
+    on a file beside the folder."""
+    path = ctx.pipeline.location_of(target)
+    assert path is not None
     if storage is None:
-        local = st.local_path(target.path)
+        local = st.local_path(path)
         with _file_lock(
             local.parent / f".{local.name}.upsert-kafka-ops.lock", ctx.lock_timeout_s, target.uri
         ):
@@ -322,14 +355,14 @@ def _table_lock(
         return
     from upsert_kafka_ops.engine.session import use_storage
 
-    use_storage(ctx.spark, storage, split_s3(target.path)[0])
+    use_storage(ctx.spark, storage, split_s3(path)[0])
 
     def wait(take: Callable[[], bool], timeout: float, lock: str) -> None:
         _wait_for(
             take, timeout, target.uri, f"lock {lock}", "wait for the other run, or raise lock_timeout_s."
         )
 
-    with object_lock(target.path, storage, ctx.lock_timeout_s, wait):
+    with object_lock(path, storage, ctx.lock_timeout_s, wait):
         yield
 
 

@@ -3,7 +3,8 @@
 Delta: a MERGE (incremental), an overwrite (full) or a snapshot replace, each a Delta commit whose
 ``txnAppId``/``txnVersion`` make a repeated run a no-op and whose commit info carries the offsets.
 Parquet: an overwrite, then the offsets file beside it. PostgreSQL: the rows go to a stage table over
-JDBC, then one transaction applies them and stores the offsets.
+JDBC, then one transaction applies them and stores the offsets. Iceberg: a MERGE (incremental) or an
+overwrite (full), each one snapshot whose summary carries the offsets.
 """
 
 from __future__ import annotations
@@ -17,8 +18,10 @@ from upsert_kafka_ops.jobs.core import ConcurrentRunError, JobResult
 from upsert_kafka_ops.jobs.spec import (
     BackfillJob,
     DeltaTarget,
+    IcebergTarget,
     MaterializeJob,
     ParquetTarget,
+    Pipeline,
     PostgresTarget,
     source_table,
 )
@@ -33,7 +36,7 @@ class Write:
     """One run's write: ``df`` (the latest row per key, or an incremental run's changes) and
     ``payload`` (the offsets and run number stored with it); the counts go into ``result``.
     ``rows``: how many rows ``df`` holds, when the fold counted them; ``storage``: the store of a
-    target on S3."""
+    target on S3; ``pipeline``: the run's pipeline (an Iceberg target's catalog)."""
 
     job: MaterializeJob | BackfillJob
     df: DataFrame
@@ -43,14 +46,19 @@ class Write:
     result: JobResult
     rows: int | None = None
     storage: S3Storage | None = None
+    pipeline: Pipeline | None = None
 
 
-def write_target(spark: SparkSession, target: DeltaTarget | PostgresTarget | ParquetTarget, w: Write) -> None:
+def write_target(
+    spark: SparkSession, target: DeltaTarget | PostgresTarget | ParquetTarget | IcebergTarget, w: Write
+) -> None:
     """Write rows and offsets into ``target`` in one commit."""
     from upsert_kafka_ops.engine import warehouse as wh
 
     if isinstance(target, DeltaTarget):
         _write_delta(spark, target, w)
+    elif isinstance(target, IcebergTarget):
+        _write_iceberg(spark, target, w)
     elif isinstance(target, ParquetTarget):
         wh.parquet_overwrite(w.df, target.path, source_table(w.job.source))
         fault_point("after-data")
@@ -86,6 +94,27 @@ def _write_delta(spark: SparkSession, target: DeltaTarget, w: Write) -> None:
             f">= {run}); another run committed first. Nothing was written by this run; rerun it."
         )
     result.rows_upserted, result.rows_deleted = counts["upserted"], counts["deleted"]
+
+
+def _write_iceberg(spark: SparkSession, target: IcebergTarget, w: Write) -> None:
+    from upsert_kafka_ops.engine import iceberg as ice
+
+    assert w.pipeline is not None
+    table = source_table(w.job.source)
+    name, _ = w.pipeline.catalog_of(target)
+    ref = ice.iceberg_ref(name, target.table)
+    w.result.columns_added = ice.ensure_iceberg_table(spark, ref, table)
+    if w.mode == "incremental":
+        counts = ice.iceberg_merge(spark, w.df, ref, table, metadata=w.payload, rows=w.rows)
+    else:
+        counts = ice.iceberg_overwrite(spark, w.df, ref, table, metadata=w.payload)
+    after = st.read_iceberg_state(w.pipeline, target)
+    if after is None or after.run != w.run:  # the run holds the table's lock: another writer ignored it
+        raise ConcurrentRunError(
+            f"{target.uri}: the table's newest state is not this run's (run {w.run}); another writer "
+            "committed without the lock. Rerun this job."
+        )
+    w.result.rows_upserted, w.result.rows_deleted = counts["upserted"], counts["deleted"]
 
 
 def _write_postgres(target: PostgresTarget, w: Write) -> None:

@@ -54,6 +54,27 @@ def s3_extra_missing(what: str) -> ToolchainError:
     return ToolchainError(f"{what} needs the s3 extra: pip install 'upsert-kafka-ops[s3]'.")
 
 
+def check_table_path(path: str, storage: str | None, field: str = "path") -> None:
+    """A table folder's path is a local path, ``file:`` or ``s3a://bucket/folder``; a ``storage``
+    name goes with an s3a:// path only."""
+    scheme = urlparse(path).scheme if "://" in path else ""
+    if scheme == "s3":
+        raise SpecError(
+            field, f"{path!r}: Spark writes S3 through its S3A connector.", "write it as s3a://..."
+        )
+    if scheme not in ("", "file", "s3a"):
+        raise SpecError(
+            field,
+            f"{path!r}: the {scheme}:// scheme is not supported (the stored offsets live beside the "
+            "table and are read without Spark).",
+            "use a local or mounted path, or s3a://bucket/key.",
+        )
+    if scheme == "s3a" and not split_s3(path)[1]:
+        raise SpecError(field, f"{path!r} names a bucket but no folder.", "write s3a://bucket/folder.")
+    if storage is not None and scheme != "s3a":
+        raise SpecError("storage", f"the path {path!r} is not on object storage.", "remove 'storage'.")
+
+
 class S3Storage(SpecModel):
     """An S3 or S3-compatible object store (MinIO, Ceph, SeaweedFS, cloud stores with an S3 API)."""
 
@@ -137,6 +158,21 @@ class S3Storage(SpecModel):
             opts["AWS_ACCESS_KEY_ID"], opts["AWS_SECRET_ACCESS_KEY"] = keys[0], keys[1]
             if keys[2] is not None:
                 opts["AWS_SESSION_TOKEN"] = keys[2]
+        return opts
+
+    def iceberg_io_options(self) -> dict[str, str]:
+        """pyiceberg's S3 FileIO properties (``s3.*``), secrets resolved; bounded connect and request
+        times, so an unreachable store is an error in seconds."""
+        opts: dict[str, str] = {"s3.region": self.region or "us-east-1", "s3.connect-timeout": "5",
+                                "s3.request-timeout": "10"}  # fmt: skip
+        if self.endpoint is not None:
+            opts["s3.endpoint"] = self.endpoint
+        opts["s3.force-virtual-addressing"] = str(not self.path_style_access).lower()
+        keys = self._keys()
+        if keys is not None:
+            opts["s3.access-key-id"], opts["s3.secret-access-key"] = keys[0], keys[1]
+            if keys[2] is not None:
+                opts["s3.session-token"] = keys[2]
         return opts
 
     def filesystem(self) -> Any:

@@ -1,0 +1,178 @@
+"""Apache Iceberg targets on Spark: the catalog in the run's session, the table, MERGE and overwrite.
+
+Every write is one Iceberg commit (a snapshot) whose summary carries the run's state under the
+property ``upsert_kafka_ops`` (Iceberg 1.11's ``spark.sql.iceberg.snapshot-property.*`` session
+confs, which SQL ``MERGE`` and ``writeTo`` both honour), so rows and offsets land together or not at
+all. Tables are format version 2 with merge-on-read updates and deletes: an incremental run writes
+its changes and position deletes, not a copy of every file it touches.
+
+Change DataFrames have an ``op`` column: ``+U`` (upsert the row) or ``-D`` (delete the key).
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from typing import TYPE_CHECKING, Any
+
+from upsert_kafka_ops.engine.warehouse import TargetSchemaError, columns_to_add, commit_confs, target_columns
+from upsert_kafka_ops.spec.iceberg import IcebergCatalog, split_table_name
+from upsert_kafka_ops.spec.storage import S3Storage, split_s3
+from upsert_kafka_ops.spec.table import UpsertKafkaTable
+from upsert_kafka_ops.spec.types import quote_name
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.types import DataType, StructType
+
+#: the snapshot summary property holding a run's state (see ``jobs.state``)
+SNAPSHOT_PROPERTY = "upsert_kafka_ops"
+_PROPERTY_CONF = f"spark.sql.iceberg.snapshot-property.{SNAPSHOT_PROPERTY}"
+_TABLE_PROPERTIES = {
+    "format-version": "2",
+    "write.merge.mode": "merge-on-read",
+    "write.update.mode": "merge-on-read",
+    "write.delete.mode": "merge-on-read",
+}
+
+
+def use_catalog(spark: SparkSession, name: str, catalog: IcebergCatalog, storage: S3Storage | None) -> None:
+    """Register ``catalog`` as ``name`` in the session (its warehouse's store first). Spark loads a
+    catalog once per session: the same name with another warehouse or database is an error here,
+    not a write into the wrong catalog. The Iceberg runtime must be on the class path (the
+    ``iceberg`` jar group)."""
+    from upsert_kafka_ops.engine.session import use_storage
+
+    if storage is not None:
+        use_storage(spark, storage, split_s3(catalog.warehouse)[0])
+    conf = catalog.spark_conf(name)
+    prefix = f"spark.sql.catalog.{name}"
+    for key in (f"{prefix}.type", f"{prefix}.warehouse", f"{prefix}.uri"):
+        current = spark.conf.get(key, None)
+        if current is not None and current != conf.get(key):
+            raise TargetSchemaError(
+                f"Iceberg catalog {name!r}: this Spark session already has a catalog of that name with "
+                f"{key.rsplit('.', 1)[1]} {current!r}, not {conf.get(key)!r}. Give one of the catalogs "
+                "another catalog_name."
+            )
+    for key, value in conf.items():
+        spark.conf.set(key, value)
+
+
+def iceberg_ref(name: str, table: str) -> str:
+    """The SQL name of ``namespace.table`` in catalog ``name``, each part quoted."""
+    return ".".join(quote_name(p) for p in (name, *split_table_name(table)))
+
+
+def iceberg_schema(spark: SparkSession, ref: str) -> StructType | None:
+    """The table's schema, or None when there is no such table."""
+    from pyspark.errors import AnalysisException
+
+    try:
+        return spark.table(ref).schema
+    except AnalysisException:
+        return None
+
+
+def _stored_as(have: DataType, want: DataType) -> bool:
+    """Whether Iceberg stores ``want`` as ``have``: it has no TINYINT or SMALLINT (they widen to INT)."""
+    from pyspark.sql.types import ByteType, IntegerType, ShortType
+
+    return have == want or (isinstance(want, ByteType | ShortType) and isinstance(have, IntegerType))
+
+
+def ensure_iceberg_table(spark: SparkSession, ref: str, table: UpsertKafkaTable) -> list[str]:
+    """Create the table (and its namespace) from the spec when missing; add columns the spec
+    gained. Returns the names of added columns. A column whose type changed is an error."""
+    have = iceberg_schema(spark, ref)
+    if have is None:
+        namespace = ref.rsplit(".", 1)[0]
+        spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {namespace}")
+        columns = [
+            f"{quote_name(n)} {t.to_spark()}{' NOT NULL' if n in table.primary_key else ''}"
+            for n, t in target_columns(table)
+        ]
+        properties = {**_TABLE_PROPERTIES, "upsert_kafka_ops.primary_key": ",".join(table.primary_key)}
+        props = ", ".join(f"'{k}' = '{v}'" for k, v in properties.items())
+        spark.sql(
+            f"CREATE TABLE IF NOT EXISTS {ref} ({', '.join(columns)}) USING iceberg TBLPROPERTIES ({props})"
+        )
+        return []
+    added = columns_to_add(
+        {f.name: f.dataType for f in have.fields},
+        table,
+        f"Iceberg table {ref}",
+        "Rebuild the target as a new table (mode full), or change the spec back.",
+        same=_stored_as,
+    )
+    if added:
+        spark.sql(f"ALTER TABLE {ref} ADD COLUMNS ({', '.join(added)})")
+    return [a.split(" ")[0].strip("`") for a in added]
+
+
+def _property(metadata: dict[str, Any]) -> dict[str, str]:
+    return {_PROPERTY_CONF: json.dumps(metadata, sort_keys=True)}
+
+
+def iceberg_merge(
+    spark: SparkSession,
+    changes: DataFrame,
+    ref: str,
+    table: UpsertKafkaTable,
+    *,
+    metadata: dict[str, Any],
+    rows: int | None = None,
+) -> dict[str, int]:
+    """MERGE the last change per key (``op`` +U/-D) into the table; one commit with the state.
+    With no changes, an empty append commits the state alone.
+
+    :param rows: the number of changes, when known (spares a Spark job that finds out)."""
+    from pyspark.sql import functions as F
+
+    names = [c for c, _ in target_columns(table)]
+    src = changes.select("op", *names)
+    if rows == 0 if rows is not None else src.isEmpty():
+        with commit_confs(spark, _property(metadata)):
+            spark.createDataFrame([], spark.table(ref).schema).writeTo(ref).append()
+        return {"upserted": 0, "deleted": 0}
+    keys = [quote_name(k) for k in table.primary_key]
+    # Iceberg's MERGE returns no counts: every +U row updates or inserts one row; a -D row deletes
+    # one when its key is in the table (counted before the MERGE takes it out)
+    counts = src.agg(F.count(F.when(F.col("op") != "-D", 1)).alias("u"),
+                     F.count(F.when(F.col("op") == "-D", 1)).alias("d")).first()  # fmt: skip
+    assert counts is not None
+    deleted = 0
+    if counts["d"]:
+        gone = src.filter(F.col("op") == "-D").select(*keys)
+        deleted = gone.join(spark.table(ref).select(*keys), [k.strip("`") for k in keys], "left_semi").count()
+    view = f"upsert_kafka_ops_changes_{uuid.uuid4().hex[:12]}"
+    src.createOrReplaceTempView(view)
+    try:
+        on = " AND ".join(f"t.{k} = s.{k}" for k in keys)
+        cols = ", ".join(quote_name(c) for c in names)
+        sets = ", ".join(f"t.{quote_name(c)} = s.{quote_name(c)}" for c in names)
+        with commit_confs(spark, _property(metadata)):
+            spark.sql(
+                f"MERGE INTO {ref} AS t USING {view} AS s ON {on} "
+                "WHEN MATCHED AND s.op = '-D' THEN DELETE "
+                f"WHEN MATCHED AND s.op <> '-D' THEN UPDATE SET {sets} "
+                f"WHEN NOT MATCHED AND s.op <> '-D' THEN INSERT ({cols}) "
+                f"VALUES ({', '.join(f's.{quote_name(c)}' for c in names)})"
+            )
+    finally:
+        spark.catalog.dropTempView(view)
+    return {"upserted": int(counts["u"]), "deleted": int(deleted)}
+
+
+def iceberg_overwrite(
+    spark: SparkSession, rows: DataFrame, ref: str, table: UpsertKafkaTable, *, metadata: dict[str, Any]
+) -> dict[str, int]:
+    """Replace the table's rows with ``rows`` in one commit (readers see the old or the new)."""
+    from pyspark.sql import functions as F
+
+    names = [c for c, _ in target_columns(table)]
+    with commit_confs(spark, _property(metadata)):
+        rows.select(*names).writeTo(ref).overwrite(F.lit(True))
+    summary = spark.sql(f"SELECT summary FROM {ref}.snapshots ORDER BY committed_at DESC LIMIT 1").first()
+    added = (summary["summary"] or {}).get("added-records", "0") if summary is not None else "0"
+    return {"upserted": int(added), "deleted": 0}
