@@ -1,6 +1,7 @@
-"""A Delta table on a real S3 server (MinIO) as a Dagster asset: materialized twice (the second run
-incremental), equal to the oracle's table, its row count, preview and checks read from S3, its lag
-after the run from the offsets stored there, and the store's secret key in no metadata."""
+"""Delta and Iceberg tables on a real S3 server (MinIO) as Dagster assets: materialized twice (the
+second run incremental), equal to the oracle's table, their row counts, previews and checks read from
+S3, their lag after the run from the offsets stored there, and the store's secret key in no
+metadata."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from tests.dagster.support import RESOURCES, checks, metadata
+from tests.dagster.support import RESOURCES, metadata
 from tests.integration.jobs_support import oracle_table, produce, random_changes, rows_as_table, source
 
 import dagster as dg
@@ -41,23 +42,31 @@ def test_an_asset_on_s3_materializes_incrementally_with_its_facts_read_from_s3(
     pipe = Pipeline.model_validate({
         "connections": {"main": {"bootstrap_servers": servers}},
         "storage": {"lake": s3.storage().model_dump(mode="json", exclude_none=True)},
+        "catalogs": {"lake": {"type": "hadoop", "warehouse": f"s3a://lake/{prefix}/iceberg", "storage": "lake",
+                              "catalog_name": f"dagster_{prefix}"}},
         "jobs": [{"name": "users", "kind": "materialize", "source": source(topic, servers),
-                  "target": {"kind": "delta", "path": path, "storage": "lake"}}],
+                  "target": {"kind": "delta", "path": path, "storage": "lake"}},
+                 {"name": "users_iceberg", "kind": "materialize", "source": source(topic, servers),
+                  "target": {"kind": "iceberg", "catalog": "lake", "table": "crm.users"}}],
     })  # fmt: skip
     assets = upsert_kafka_assets(pipeline=pipe, kafka_resources=RESOURCES)
-    (table,) = [a for a in assets if isinstance(a, dg.AssetsDefinition)]
-    assert table.key == dg.AssetKey(["warehouse", prefix, "users"])  # as a table on disk: its last two parts
+    tables = {a.key for a in assets if isinstance(a, dg.AssetsDefinition)}
+    # as tables on disk: the last two parts of their locations
+    assert tables == {dg.AssetKey(["warehouse", prefix, "users"]), dg.AssetKey(["warehouse", "crm", "users"])}
 
     for round_, (n, keys) in enumerate(((150, 25), (80, 35)), start=1):
         produce(servers, topic, random_changes(rnd, n, keys))
         expected = oracle_table(servers, topic)
         run = dg.materialize(assets, resources={"kafka": kafka_resource}, instance=instance)
         assert run.success
-        m = metadata(run, op_name("users"))
-        assert m["upsert_kafka/mode"] == ("full" if round_ == 1 else "incremental")
-        assert (m["dagster/row_count"], m["upsert_kafka/lag_after_run"]) == (len(expected), 0)
-        assert checks(run) == {KEYS_CHECK: True, ROW_COUNT_CHECK: True}
-        assert rows_as_table(read_target(spark, pipe, pipe.job("users").target).select(
-            "id", "name", "region", "score").collect()) == expected  # fmt: skip
-        shown = json.dumps({k: str(v) for k, v in m.items()})
-        assert s3.secret_key not in shown and s3.access_key not in shown
+        for job in ("users", "users_iceberg"):
+            m = metadata(run, op_name(job))
+            assert m["upsert_kafka/mode"] == ("full" if round_ == 1 else "incremental"), job
+            assert (m["dagster/row_count"], m["upsert_kafka/lag_after_run"]) == (len(expected), 0), job
+            assert rows_as_table(read_target(spark, pipe, pipe.job(job).target).select(  # type: ignore[arg-type,union-attr]
+                "id", "name", "region", "score").collect()) == expected, job  # fmt: skip
+            shown = json.dumps({k: str(v) for k, v in m.items()})
+            assert s3.secret_key not in shown and s3.access_key not in shown
+        evaluated = [(e.asset_key.path[1], e.check_name, e.passed) for e in run.get_asset_check_evaluations()]
+        assert sorted(evaluated) == sorted((part, name, True) for part in (prefix, "crm")
+                                           for name in (KEYS_CHECK, ROW_COUNT_CHECK))  # fmt: skip

@@ -36,8 +36,9 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 @pytest.fixture(scope="session")
 def jars_dir() -> Path:
     """The jar cache, fetched if needed (a no-op when `make jars` already ran), with the S3A
-    connector: the Airflow and Dagster suites' sessions run jobs with targets on S3."""
-    jars.fetch(["kafka", "spark", "s3"], log=False)
+    connector and Iceberg's runtime: the Airflow and Dagster suites' sessions run jobs with Delta,
+    Parquet and Iceberg targets on S3."""
+    jars.fetch(["kafka", "spark", "s3", "iceberg"], log=False)
     return jars.default_jars_dir()
 
 
@@ -54,7 +55,7 @@ def kafka(jars_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
 @pytest.fixture(scope="session")
 def spark(jars_dir: Path) -> Iterator[SparkSession]:
     session = build_spark_session(
-        jars_dir=jars_dir, app_name="upsert-kafka-ops-tests", jar_groups=("spark", "s3")
+        jars_dir=jars_dir, app_name="upsert-kafka-ops-tests", jar_groups=("spark", "s3", "iceberg")
     )
     yield session
     session.stop()

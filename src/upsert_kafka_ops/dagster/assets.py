@@ -31,6 +31,7 @@ from upsert_kafka_ops.errors import SpecError, UpsertKafkaOpsError
 from upsert_kafka_ops.jobs.spec import (
     BackfillJob,
     DeltaTarget,
+    IcebergTarget,
     MaterializeJob,
     Pipeline,
     PublishJob,
@@ -88,7 +89,7 @@ def upsert_kafka_assets(
         own definition.
     :param spark_runtime: resource key of a :class:`~upsert_kafka_ops.dagster.SparkRuntimeResource`
         (default: the local runtime, i.e. the run's process).
-    :param row_count_check: add the blocking ``row_count_matches_live_keys`` check to Delta
+    :param row_count_check: add the blocking ``row_count_matches_live_keys`` check to Delta and Iceberg
         targets (it re-folds the topic up to the run's end offsets: one more full read).
     :param partitions_def: time-window partitions, for snapshot jobs only (a backfill job whose
         Delta target has ``as_of_column``): each partition writes the snapshot as of its window's
@@ -134,7 +135,7 @@ def _checks_for(spec: Any, row_count_check: bool) -> list[str]:
     names = []
     if isinstance(spec, MaterializeJob | BackfillJob):
         names.append(KEYS_CHECK)
-        if row_count_check and isinstance(spec.target, DeltaTarget) and not _is_snapshot(spec):
+        if row_count_check and isinstance(spec.target, _TABLES) and not _is_snapshot(spec):
             names.append(ROW_COUNT_CHECK)
     return names
 
@@ -163,7 +164,7 @@ def _job_asset(
     descriptions = {
         KEYS_CHECK: "Every key read by the run was in a single partition (upsert-kafka's ordering "
         "guarantee holds only within a partition).",
-        ROW_COUNT_CHECK: "The Delta target's row count equals the live keys of the topic up to the run's "
+        ROW_COUNT_CHECK: "The Delta or Iceberg target's row count equals the live keys of the topic up to the run's "
         "end offsets.",
     }
     check_specs = [
@@ -345,7 +346,13 @@ def _cell(v: Any) -> Any:
     return v if v is None or isinstance(v, bool | int | float | str) else str(v)
 
 
-def _delta_facts(pipe: Pipeline, job: str, target: DeltaTarget) -> tuple[int, dg.MetadataValue]:
+#: targets whose rows the assets count and preview after a run (through Spark)
+_TABLES = (DeltaTarget, IcebergTarget)
+
+
+def _table_facts(
+    pipe: Pipeline, job: str, target: DeltaTarget | IcebergTarget
+) -> tuple[int, dg.MetadataValue]:
     from upsert_kafka_ops.jobs.to_warehouse import read_target
 
     with local_spark(pipe.jar_groups(job)) as spark:
@@ -382,7 +389,7 @@ def results_for(
     snapshots: Mapping[str, Any] | None = None,
 ) -> Iterator[dg.MaterializeResult[Any]]:
     """One ``MaterializeResult`` per output: the run's metadata (as the Spark driver reported it
-    through Pipes, else from the run result), lag after the run, Delta row count and preview, and
+    through Pipes, else from the run result), lag after the run, the row count and preview of a Delta or Iceberg table, and
     the check results."""
     from upsert_kafka_ops.jobs.gates import new_data
 
@@ -403,8 +410,8 @@ def results_for(
     target = getattr(spec, "target", None)
     if snapshots is not None:  # snapshot runs: rows per partition; the table holds every snapshot
         meta["upsert_kafka/snapshots"] = dg.MetadataValue.json(dict(snapshots))
-    elif isinstance(target, DeltaTarget):
-        row_count, preview = _delta_facts(pipe, job, target)
+    elif isinstance(target, _TABLES):
+        row_count, preview = _table_facts(pipe, job, target)
         meta["dagster/row_count"] = row_count
         meta["upsert_kafka/preview"] = preview
     for key in keys:
