@@ -15,7 +15,13 @@ import json
 import uuid
 from typing import TYPE_CHECKING, Any
 
-from upsert_kafka_ops.engine.warehouse import TargetSchemaError, columns_to_add, commit_confs, target_columns
+from upsert_kafka_ops.engine.warehouse import (
+    TargetSchemaError,
+    columns_to_add,
+    commit_confs,
+    merge_sql,
+    target_columns,
+)
 from upsert_kafka_ops.spec.iceberg import IcebergCatalog, split_table_name
 from upsert_kafka_ops.spec.storage import S3Storage, split_s3
 from upsert_kafka_ops.spec.table import UpsertKafkaTable
@@ -148,17 +154,8 @@ def iceberg_merge(
     view = f"upsert_kafka_ops_changes_{uuid.uuid4().hex[:12]}"
     src.createOrReplaceTempView(view)
     try:
-        on = " AND ".join(f"t.{k} = s.{k}" for k in keys)
-        cols = ", ".join(quote_name(c) for c in names)
-        sets = ", ".join(f"t.{quote_name(c)} = s.{quote_name(c)}" for c in names)
         with commit_confs(spark, _property(metadata)):
-            spark.sql(
-                f"MERGE INTO {ref} AS t USING {view} AS s ON {on} "
-                "WHEN MATCHED AND s.op = '-D' THEN DELETE "
-                f"WHEN MATCHED AND s.op <> '-D' THEN UPDATE SET {sets} "
-                f"WHEN NOT MATCHED AND s.op <> '-D' THEN INSERT ({cols}) "
-                f"VALUES ({', '.join(f's.{quote_name(c)}' for c in names)})"
-            )
+            spark.sql(merge_sql(ref, view, table))
     finally:
         spark.catalog.dropTempView(view)
     return {"upserted": int(counts["u"]), "deleted": int(deleted)}

@@ -89,6 +89,22 @@ def columns_to_add(
     return added
 
 
+def merge_sql(target: str, view: str, table: UpsertKafkaTable) -> str:
+    """The ``MERGE INTO target`` of the last change per key in ``view`` (``op`` +U/-D): delete,
+    update or insert by the primary key."""
+    names = [c for c, _ in target_columns(table)]
+    on = " AND ".join(f"t.{quote_name(k)} = s.{quote_name(k)}" for k in table.primary_key)
+    cols = ", ".join(quote_name(c) for c in names)
+    sets = ", ".join(f"t.{quote_name(c)} = s.{quote_name(c)}" for c in names)
+    return (
+        f"MERGE INTO {target} AS t USING {view} AS s ON {on} "
+        "WHEN MATCHED AND s.op = '-D' THEN DELETE "
+        f"WHEN MATCHED AND s.op <> '-D' THEN UPDATE SET {sets} "
+        f"WHEN NOT MATCHED AND s.op <> '-D' THEN INSERT ({cols}) "
+        f"VALUES ({', '.join(f's.{quote_name(c)}' for c in names)})"
+    )
+
+
 #: Delta and Iceberg read a commit's transaction id and metadata (the stored offsets) from the
 #: session's conf, which every thread of the process shares: two jobs committing at once in one
 #: session would each take the other's offsets. One commit at a time per process.
@@ -229,16 +245,7 @@ def delta_merge(
         view = f"upsert_kafka_ops_changes_{uuid.uuid4().hex[:12]}"
         src.createOrReplaceTempView(view)
         try:
-            on = " AND ".join(f"t.{quote_name(k)} = s.{quote_name(k)}" for k in table.primary_key)
-            cols = ", ".join(quote_name(c) for c in names)
-            sets = ", ".join(f"t.{quote_name(c)} = s.{quote_name(c)}" for c in names)
-            merged = spark.sql(
-                f"MERGE INTO {delta_ref(path)} AS t USING {view} AS s ON {on} "
-                "WHEN MATCHED AND s.op = '-D' THEN DELETE "
-                f"WHEN MATCHED AND s.op <> '-D' THEN UPDATE SET {sets} "
-                f"WHEN NOT MATCHED AND s.op <> '-D' THEN INSERT ({cols}) "
-                f"VALUES ({', '.join(f's.{quote_name(c)}' for c in names)})"
-            ).first()
+            merged = spark.sql(merge_sql(delta_ref(path), view, table)).first()
         finally:
             spark.catalog.dropTempView(view)
     assert merged is not None
