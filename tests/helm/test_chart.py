@@ -22,6 +22,7 @@ SERVICE_MONITOR_SCHEMA = json.loads(
 )
 PASSWORD = "s3cr3t-PASSWORD-in-values"
 S3_SECRET = "s3-SECRET-KEY-in-values"
+CATALOG_PASSWORD = "iceberg-PASSWORD-in-values"
 F = "r1-upsert-kafka-ops"
 BASE = {
     ("ServiceAccount", f"{F}-spark"), ("Secret", f"{F}-kafka"), ("Secret", f"{F}-object-storage"),
@@ -77,12 +78,13 @@ def test_the_password_is_in_the_secret_alone_never_in_another_object_or_the_note
     leaks = [
         f"{o['kind']}/{o['metadata']['name']}"
         for o in objects
-        if o["kind"] != "Secret" and (PASSWORD in json.dumps(o) or S3_SECRET in json.dumps(o))
+        if o["kind"] != "Secret" and any(s in json.dumps(o) for s in (PASSWORD, S3_SECRET, CATALOG_PASSWORD))
     ]
     assert leaks == []
     secrets = {o["metadata"]["name"]: o for o in objects if o["kind"] == "Secret"}
     store = {k: base64.b64decode(v).decode() for k, v in secrets[f"{F}-object-storage"]["data"].items()}
-    assert store == {"access-key-id": "AKIA-in-values", "secret-access-key": S3_SECRET}
+    assert store == {"access-key-id": "AKIA-in-values", "secret-access-key": S3_SECRET,
+                     "iceberg-catalog-password": CATALOG_PASSWORD}  # fmt: skip
     data = {k: base64.b64decode(v).decode() for k, v in secrets[f"{F}-kafka"]["data"].items()}
     assert data["password"] == PASSWORD and data["username"] == "etl"
     conn = json.loads(data["airflow-connection"])  # what AIRFLOW_CONN_KAFKA_DEFAULT gets
@@ -104,6 +106,8 @@ def test_the_password_is_in_the_secret_alone_never_in_another_object_or_the_note
     refs = {e["name"]: e["valueFrom"]["secretKeyRef"] for e in container["env"] if "valueFrom" in e}
     assert refs["UKO_S3_SECRET_ACCESS_KEY"] == {"name": f"{F}-object-storage", "key": "secret-access-key",
                                                 "optional": True}  # fmt: skip
+    assert refs["UKO_ICEBERG_CATALOG_PASSWORD"] == {"name": f"{F}-object-storage",
+                                                    "key": "iceberg-catalog-password", "optional": True}  # fmt: skip
     notes = render_notes(VALUES / "sasl-inline.yaml")
     assert "Wire it into the official Airflow chart" in notes
     assert PASSWORD not in notes and "r1-upsert-kafka-ops-kafka" in notes
@@ -131,6 +135,8 @@ def test_spark_defaults_pass_credentials_by_secret_reference() -> None:
     assert conf["spark.kubernetes.executor.secretKeyRef.UKO_KAFKA_PASSWORD"] == f"{F}-kafka:password"
     assert conf["spark.kubernetes.driver.secretKeyRef.UKO_S3_SECRET_ACCESS_KEY"] == (
         f"{F}-object-storage:secret-access-key")  # fmt: skip
+    assert conf["spark.kubernetes.driver.secretKeyRef.UKO_ICEBERG_CATALOG_PASSWORD"] == (
+        f"{F}-object-storage:iceberg-catalog-password")  # fmt: skip
     assert conf["spark.kubernetes.authenticate.driver.serviceAccountName"] == f"{F}-spark"
     assert conf["spark.driver.host"] == f"{F}-driver.uko.svc" and conf["spark.driver.port"] == "7078"
     assert conf["spark.executor.memory"] == "2g"

@@ -88,8 +88,10 @@ def test_overlays_reference_what_the_chart_creates() -> None:
     secrets = {name: o for (kind, name), o in made.items() if kind == "Secret"}
     airflow = _load("airflow-values.yaml")
     refs_af = {e["envName"]: e for e in airflow["secret"]}
-    # the connection id UpsertKafkaHook uses, and the S3 keys a pipeline's storage section names
-    assert set(refs_af) == {"AIRFLOW_CONN_KAFKA_DEFAULT", "UKO_S3_ACCESS_KEY_ID", "UKO_S3_SECRET_ACCESS_KEY"}
+    # the connection id UpsertKafkaHook uses, the S3 keys a pipeline's storage section names and the
+    # Iceberg catalog password its catalogs section names
+    assert set(refs_af) == {"AIRFLOW_CONN_KAFKA_DEFAULT", "UKO_S3_ACCESS_KEY_ID", "UKO_S3_SECRET_ACCESS_KEY",
+                            "UKO_ICEBERG_CATALOG_PASSWORD"}  # fmt: skip
     for ref in refs_af.values():
         assert ref["secretName"] in secrets and ref["secretKey"] in secrets[ref["secretName"]]["data"]
     env_from = yaml.safe_load(airflow["extraEnvFrom"])
@@ -105,12 +107,13 @@ def test_overlays_reference_what_the_chart_creates() -> None:
     (deployment,) = _load("dagster-values.yaml")["dagster-user-deployments"]["deployments"]
     assert all(("ConfigMap", c["name"]) in made for c in deployment["envConfigMaps"])
     refs = {e["name"]: e["valueFrom"]["secretKeyRef"] for e in deployment["env"]}
-    # what dagster_defs reads, and the S3 keys
+    # what dagster_defs reads, the S3 keys and the Iceberg catalog password
     assert set(refs) == {
         "UKO_KAFKA_USERNAME",
         "UKO_KAFKA_PASSWORD",
         "UKO_S3_ACCESS_KEY_ID",
         "UKO_S3_SECRET_ACCESS_KEY",
+        "UKO_ICEBERG_CATALOG_PASSWORD",
     }
     for ref in refs.values():
         assert ref["name"] in secrets and ref["key"] in secrets[ref["name"]]["data"]

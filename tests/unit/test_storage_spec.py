@@ -106,3 +106,54 @@ def test_a_target_on_s3_that_names_no_store_uses_aws_and_its_credential_chain() 
 def test_the_run_lock_lives_beside_the_table_where_an_overwrite_never_removes_it() -> None:
     assert lock_key("s3a://lake/db/users") == ("lake", "db/.users.upsert-kafka-ops.lock")
     assert lock_key("s3a://lake/users/") == ("lake", ".users.upsert-kafka-ops.lock")
+
+
+STREAM = {"name": "s", "kind": "topic-to-topic", "query": "SELECT * FROM c",
+          "sources": {"c": {"kind": "kafka", "connection": "main", "table": {"name": "c", "columns": [
+              {"name": "id", "type": "BIGINT"}], "options": {"connector": "kafka", "topic": "c", "format": "json"}}}},
+          "sink": SOURCE}  # fmt: skip
+PUBLISH = {"name": "p", "kind": "publish", "sink": SOURCE, "source": {"kind": "delta-cdf", "path": "/data/t"}}
+
+
+@pytest.mark.parametrize(
+    ("job", "field", "fix"),
+    [
+        ({**STREAM, "checkpoint_location": "s3://lake/c"}, "checkpoint_location", "s3a://"),
+        ({**STREAM, "checkpoint_location": "/c", "checkpoint_storage": "lake"}, "checkpoint_storage", "remove"),
+        ({**STREAM, "checkpoint_storage": "lake"}, "checkpoint_storage", "add one"),
+        ({**STREAM, "checkpoint_location": "s3a://lake/c", "checkpoint_storage": "lakee"}, "checkpoint_storage",
+         "defined: lake"),
+        ({**PUBLISH, "source": {"kind": "delta-cdf", "path": "s3a://lake/t", "storage": "lakee"}}, "source.storage",
+         "defined: lake"),
+        ({**PUBLISH, "source": {"kind": "delta-cdf", "path": "gs://lake/t"}}, "path", "s3a://bucket/key"),
+        ({**PUBLISH, "state_path": "/s", "state_storage": "lake"}, "state_storage", "remove"),
+    ],
+)  # fmt: skip
+def test_a_checkpoint_or_publish_folder_that_cannot_work_is_refused_with_the_field_and_the_fix(
+    job: dict[str, Any], field: str, fix: str
+) -> None:
+    with pytest.raises(SpecError) as info:
+        Pipeline.model_validate({"connections": {"main": {"bootstrap_servers": "127.0.0.1:9092"}},
+                                 "storage": {"lake": LAKE}, "jobs": [job]})  # fmt: skip
+    assert field in info.value.field and fix in str(info.value)
+
+
+def test_a_checkpoint_or_a_published_table_on_s3_brings_its_store_and_the_s3_jars() -> None:
+    other = {**LAKE, "endpoint": "http://127.0.0.1:9001"}
+    pipeline = Pipeline.model_validate({
+        "connections": {"main": {"bootstrap_servers": "127.0.0.1:9092"}},
+        "storage": {"lake": LAKE, "other": other, "unused": LAKE},
+        "jobs": [{**STREAM, "checkpoint_location": "s3a://lake/c", "checkpoint_storage": "lake"},
+                 {**PUBLISH, "source": {"kind": "delta-cdf", "path": "s3a://lake/t", "storage": "lake"},
+                  "state_path": "s3a://state/p", "state_storage": "other"},
+                 {**PUBLISH, "name": "q"}],
+    })  # fmt: skip
+    assert pipeline.jar_groups("s") == pipeline.jar_groups("p") == ("spark", "s3")
+    assert pipeline.jar_groups("q") == ("spark",)
+    assert set(pipeline.only("s").storage) == {"lake"} and set(pipeline.only("p").storage) == {
+        "lake",
+        "other",
+    }
+    assert pipeline.checkpoint_storage_of(pipeline.job("s")) == pipeline.storage["lake"]
+    assert pipeline.publish_state_of(pipeline.job("p")) == ("s3a://state/p", pipeline.storage["other"])  # type: ignore[arg-type]
+    assert pipeline.publish_state_of(pipeline.job("q")) == ("/data/t", None)  # type: ignore[arg-type]

@@ -48,7 +48,8 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- end -}}
 
 {{/* Environment of the orchestrator's pods and of the exporter: non-secret values from the env
-ConfigMap, the SASL credentials from the Kafka Secret, the S3 keys from the object-storage Secret. */}}
+ConfigMap, the SASL credentials from the Kafka Secret, the S3 keys and an Iceberg catalog's password
+from the object-storage Secret. */}}
 {{- define "uko.kafkaEnv" -}}
 - name: UKO_KAFKA_USERNAME
   valueFrom:
@@ -62,4 +63,7 @@ ConfigMap, the SASL credentials from the Kafka Secret, the S3 keys from the obje
 - name: UKO_S3_SECRET_ACCESS_KEY
   valueFrom:
     secretKeyRef: {name: {{ include "uko.objectStorageSecretName" . }}, key: {{ .Values.objectStorage.secretKeys.secretAccessKey }}, optional: true}
+- name: UKO_ICEBERG_CATALOG_PASSWORD
+  valueFrom:
+    secretKeyRef: {name: {{ include "uko.objectStorageSecretName" . }}, key: {{ .Values.objectStorage.secretKeys.icebergCatalogPassword }}, optional: true}
 {{- end -}}

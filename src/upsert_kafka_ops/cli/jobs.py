@@ -156,12 +156,13 @@ def backfill(args: argparse.Namespace) -> int:
 def reset_checkpoint(args: argparse.Namespace) -> int:
     from upsert_kafka_ops.jobs.streaming import reset_checkpoint as reset
 
-    job = Pipeline.load(args.pipeline).job(args.job)
+    pipeline = Pipeline.load(args.pipeline)
+    job = pipeline.job(args.job)
     if not isinstance(job, TopicToTopicJob):
         raise SpecError(
             "--job", f"{job.name!r} is a {job.kind} job; only topic-to-topic jobs have checkpoints."
         )
-    print("deleted" if reset(job) else "no checkpoint")
+    print("deleted" if reset(job, pipeline.checkpoint_storage_of(job)) else "no checkpoint")
     return 0
 
 

@@ -94,6 +94,9 @@ class ObjectStorageSecretKeys(_Values):
     secret_access_key: str = Field(
         default="secret-access-key", description="Key of the secret access key in the Secret."
     )
+    iceberg_catalog_password: str = Field(
+        default="iceberg-catalog-password", description="Key of the Iceberg catalog password in the Secret."
+    )
 
 
 class ObjectStorage(_Values):
@@ -108,6 +111,12 @@ class ObjectStorage(_Values):
         description="S3 secret access key, for the Secret the chart creates (prefer existingSecret; never a "
         "ConfigMap). Leave both empty for the AWS credential chain (e.g. a pod role through "
         "serviceAccount.annotations).",
+    )
+    iceberg_catalog_password: str = Field(
+        default="",
+        description="An Iceberg JDBC catalog's database password, for the Secret the chart creates; the pods "
+        "get it as UKO_ICEBERG_CATALOG_PASSWORD (a pipeline's catalogs section: password: "
+        "env:UKO_ICEBERG_CATALOG_PASSWORD).",
     )
     secret_keys: ObjectStorageSecretKeys = Field(
         default_factory=ObjectStorageSecretKeys, description="Key names inside the Secret."

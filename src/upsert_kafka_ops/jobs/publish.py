@@ -2,19 +2,22 @@
 
 A Delta source's first run publishes the table as of its latest version as a snapshot; later runs
 send the change data feed since the version the last run stored (a small JSON file beside the table,
-or in ``state_path``, that also records the sink topic's partition count: ``jobs.sink_layout``).
+or in ``state_path``, that also records the sink topic's partition count: ``jobs.sink_layout``). The
+table and the state file may be on S3 (``jobs.folders``).
 """
 
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from upsert_kafka_ops.engine.session import use_storage
 from upsert_kafka_ops.engine.warehouse import fault_point
 from upsert_kafka_ops.jobs import sink_layout
 from upsert_kafka_ops.jobs.core import JobResult, RunContext, conform, topic_target, written_to_topic
+from upsert_kafka_ops.jobs.folders import read_text, write_text
 from upsert_kafka_ops.jobs.spec import PublishJob, QuerySource
+from upsert_kafka_ops.spec.storage import split_s3
 
 if TYPE_CHECKING:
     from upsert_kafka_ops.engine.results import RunResult
@@ -23,24 +26,22 @@ if TYPE_CHECKING:
 _CDF_OPS = {"insert": "+I", "update_postimage": "+U", "update_preimage": "-U", "delete": "-D"}
 
 
-def _publish_state_file(job: PublishJob, table_path: str | None) -> Path | None:
-    """The job's state file: the last published version and the sink's partition count (a query's
-    publish keeps one only in ``state_path``)."""
-    base = job.state_path or table_path
-    return Path(base) / f"_upsert_kafka_ops_publish_{job.name}.json" if base else None
+def _state_name(job: PublishJob) -> str:
+    return f"_upsert_kafka_ops_publish_{job.name}.json"
 
 
-def _read_state(state_file: Path | None) -> dict[str, Any]:
-    return json.loads(state_file.read_text()) if state_file is not None and state_file.exists() else {}
+def _read_state(ctx: RunContext, job: PublishJob) -> dict[str, Any]:
+    """The job's state: the last published Delta version and the sink's partition count (in
+    ``state_path``, else beside the Delta source; a query's publish keeps one only in ``state_path``)."""
+    folder, storage = ctx.pipeline.publish_state_of(job)
+    text = read_text(folder, _state_name(job), storage) if folder is not None else None
+    return json.loads(text) if text is not None else {}
 
 
-def _write_state(state_file: Path | None, document: dict[str, Any]) -> None:
-    if state_file is None:
-        return
-    state_file.parent.mkdir(parents=True, exist_ok=True)
-    tmp = state_file.with_suffix(".tmp")
-    tmp.write_text(json.dumps(document))
-    tmp.replace(state_file)
+def _write_state(ctx: RunContext, job: PublishJob, document: dict[str, Any]) -> None:
+    folder, storage = ctx.pipeline.publish_state_of(job)
+    if folder is not None:
+        write_text(folder, _state_name(job), json.dumps(document), storage)
 
 
 def run_publish(ctx: RunContext, job: PublishJob) -> JobResult:
@@ -55,11 +56,10 @@ def _publish_query(ctx: RunContext, job: PublishJob, source: QuerySource) -> Job
 
     sink = job.sink
     conn = ctx.connection(sink.connection, sink.table)
-    state_file = _publish_state_file(job, None)
-    counts = sink_layout.check(job.name, sink, conn, sink_layout.recorded(_read_state(state_file)))
+    counts = sink_layout.check(job.name, sink, conn, sink_layout.recorded(_read_state(ctx, job)))
     df = conform(ctx.spark.sql(source.query), sink.table, "source.query")
     snapshot = write_snapshot(df, sink.table, conn)
-    _write_state(state_file, {sink_layout.KEY: counts})
+    _write_state(ctx, job, {sink_layout.KEY: counts})
     return ctx.result(
         mode="full",
         execution="snapshot",
@@ -76,11 +76,13 @@ def _publish_delta(ctx: RunContext, job: PublishJob, path: str) -> JobResult:
     spark = ctx.spark
     sink = job.sink
     conn = ctx.connection(sink.connection, sink.table)
-    state_file = _publish_state_file(job, path)
+    storage = ctx.pipeline.storage_of(job.source)
+    if storage is not None:  # the session's S3A settings for the table's bucket
+        use_storage(spark, storage, split_s3(path)[0])
     latest_row = delta_last_commit(spark, path)
     assert latest_row is not None
     latest = int(latest_row["version"])
-    stored = _read_state(state_file)
+    stored = _read_state(ctx, job)
     last = stored.get("version")
     counts = sink_layout.check(job.name, sink, conn, sink_layout.recorded(stored))
     written: RunResult | None = None
@@ -95,7 +97,7 @@ def _publish_delta(ctx: RunContext, job: PublishJob, path: str) -> JobResult:
         written = _publish_change_feed(ctx, job, path, last + 1, latest)
         reason, records = f"change data feed of versions {last + 1}..{latest}", written.records_in
     fault_point("after-publish-write")
-    _write_state(state_file, {"version": latest, sink_layout.KEY: counts})
+    _write_state(ctx, job, {"version": latest, sink_layout.KEY: counts})
     return ctx.result(
         mode="incremental" if last is not None else "full",
         execution="batch",

@@ -256,7 +256,7 @@ Sink = Annotated[
 
 
 # -- warehouse targets -----------------------------------------------------------------------------
-class _FileTarget(SpecModel):
+class _Folder(SpecModel):
     """A table in a folder: a local path, or ``s3a://bucket/key`` on a store the pipeline names."""
 
     path: str
@@ -267,7 +267,7 @@ class _FileTarget(SpecModel):
     )
 
     @model_validator(mode="after")
-    def _check_path(self) -> _FileTarget:
+    def _check_path(self) -> _Folder:
         check_table_path(self.path, self.storage)
         return self
 
@@ -276,7 +276,7 @@ class _FileTarget(SpecModel):
         return self.path if "://" in self.path else Path(self.path).absolute().as_uri()
 
 
-class DeltaTarget(_FileTarget):
+class DeltaTarget(_Folder):
     """A Delta table kept equal to the topic's latest state by MERGE (update, insert, delete).
 
     Processed offsets are stored in the same commit (``userMetadata``), with Delta's idempotent-write
@@ -354,7 +354,7 @@ class PostgresTarget(SpecModel):
         return out
 
 
-class ParquetTarget(_FileTarget):
+class ParquetTarget(_Folder):
     """A Parquet folder holding the full latest state, overwritten by every run (always ``full``)."""
 
     kind: Literal["parquet"] = Field(description="Target kind.")
@@ -643,8 +643,29 @@ class TopicToTopicJob(_Job):
         "and exactly, else a bounded recompute written with write_snapshot.",
     )
     checkpoint_location: str | None = Field(
-        default=None, description="Streaming checkpoint folder (required for the streaming path)."
+        default=None,
+        description="Streaming checkpoint folder (required for the streaming path): a local path or "
+        "s3a://bucket/folder.",
     )
+    checkpoint_storage: str | None = Field(
+        default=None,
+        description="For an s3a:// checkpoint: the name of a store in the pipeline's 'storage' section; "
+        "none: AWS S3 with the AWS credential chain.",
+    )
+
+    @model_validator(mode="after")
+    def _check_checkpoint(self) -> TopicToTopicJob:
+        if self.checkpoint_location is not None:
+            try:
+                check_table_path(self.checkpoint_location, self.checkpoint_storage, "checkpoint_location")
+            except SpecError as exc:
+                field = "checkpoint_storage" if exc.field == "storage" else exc.field
+                raise SpecError(field, exc.message, exc.fix) from None
+        elif self.checkpoint_storage is not None:
+            raise SpecError(
+                "checkpoint_storage", "there is no checkpoint_location.", "remove it, or add one."
+            )
+        return self
 
     @model_validator(mode="after")
     def _check_views(self) -> TopicToTopicJob:
@@ -661,11 +682,11 @@ class TopicToTopicJob(_Job):
         return [s.connection for s in self.sources.values()] + [self.sink.connection]
 
 
-class DeltaFeedSource(SpecModel):
+class DeltaFeedSource(_Folder):
     """A Delta table's Change Data Feed (``delta.enableChangeDataFeed`` must be on)."""
 
     kind: Literal["delta-cdf"] = Field(description="Source kind.")
-    path: str = Field(description="Delta table folder.")
+    path: str = Field(description="Delta table folder: a local path or s3a://bucket/folder.")
 
 
 class QuerySource(SpecModel):
@@ -685,14 +706,42 @@ class PublishJob(_Job):
     sink: TopicSink = Field(description="The upsert-kafka sink.")
     state_path: str | None = Field(
         default=None,
-        description="Folder for the last published Delta version (delta-cdf; default: next to the table).",
+        description="Folder for the last published Delta version (delta-cdf; default: next to the table, on "
+        "its store): a local path or s3a://bucket/folder.",
     )
+    state_storage: str | None = Field(
+        default=None,
+        description="For an s3a:// state_path: the name of a store in the pipeline's 'storage' section; "
+        "none: AWS S3 with the AWS credential chain.",
+    )
+
+    @model_validator(mode="after")
+    def _check_state(self) -> PublishJob:
+        if self.state_path is not None:
+            try:
+                check_table_path(self.state_path, self.state_storage, "state_path")
+            except SpecError as exc:
+                raise SpecError(
+                    "state_storage" if exc.field == "storage" else exc.field, exc.message, exc.fix
+                ) from None
+        elif self.state_storage is not None:
+            raise SpecError("state_storage", "there is no state_path.", "remove it, or add one.")
+        return self
 
     def connections_used(self) -> list[str]:
         return [self.sink.connection]
 
 
 Job = Annotated[MaterializeJob | BackfillJob | TopicToTopicJob | PublishJob, Field(discriminator="kind")]
+
+
+def _stores_named(job: Any) -> Iterator[tuple[str, str]]:
+    """``(field, store name)`` for each store a job's parts name (target, source, checkpoint, state)."""
+    for field in ("source.storage", "checkpoint_storage", "state_storage"):
+        owner, _, attr = field.rpartition(".")
+        name = getattr(getattr(job, owner, None) if owner else job, attr, None)
+        if name is not None:
+            yield field, name
 
 
 def _kafka_parts(job: Any) -> Iterator[tuple[str, Any]]:
@@ -750,6 +799,13 @@ class Pipeline(SpecModel):
                     f"job {job.name!r} names storage {named!r}, which the pipeline does not define.",
                     f"add it under 'storage' (defined: {', '.join(sorted(self.storage)) or 'none'}).",
                 )
+            for field, store in _stores_named(job):
+                if store not in self.storage:
+                    raise SpecError(
+                        f"jobs.{i}.{field}",
+                        f"job {job.name!r} names storage {store!r}, which the pipeline does not define.",
+                        f"add it under 'storage' (defined: {', '.join(sorted(self.storage)) or 'none'}).",
+                    )
             if isinstance(target, IcebergTarget) and target.catalog not in self.catalogs:
                 raise SpecError(
                     f"jobs.{i}.target.catalog",
@@ -788,21 +844,29 @@ class Pipeline(SpecModel):
         target = getattr(job, "target", None)
         catalog = target.catalog if isinstance(target, IcebergTarget) else None
         store = self.catalogs[catalog].storage if catalog is not None else getattr(target, "storage", None)
+        stores = {store, *(name for _, name in _stores_named(job))}
         return Pipeline(
             name=self.name,
             connections={k: v for k, v in self.connections.items() if k in used},
-            storage={k: v for k, v in self.storage.items() if k == store},
+            storage={k: v for k, v in self.storage.items() if k in stores},
             catalogs={k: v for k, v in self.catalogs.items() if k == catalog},
             jobs=[job],
         )
 
     def jar_groups(self, *names: str) -> tuple[str, ...]:
         """The jar groups runs of the jobs ``names`` (default: all) need on Spark's class path:
-        ``spark``, ``s3`` when one has a target on S3, ``iceberg`` when one has an Iceberg target."""
+        ``spark``, ``s3`` when one has a target or a checkpoint on S3, ``iceberg`` when one has an
+        Iceberg target."""
         jobs = [self.job(n) for n in names] if names else self.jobs
         targets = [getattr(j, "target", None) for j in jobs]
         groups = ["spark"]
-        if any(self.storage_of(t) is not None for t in targets):
+        on_s3 = [self.storage_of(t) for t in targets] + [
+            s
+            for j in jobs
+            for s in (self.checkpoint_storage_of(j), self.storage_of(getattr(j, "source", None)))
+        ]
+        on_s3 += [self.publish_state_of(j)[1] for j in jobs if isinstance(j, PublishJob)]
+        if any(s is not None for s in on_s3):
             groups.append("s3")
         if any(isinstance(t, IcebergTarget) for t in targets):
             groups.append("iceberg")
@@ -824,6 +888,26 @@ class Pipeline(SpecModel):
             name = self.catalogs[target.catalog].storage
         else:
             name = getattr(target, "storage", None)
+        return self.storage[name] if name is not None else S3Storage()
+
+    def publish_state_of(self, job: PublishJob) -> tuple[str | None, S3Storage | None]:
+        """A publish job's state folder (``state_path``, else beside its Delta source; ``None`` for a
+        query's publish without one) and the store it is on."""
+        if job.state_path is not None:
+            folder, name = job.state_path, job.state_storage
+        elif isinstance(job.source, DeltaFeedSource):
+            folder, name = job.source.path, job.source.storage
+        else:
+            return None, None
+        if not is_s3(folder):
+            return folder, None
+        return folder, self.storage[name] if name is not None else S3Storage()
+
+    def checkpoint_storage_of(self, job: Any) -> S3Storage | None:
+        """The store of a topic-to-topic job's checkpoint on S3; ``None`` for other jobs."""
+        if not is_s3(getattr(job, "checkpoint_location", None)):
+            return None
+        name = job.checkpoint_storage
         return self.storage[name] if name is not None else S3Storage()
 
     def catalog_of(self, target: IcebergTarget) -> tuple[str, IcebergCatalog]:

@@ -24,10 +24,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlparse
 
-from upsert_kafka_ops.errors import SpecError, UpsertKafkaOpsError
-from upsert_kafka_ops.spec.storage import S3Storage, is_s3, s3_extra_missing, split_s3
+from upsert_kafka_ops.errors import SpecError
+from upsert_kafka_ops.jobs.folders import StateError, local_path, read_text, store_error, write_text
+from upsert_kafka_ops.spec.storage import S3Storage, is_s3, s3_extra_missing
 
 if TYPE_CHECKING:
     from upsert_kafka_ops.jobs.spec import IcebergTarget, Pipeline
@@ -36,10 +36,6 @@ MARKER = "upsert_kafka_ops"
 STATE_VERSION = 1
 PARQUET_STATE_FILE = "_upsert_kafka_ops.json"
 Offsets = dict[tuple[str, int], int]
-
-
-class StateError(UpsertKafkaOpsError):
-    """The stored state of a target cannot be read or does not fit the run."""
 
 
 @dataclass(frozen=True)
@@ -95,20 +91,6 @@ def _from_payload(data: dict[str, Any], version: int | None = None) -> StoredSta
     )
 
 
-def local_path(uri: str, field_name: str = "path") -> Path:
-    """A local folder for a path or ``file:`` URI; other schemes need Spark."""
-    if "://" not in uri:
-        return Path(uri)
-    parsed = urlparse(uri)
-    if parsed.scheme != "file":
-        raise SpecError(
-            field_name,
-            f"{uri!r} is not on the local file system; its state can only be read through Spark.",
-            "use upsert_kafka_ops.jobs.read_stored_offsets with spark=... for remote tables.",
-        )
-    return Path(parsed.path)
-
-
 # -- Delta ----------------------------------------------------------------------------------------
 _LOG_FILE = re.compile(r"^(\d{20})\.json$")
 
@@ -153,15 +135,6 @@ def read_delta_log(
     return DeltaLogState(state, versions[0] if versions else None, txns)
 
 
-def _store_error(uri: str, storage: S3Storage, exc: BaseException) -> StateError:
-    where = storage.endpoint or "AWS S3"
-    text = str(exc).splitlines()[0][:300] if str(exc) else type(exc).__name__
-    return StateError(
-        f"cannot read {uri} on {where}: {text}. Check the store's endpoint, that the bucket exists and "
-        "that the credentials may read it (the pipeline's 'storage' section)."
-    )
-
-
 #: delta-rs asks the store at most this long (a few tries) before it reports the store unreachable
 _OBJECT_STORE_LIMITS = {"timeout": "10s", "connect_timeout": "5s", "max_retries": "2", "retry_timeout": "20s"}
 
@@ -177,7 +150,7 @@ def _read_delta_log_s3(uri: str, storage: S3Storage, app_ids: Iterable[str]) -> 
     except TableNotFoundError:
         return DeltaLogState(None, None, {})
     except OSError as exc:
-        raise _store_error(uri, storage, exc) from None
+        raise store_error(uri, storage, exc) from None
     txns = {a: v for a in app_ids if (v := table.transaction_version(a)) is not None}
     state: StoredState | None = None
     for limit in (20, None):  # our runs commit their state every time: it is almost always the newest
@@ -205,42 +178,13 @@ def _state_in(user_metadata: Any, version: Any) -> StoredState | None:
 
 # -- Parquet --------------------------------------------------------------------------------------
 def read_parquet_state(path: str | Path, storage: S3Storage | None = None) -> StoredState | None:
-    if is_s3(str(path)):
-        text = _read_s3_text(str(path), PARQUET_STATE_FILE, storage or S3Storage())
-        return None if text is None else _from_payload(json.loads(text))
-    file = local_path(str(path)) / PARQUET_STATE_FILE
-    if not file.exists():
-        return None
-    return _from_payload(json.loads(file.read_text()))
-
-
-def _read_s3_text(uri: str, name: str, storage: S3Storage) -> str | None:
-    bucket, key = split_s3(uri)
-    fs = storage.filesystem()
-    try:
-        with fs.open_input_stream(f"{bucket}/{key}/{name}") as stream:
-            return bytes(stream.read()).decode()
-    except FileNotFoundError:
-        return None
-    except OSError as exc:
-        raise _store_error(uri, storage, exc) from None
+    text = read_text(str(path), PARQUET_STATE_FILE, storage)
+    return None if text is None else _from_payload(json.loads(text))
 
 
 def write_parquet_state(path: str | Path, payload: dict[str, Any], storage: S3Storage | None = None) -> None:
-    text = json.dumps(payload, sort_keys=True)
-    if is_s3(str(path)):  # one PUT: an object is there whole or not at all
-        bucket, key = split_s3(str(path))
-        with (
-            (storage or S3Storage())
-            .filesystem()
-            .open_output_stream(f"{bucket}/{key}/{PARQUET_STATE_FILE}") as out
-        ):
-            out.write(text.encode())
-        return
-    folder = local_path(str(path))
-    tmp = folder / f".{PARQUET_STATE_FILE}.tmp"
-    tmp.write_text(text)
-    tmp.replace(folder / PARQUET_STATE_FILE)
+    """The offsets file beside the data, written after it (whole: a rename, or one PUT on S3)."""
+    write_text(str(path), PARQUET_STATE_FILE, json.dumps(payload, sort_keys=True), storage)
 
 
 # -- Iceberg --------------------------------------------------------------------------------------
@@ -268,7 +212,7 @@ def read_iceberg_state(pipeline: Pipeline, target: IcebergTarget) -> StoredState
             snapshot = table.snapshot_by_id(parent) if parent is not None else None
     except (OSError, ValueError) as exc:
         if storage is not None:
-            raise _store_error(catalog.location(target.table), storage, exc) from None
+            raise store_error(catalog.location(target.table), storage, exc) from None
         raise StateError(f"cannot read {where}: {str(exc).splitlines()[0][:300]}") from None
     except Exception as exc:  # the catalog database: SQLAlchemy's errors name the server, not secrets
         if type(exc).__module__.startswith("sqlalchemy"):

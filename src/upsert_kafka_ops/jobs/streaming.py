@@ -11,15 +11,16 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from upsert_kafka_ops.engine.session import use_krb5_conf_in_driver
+from upsert_kafka_ops.engine.session import use_krb5_conf_in_driver, use_storage
 from upsert_kafka_ops.engine.warehouse import fault_point
 from upsert_kafka_ops.errors import SpecError, UpsertKafkaOpsError
 from upsert_kafka_ops.jobs.core import JobResult, RunContext, conform, topic_target
+from upsert_kafka_ops.jobs.folders import delete_folder, has_files, read_text, write_text
 from upsert_kafka_ops.jobs.spec import AppendSink, AppendSource, TopicToTopicJob
 from upsert_kafka_ops.spec.connection import KafkaConnection, client_properties, for_table
+from upsert_kafka_ops.spec.storage import S3Storage, split_s3
 from upsert_kafka_ops.spec.table import KafkaTable
 
 if TYPE_CHECKING:
@@ -62,7 +63,8 @@ def streaming_verdict(
             f"source(s) {', '.join(upserts)} are upsert tables: an incremental query over an updating input "
             "needs retractions, which Spark's streaming does not have; each run recomputes the snapshot"
         )
-    views = _register_streams(spark, job, connections)
+    # the streams only to analyze the query: where they would start does not matter here
+    views = _register_streams(spark, job, connections, fresh=False)
     try:
         df = spark.sql(job.query)
         jvm = spark.sparkContext._jvm
@@ -99,7 +101,7 @@ def _short(text: str) -> str:
 
 
 def _register_streams(
-    spark: SparkSession, job: TopicToTopicJob, connections: Mapping[str, KafkaConnection]
+    spark: SparkSession, job: TopicToTopicJob, connections: Mapping[str, KafkaConnection], fresh: bool
 ) -> list[str]:
     from pyspark.sql import functions as F
 
@@ -108,7 +110,7 @@ def _register_streams(
     views = []
     for name, src in job.sources.items():
         assert isinstance(src, AppendSource)
-        raw = _stream_reader(spark, src, connections[src.connection], _fresh(job)).load()
+        raw = _stream_reader(spark, src, connections[src.connection], fresh).load()
         decoded = decode_append(src.table, raw)
         vopts = {k.split(".", 2)[2]: v for k, v in src.table.format_options.items() if k.startswith("value.")}
         if vopts.get("ignore-parse-errors", "false").lower() == "true":
@@ -133,12 +135,9 @@ def _register_streams(
     return views
 
 
-def _fresh(job: TopicToTopicJob) -> bool:
-    """Whether the job's checkpoint holds no progress yet (then its sources' start applies)."""
-    location = job.checkpoint_location
-    if not location:
-        return True
-    return not (Path(location.removeprefix("file:")) / "offsets").is_dir()
+def _fresh(location: str, storage: S3Storage | None) -> bool:
+    """Whether the checkpoint holds no progress yet (then its sources' start applies)."""
+    return not has_files(location.rstrip("/") + "/offsets", storage)
 
 
 def _stream_reader(spark: SparkSession, src: AppendSource, conn: KafkaConnection, fresh: bool) -> Any:
@@ -191,24 +190,16 @@ def _checkpoint(job: TopicToTopicJob) -> str:
             f"job {job.name!r} runs as a stream and needs a checkpoint folder.",
             "set checkpoint_location (a folder that persists between runs), or execution: snapshot.",
         )
-    if "://" in job.checkpoint_location and not job.checkpoint_location.startswith("file:"):
-        raise SpecError(
-            "checkpoint_location",
-            f"{job.checkpoint_location!r}: remote checkpoint folders are not supported yet (the query fingerprint "
-            "beside the checkpoint is read through the local file system).",
-            "use a local or mounted folder.",
-        )
     return job.checkpoint_location
 
 
 def _check_fingerprint(
-    job: TopicToTopicJob, location: str, connections: Mapping[str, KafkaConnection]
+    job: TopicToTopicJob, location: str, connections: Mapping[str, KafkaConnection], storage: S3Storage | None
 ) -> None:
-    folder = Path(location)
-    file = folder / QUERY_FILE
     want = _fingerprint(job, connections)
-    if file.exists():
-        have = json.loads(file.read_text())
+    text = read_text(location, QUERY_FILE, storage)
+    if text is not None:
+        have = json.loads(text)
         if have.get("sha256") != want["sha256"]:
             raise CheckpointMismatch(
                 f"job {job.name!r}: the query, its sources or its sink changed since the checkpoint {location} was written; "
@@ -218,20 +209,15 @@ def _check_fingerprint(
                 "the re-sent rows harmless)."
             )
     else:
-        folder.mkdir(parents=True, exist_ok=True)
-        file.write_text(json.dumps(want, sort_keys=True))
+        write_text(location, QUERY_FILE, json.dumps(want, sort_keys=True), storage)
 
 
-def reset_checkpoint(job: TopicToTopicJob) -> bool:
+def reset_checkpoint(job: TopicToTopicJob, storage: S3Storage | None = None) -> bool:
     """Delete the streaming checkpoint of ``job``; the next run starts where its sources'
-    ``scan.startup.mode`` says (the earliest offset by default)."""
-    import shutil
+    ``scan.startup.mode`` says (the earliest offset by default).
 
-    location = _checkpoint(job)
-    if not Path(location).exists():
-        return False
-    shutil.rmtree(location)
-    return True
+    :param storage: the store of a checkpoint on S3 (``Pipeline.checkpoint_storage_of``)."""
+    return delete_folder(_checkpoint(job), storage)
 
 
 def run_streaming(ctx: RunContext, job: TopicToTopicJob, reason: str) -> JobResult:
@@ -241,7 +227,10 @@ def run_streaming(ctx: RunContext, job: TopicToTopicJob, reason: str) -> JobResu
 
     spark = ctx.spark
     location = _checkpoint(job)
-    _check_fingerprint(job, location, ctx.pipeline.connections)
+    storage = ctx.pipeline.checkpoint_storage_of(job)
+    if storage is not None:  # the session's S3A settings for the checkpoint's bucket
+        use_storage(spark, storage, split_s3(location)[0])
+    _check_fingerprint(job, location, ctx.pipeline.connections, storage)
     sink_table = job.sink.table
     sink_conn = ctx.connection(job.sink.connection, job.sink.table)
     totals = {"batches": 0, "rows": 0, "tombstones": 0}
@@ -266,7 +255,7 @@ def run_streaming(ctx: RunContext, job: TopicToTopicJob, reason: str) -> JobResu
         totals["tombstones"] += res.tombstones_out
         fault_point("in-foreach-batch")
 
-    views = _register_streams(spark, job, ctx.pipeline.connections)
+    views = _register_streams(spark, job, ctx.pipeline.connections, _fresh(location, storage))
     try:
         query = (
             spark.sql(job.query)

@@ -28,6 +28,7 @@ from upsert_kafka_ops.jobs.core import (
     RunContext,
     commit_group_offsets,
 )
+from upsert_kafka_ops.jobs.folders import local_path
 from upsert_kafka_ops.jobs.object_lock import object_lock
 from upsert_kafka_ops.jobs.spec import (
     AppendSource,
@@ -347,7 +348,7 @@ def _table_lock(
     path = ctx.pipeline.location_of(target)
     assert path is not None
     if storage is None:
-        local = st.local_path(path)
+        local = local_path(path)
         with _file_lock(
             local.parent / f".{local.name}.upsert-kafka-ops.lock", ctx.lock_timeout_s, target.uri
         ):
