@@ -238,6 +238,7 @@ def test_the_spark_connect_server_listens_where_its_service_points() -> None:
     args = build_parser().parse_args(container["args"])  # the image's entrypoint is upsert-kafka-ops
     assert (args.host, args.port, args.master) == ("0.0.0.0", 15002, "local[4]")
     assert args.conf == ["spark.sql.shuffle.partitions=8"]
+    assert args.group == ["s3", "iceberg"]  # the image's S3A and Iceberg jars, for those targets' runs
     assert container["ports"] == [{"name": "grpc", "containerPort": 15002}]
     (service,) = [
         o for o in objects if o["kind"] == "Service" and o["metadata"]["name"] == f"{F}-spark-connect"

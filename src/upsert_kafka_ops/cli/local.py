@@ -65,6 +65,13 @@ def register(sub: Any) -> None:
         "--conf", action="append", default=[], metavar="KEY=VALUE", help="Spark configuration (repeat)"
     )
     pc.add_argument("--dir", type=Path, default=None, help="folder for its log and uploaded artifacts")
+    pc.add_argument(
+        "--group",
+        action="append",
+        default=[],
+        choices=["s3", "iceberg"],
+        help="a fetched jar group more on the server's class path: s3 (tables on S3), iceberg (repeat)",
+    )
     pc.set_defaults(handler=_spark_connect)
 
 
@@ -147,7 +154,9 @@ def _spark_connect(args: argparse.Namespace) -> int:
         stop["now"] = True
 
     signal.signal(signal.SIGTERM, _stop)
-    server = LocalSparkConnect(work, master=args.master, port=args.port, conf=conf, host=args.host)
+    server = LocalSparkConnect(
+        work, master=args.master, port=args.port, conf=conf, host=args.host, jar_groups=tuple(args.group)
+    )
     with server:
         print(json.dumps({"url": server.url, "log": str(server.log_file)}), flush=True)
         try:

@@ -213,6 +213,9 @@ class LagExporter(_Values):
     )
 
 
+JarGroupName = Literal["s3", "iceberg"]
+
+
 class SparkConnect(_Values):
     enabled: bool = Field(
         default=False,
@@ -232,6 +235,11 @@ class SparkConnect(_Values):
     )
     resources: dict[str, Any] = Field(
         default_factory=dict, description="Container resources (requests/limits) of the server."
+    )
+    jar_groups: list[JarGroupName] = Field(
+        default_factory=lambda: list[JarGroupName](["s3", "iceberg"]),
+        description="Jar groups more on the server's class path (--group; the image has them): s3 for tables "
+        "on S3, iceberg for Iceberg targets.",
     )
 
 

@@ -37,6 +37,8 @@ class LocalSparkConnect:
     :param port: the gRPC port (default: a free one).
     :param conf: Spark configuration over the project's (``runtime.spark_conf``).
     :param host: the address to listen on (``0.0.0.0`` in a container; loopback by default).
+    :param jar_groups: the fetched jar groups on the server's class path (``s3``, ``iceberg`` for the
+        runs with tables on S3 or Iceberg targets; ``spark`` always).
     """
 
     def __init__(
@@ -47,12 +49,14 @@ class LocalSparkConnect:
         port: int | None = None,
         conf: dict[str, str] | None = None,
         host: str = "127.0.0.1",
+        jar_groups: tuple[str, ...] = ("spark",),
     ) -> None:
         self.dir = Path(dir if dir is not None else tempfile.mkdtemp(prefix="uko-connect-")).resolve()
         self.master = master
         self.host = host
         self.port = port
         self.conf = dict(conf or {})
+        self.jar_groups = ("spark", *(g for g in jar_groups if g != "spark"))
         self._proc: subprocess.Popen[bytes] | None = None
 
     @property
@@ -72,7 +76,7 @@ class LocalSparkConnect:
         """spark-submit's arguments: the server class, the project's configuration, the binding."""
         from upsert_kafka_ops.engine.session import spark_conf
 
-        conf = {**spark_conf(self.master), **self.conf}
+        conf = {**spark_conf(self.master, jar_groups=self.jar_groups), **self.conf}
         conf.pop("spark.app.name", None)
         conf["spark.connect.grpc.binding.address"] = self.host
         conf["spark.connect.grpc.binding.port"] = str(self.port)

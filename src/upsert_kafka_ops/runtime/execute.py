@@ -167,10 +167,12 @@ def _submission(
     import tempfile
 
     portable, rt = _with_secrets(one, runtime)
-    if rt.jars is None and "s3" in one.jar_groups(job):  # the driver writes S3 through S3A
+    extra = [g for g in one.jar_groups(job) if g != "spark"]  # S3A, Iceberg's runtime
+    if rt.jars is None and extra:
         from upsert_kafka_ops import jars
 
-        rt = rt.model_copy(update={"jars": [*rt.jar_list(), *map(str, jars.jar_paths("s3"))]})
+        added = [str(p) for g in extra for p in jars.jar_paths(g)]
+        rt = rt.model_copy(update={"jars": [*rt.jar_list(), *added]})
     payload: dict[str, Any] = {"pipeline": portable.to_json_dict(), "job": job}
     if mode is not None:
         payload["mode"] = mode
