@@ -2,7 +2,7 @@
 on a real PostgreSQL: incremental runs from the CLI equal the oracle's table, the offsets stored in
 the snapshot summary are read back by pyiceberg (as the sensors and the lag exporter do), a column
 added to the spec rebuilds the table, a backfill rebuilds it to a bound that a materialize job then
-continues, and a catalog that refuses the login fails clearly."""
+continues, a Spark Connect server runs them, and a catalog that refuses the login fails clearly."""
 
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ from upsert_kafka_ops.jobs import IcebergTarget, Pipeline, run_job
 from upsert_kafka_ops.jobs.lag import pipeline_lag
 from upsert_kafka_ops.jobs.state import StateError, read_stored_offsets
 from upsert_kafka_ops.jobs.to_warehouse import read_target
-from upsert_kafka_ops.local import LocalKafka, LocalPostgres, LocalS3
+from upsert_kafka_ops.local import LocalKafka, LocalPostgres, LocalS3, LocalSparkConnect
 
 PASSWORD_ENV = "UKO_TEST_CATALOG_PASSWORD"
 
@@ -182,3 +182,48 @@ def test_a_catalog_that_refuses_the_login_fails_clearly_and_in_bounded_time(
     assert "not-the-password" not in str(info.value) and postgres.password not in str(info.value)
     with pytest.raises(StateError, match="Check the catalog's uri, user and password"):
         read_stored_offsets(pipeline.job("users"), pipeline)
+
+
+def test_iceberg_and_delta_on_s3_run_on_a_spark_connect_server_with_those_jar_groups(
+    kafka: LocalKafka,
+    new_topic: Callable[..., str],
+    s3: LocalS3,
+    postgres: LocalPostgres,
+    spark: SparkSession,
+    jars_dir: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The client sends the store's and the catalog's settings (secrets resolved on its side) to its
+    session on the server, which has the S3A and Iceberg jars (``--group s3 --group iceberg``)."""
+    servers, topic, prefix = kafka.bootstrap_servers, new_topic(partitions=2), f"i{uuid.uuid4().hex[:8]}"
+    rnd = random.Random(193)
+    produce(servers, topic, random_changes(rnd, 200, 30))
+    catalogs = iceberg_catalogs(postgres, prefix, monkeypatch)
+    jobs = [
+        {"name": "users-iceberg", "kind": "materialize", "source": source(topic, servers),
+         "target": {"kind": "iceberg", "catalog": "db", "table": "crm.users"}},
+        {"name": "users-delta", "kind": "materialize", "source": source(topic, servers),
+         "target": {"kind": "delta", "path": f"s3a://lake/{prefix}/delta/users", "storage": "lake"}},
+    ]  # fmt: skip
+    file = pipeline_file(tmp_path, s3, servers, jobs, catalogs=catalogs)
+    pipeline = Pipeline.load(file)
+    conf = {"spark.driver.memory": "1g"}
+    with LocalSparkConnect(
+        tmp_path / "connect", master="local[2]", conf=conf, jar_groups=("s3", "iceberg")
+    ) as server:
+        for run in (1, 2):
+            if run == 2:
+                produce(servers, topic, random_changes(rnd, 60, 40))
+            for job in ("users-iceberg", "users-delta"):
+                result = run_cli(file, job, jars_dir, s3.secret_key, "--remote", server.url)
+                assert (result["status"], result["mode"], result["run"]) == (
+                    "succeeded", "full" if run == 1 else "incremental", run), job  # fmt: skip
+        log = server.log_file.read_text(errors="replace")
+    assert table_rows(spark, pipeline, "users-iceberg") == oracle_table(servers, topic)
+    delta = pipeline.job("users-delta").target  # type: ignore[union-attr]
+    got = read_target(spark, pipeline, delta).select("id", "name", "region", "score").collect()  # type: ignore[arg-type]
+    assert rows_as_table(got) == oracle_table(servers, topic)
+    stored = read_stored_offsets(pipeline.job("users-iceberg"), pipeline)
+    assert stored is not None and stored.offsets == end_offsets(servers, topic, 2)
+    assert postgres.password not in log and s3.secret_key not in log  # the server logs no secret

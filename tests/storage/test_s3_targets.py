@@ -48,9 +48,10 @@ def pipeline_file(
     return path
 
 
-def run_cli(file: Path, job: str, jars_dir: Path, secret: str) -> dict[str, Any]:
+def run_cli(file: Path, job: str, jars_dir: Path, secret: str, *more: str) -> dict[str, Any]:
+    """``upsert-kafka-ops run FILE --job JOB --json [MORE]``: its one result; ``secret`` in no output."""
     done = subprocess.run(
-        [sys.executable, "-m", "upsert_kafka_ops.cli", "run", str(file), "--job", job, "--json"],
+        [sys.executable, "-m", "upsert_kafka_ops.cli", "run", str(file), "--job", job, "--json", *more],
         env={**os.environ, "UPSERT_KAFKA_OPS_JARS_DIR": str(jars_dir)},
         capture_output=True, text=True, timeout=600, check=False,
     )  # fmt: skip
