@@ -655,16 +655,9 @@ class TopicToTopicJob(_Job):
 
     @model_validator(mode="after")
     def _check_checkpoint(self) -> TopicToTopicJob:
-        if self.checkpoint_location is not None:
-            try:
-                check_table_path(self.checkpoint_location, self.checkpoint_storage, "checkpoint_location")
-            except SpecError as exc:
-                field = "checkpoint_storage" if exc.field == "storage" else exc.field
-                raise SpecError(field, exc.message, exc.fix) from None
-        elif self.checkpoint_storage is not None:
-            raise SpecError(
-                "checkpoint_storage", "there is no checkpoint_location.", "remove it, or add one."
-            )
+        check_table_path(
+            self.checkpoint_location, self.checkpoint_storage, "checkpoint_location", "checkpoint_storage"
+        )
         return self
 
     @model_validator(mode="after")
@@ -717,15 +710,7 @@ class PublishJob(_Job):
 
     @model_validator(mode="after")
     def _check_state(self) -> PublishJob:
-        if self.state_path is not None:
-            try:
-                check_table_path(self.state_path, self.state_storage, "state_path")
-            except SpecError as exc:
-                raise SpecError(
-                    "state_storage" if exc.field == "storage" else exc.field, exc.message, exc.fix
-                ) from None
-        elif self.state_storage is not None:
-            raise SpecError("state_storage", "there is no state_path.", "remove it, or add one.")
+        check_table_path(self.state_path, self.state_storage, "state_path", "state_storage")
         return self
 
     def connections_used(self) -> list[str]:

@@ -54,9 +54,15 @@ def s3_extra_missing(what: str) -> ToolchainError:
     return ToolchainError(f"{what} needs the s3 extra: pip install 'upsert-kafka-ops[s3]'.")
 
 
-def check_table_path(path: str, storage: str | None, field: str = "path") -> None:
-    """A table folder's path is a local path, ``file:`` or ``s3a://bucket/folder``; a ``storage``
-    name goes with an s3a:// path only."""
+def check_table_path(
+    path: str | None, storage: str | None, field: str = "path", storage_field: str = "storage"
+) -> None:
+    """A folder's path (a table's, a checkpoint's) is a local path, ``file:`` or
+    ``s3a://bucket/folder``; a store's name (``storage_field``) goes with an s3a:// path only."""
+    if path is None:
+        if storage is not None:
+            raise SpecError(storage_field, f"there is no {field}.", "remove it, or add one.")
+        return
     scheme = urlparse(path).scheme if "://" in path else ""
     if scheme == "s3":
         raise SpecError(
@@ -72,7 +78,9 @@ def check_table_path(path: str, storage: str | None, field: str = "path") -> Non
     if scheme == "s3a" and not split_s3(path)[1]:
         raise SpecError(field, f"{path!r} names a bucket but no folder.", "write s3a://bucket/folder.")
     if storage is not None and scheme != "s3a":
-        raise SpecError("storage", f"the path {path!r} is not on object storage.", "remove 'storage'.")
+        raise SpecError(
+            storage_field, f"the path {path!r} is not on object storage.", f"remove '{storage_field}'."
+        )
 
 
 class S3Storage(SpecModel):
