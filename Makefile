@@ -40,7 +40,7 @@ FLINK_VENV := .venv-flink
 FLINK_STAMP := $(FLINK_VENV)/.installed-stamp
 FLINK_VERSION := 2.2.1
 
-.PHONY: help toolchain install jars flink yarn kerberos registry lint unit check helm minio prometheus chart integration test demo bench constraints clean
+.PHONY: help toolchain install jars flink yarn lake-jars kerberos registry lint unit check helm minio prometheus chart integration test demo bench constraints clean
 
 help:
 	@echo "make demo   - install, fetch jars, run the main job on a local Kafka broker and local Spark"
@@ -91,6 +91,12 @@ flink: install
 # before the suites that use it start side by side
 yarn: jars
 	@$(TIMED) "yarn jars" $(BIN)/upsert-kafka-ops jars fetch --group yarn
+
+# S3A and Iceberg's runtime, for tables on S3 and Iceberg targets: fetched once before the suites that
+# load them start side by side (each would otherwise resolve its own copy into the same cache folder)
+lake-jars: jars
+	@$(TIMED) "s3 jars" $(BIN)/upsert-kafka-ops jars fetch --group s3
+	@$(TIMED) "iceberg jars" $(BIN)/upsert-kafka-ops jars fetch --group iceberg
 
 lint: install
 	$(BIN)/ruff check $(LINT_PATHS)
@@ -143,7 +149,7 @@ registry: jars
 
 # The suites with real services, side by side in their own pytest processes (scripts/run-suites.sh);
 # the conformance suite compares the engine with real Flink.
-integration: jars flink kerberos registry yarn prometheus minio
+integration: jars flink kerberos registry yarn lake-jars prometheus minio
 	@$(TIMED) "integration, conformance, airflow and dagster tests" env UKO_FLINK_PYTHON=$(CURDIR)/$(FLINK_VENV)/bin/python UKO_PROMETHEUS_BIN=$(CURDIR)/.tools/bin UKO_MINIO=$(CURDIR)/.tools/bin/minio scripts/run-suites.sh $(BIN)/pytest build/test-logs
 
 test: jars lint unit chart integration
