@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from upsert_kafka_ops.jobs import state as st
 from upsert_kafka_ops.jobs.core import OffsetsError
-from upsert_kafka_ops.jobs.spec import DeltaTarget, IcebergTarget, ParquetTarget, PostgresTarget
+from upsert_kafka_ops.jobs.spec import DeltaTarget, IcebergTarget, ParquetTarget, Pipeline, PostgresTarget
 from upsert_kafka_ops.spec.connection import KafkaConnection
 
 if TYPE_CHECKING:
@@ -23,17 +23,17 @@ def target_gaps(
     spark: SparkSession,
     target: DeltaTarget | PostgresTarget | ParquetTarget | IcebergTarget,
     table: Any,
-    ref: str | None = None,
+    pipeline: Pipeline | None = None,
 ) -> str:
     """Why an incremental run cannot continue the target (it must be rebuilt), or ''.
 
-    :param ref: an Iceberg target's SQL name in the run's session."""
+    :param pipeline: the run's pipeline (an Iceberg target's catalog, registered in ``spark``)."""
     wanted = [c.name for c in table.columns]
     if isinstance(target, IcebergTarget):
-        from upsert_kafka_ops.engine.iceberg import iceberg_schema
+        from upsert_kafka_ops.engine.iceberg import iceberg_ref, iceberg_schema
 
-        assert ref is not None
-        found = iceberg_schema(spark, ref)
+        assert pipeline is not None
+        found = iceberg_schema(spark, iceberg_ref(pipeline.catalog_of(target)[0], target.table))
         if found is None:
             return "the Iceberg table is missing: it is rebuilt from the earliest offset"
         have = set(found.names)

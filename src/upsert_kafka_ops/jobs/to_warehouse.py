@@ -1,8 +1,7 @@
 """Topic -> warehouse: materialize and warehouse backfills.
 
 A run locks its target (a lock file beside a local table, a lease object beside a table on S3, a
-PostgreSQL advisory lock), reads the
-offsets the target stored with its data, decides whether it can continue from them (else it rebuilds
+PostgreSQL advisory lock), reads the offsets the target stored with its data, decides whether it can continue from them (else it rebuilds
 from the earliest offset and says why), folds the changelog and writes rows and offsets in one commit
 (``jobs.warehouse_writes``). After a successful run the offsets also go to the consumer group
 ``upsert-kafka-ops.<job>``, for monitoring only.
@@ -214,12 +213,7 @@ def _choose_mode(
             "no stored offsets: first run builds the target from the earliest offset",
         )
     if mode == "incremental":
-        ref = None
-        if isinstance(target, IcebergTarget):
-            from upsert_kafka_ops.engine.iceberg import iceberg_ref
-
-            ref = iceberg_ref(ctx.pipeline.catalog_of(target)[0], target.table)
-        missing = target_gaps(ctx.spark, target, table, ref)
+        missing = target_gaps(ctx.spark, target, table, ctx.pipeline)
         if missing:
             mode, result.reason = "full", missing
     result.mode = mode
