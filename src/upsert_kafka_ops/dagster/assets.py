@@ -164,8 +164,8 @@ def _job_asset(
     descriptions = {
         KEYS_CHECK: "Every key read by the run was in a single partition (upsert-kafka's ordering "
         "guarantee holds only within a partition).",
-        ROW_COUNT_CHECK: "The Delta or Iceberg target's row count equals the live keys of the topic up to the run's "
-        "end offsets.",
+        ROW_COUNT_CHECK: "The Delta or Iceberg target's row count equals the live keys of the topic up to "
+        "the run's end offsets.",
     }
     check_specs = [
         dg.AssetCheckSpec(name, asset=k, blocking=True, description=descriptions[name])
@@ -389,8 +389,8 @@ def results_for(
     snapshots: Mapping[str, Any] | None = None,
 ) -> Iterator[dg.MaterializeResult[Any]]:
     """One ``MaterializeResult`` per output: the run's metadata (as the Spark driver reported it
-    through Pipes, else from the run result), lag after the run, the row count and preview of a Delta or Iceberg table, and
-    the check results."""
+    through Pipes, else from the run result), lag after the run, the row count and preview of a Delta
+    or Iceberg table, and the check results."""
     from upsert_kafka_ops.jobs.gates import new_data
 
     spec = pipe.job(job)

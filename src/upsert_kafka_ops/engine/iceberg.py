@@ -16,12 +16,13 @@ import uuid
 from typing import TYPE_CHECKING, Any
 
 from upsert_kafka_ops.engine.warehouse import (
-    TargetSchemaError,
     columns_to_add,
     commit_confs,
     merge_sql,
+    sql_string,
     target_columns,
 )
+from upsert_kafka_ops.errors import SpecError
 from upsert_kafka_ops.spec.iceberg import IcebergCatalog, split_table_name
 from upsert_kafka_ops.spec.storage import S3Storage, split_s3
 from upsert_kafka_ops.spec.table import UpsertKafkaTable
@@ -56,10 +57,11 @@ def use_catalog(spark: SparkSession, name: str, catalog: IcebergCatalog, storage
     for key in (f"{prefix}.type", f"{prefix}.warehouse", f"{prefix}.uri"):
         current = spark.conf.get(key, None)
         if current is not None and current != conf.get(key):
-            raise TargetSchemaError(
+            raise SpecError(
+                "catalog_name",
                 f"Iceberg catalog {name!r}: this Spark session already has a catalog of that name with "
-                f"{key.rsplit('.', 1)[1]} {current!r}, not {conf.get(key)!r}. Give one of the catalogs "
-                "another catalog_name."
+                f"{key.rsplit('.', 1)[1]} {current!r}, not {conf.get(key)!r}.",
+                "give one of the catalogs another catalog_name.",
             )
     for key, value in conf.items():
         spark.conf.set(key, value)
@@ -99,7 +101,7 @@ def ensure_iceberg_table(spark: SparkSession, ref: str, table: UpsertKafkaTable)
             for n, t in target_columns(table)
         ]
         properties = {**_TABLE_PROPERTIES, "upsert_kafka_ops.primary_key": ",".join(table.primary_key)}
-        props = ", ".join(f"'{k}' = '{v}'" for k, v in properties.items())
+        props = ", ".join(f"{sql_string(k)} = {sql_string(v)}" for k, v in properties.items())
         spark.sql(
             f"CREATE TABLE IF NOT EXISTS {ref} ({', '.join(columns)}) USING iceberg TBLPROPERTIES ({props})"
         )
@@ -141,7 +143,7 @@ def iceberg_merge(
         with commit_confs(spark, _property(metadata)):
             spark.createDataFrame([], spark.table(ref).schema).writeTo(ref).append()
         return {"upserted": 0, "deleted": 0}
-    keys = [quote_name(k) for k in table.primary_key]
+    keys = [F.col(quote_name(k)) for k in table.primary_key]  # quoted: a name may hold a dot
     # Iceberg's MERGE returns no counts: every +U row updates or inserts one row; a -D row deletes
     # one when its key is in the table (counted before the MERGE takes it out)
     counts = src.agg(F.count(F.when(F.col("op") != "-D", 1)).alias("u"),
@@ -150,7 +152,7 @@ def iceberg_merge(
     deleted = 0
     if counts["d"]:
         gone = src.filter(F.col("op") == "-D").select(*keys)
-        deleted = gone.join(spark.table(ref).select(*keys), [k.strip("`") for k in keys], "left_semi").count()
+        deleted = gone.join(spark.table(ref).select(*keys), list(table.primary_key), "left_semi").count()
     view = f"upsert_kafka_ops_changes_{uuid.uuid4().hex[:12]}"
     src.createOrReplaceTempView(view)
     try:

@@ -137,7 +137,8 @@ def _delta_commit_confs(spark: SparkSession, app_id: str, version: int, metadata
     )
 
 
-def _sql_string(value: str) -> str:
+def sql_string(value: str) -> str:
+    """``value`` as a Spark SQL string literal."""
     return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
@@ -184,7 +185,7 @@ def ensure_delta_table(
         properties = {"upsert_kafka_ops.primary_key": ",".join(table.primary_key)}
         if as_of_column:
             properties["upsert_kafka_ops.as_of_column"] = as_of_column
-        props = ", ".join(f"'{k}' = {_sql_string(v)}" for k, v in properties.items())
+        props = ", ".join(f"'{k}' = {sql_string(v)}" for k, v in properties.items())
         spark.sql(
             f"CREATE TABLE IF NOT EXISTS {delta_ref(path)} ({', '.join(columns)}) USING delta"
             + (f" PARTITIONED BY ({quote_name(as_of_column)})" if as_of_column else "")

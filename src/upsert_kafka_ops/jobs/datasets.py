@@ -104,8 +104,9 @@ def _table_topics(table: Any) -> list[str]:
 def job_datasets(pipeline: Pipeline, job: str) -> tuple[list[Dataset], list[Dataset]]:
     """A pipeline job's input and output datasets: Kafka topics as ``kafka://host:port`` + topic (every
     source of a topic-to-topic job), warehouse tables by their URI (PostgreSQL as
-    ``postgres://host:port`` + ``database.schema.table``, Iceberg by its location), a published Delta table by its path. A
-    source given by a topic pattern has no fixed name and is left out; so is a publish job's query."""
+    ``postgres://host:port`` + ``database.schema.table``, Iceberg by its location), a published Delta
+    table by its path. A source given by a topic pattern has no fixed name and is left out; so is a
+    publish job's query."""
     spec = pipeline.job(job)
     conns = pipeline.connections
 

@@ -722,7 +722,7 @@ Job = Annotated[MaterializeJob | BackfillJob | TopicToTopicJob | PublishJob, Fie
 
 def _stores_named(job: Any) -> Iterator[tuple[str, str]]:
     """``(field, store name)`` for each store a job's parts name (target, source, checkpoint, state)."""
-    for field in ("source.storage", "checkpoint_storage", "state_storage"):
+    for field in ("target.storage", "source.storage", "checkpoint_storage", "state_storage"):
         owner, _, attr = field.rpartition(".")
         name = getattr(getattr(job, owner, None) if owner else job, attr, None)
         if name is not None:
@@ -777,13 +777,6 @@ class Pipeline(SpecModel):
                         f"add it under 'connections' (defined: {', '.join(sorted(self.connections)) or 'none'}).",
                     )
             target = getattr(job, "target", None)
-            named = getattr(target, "storage", None)
-            if named is not None and named not in self.storage:
-                raise SpecError(
-                    f"jobs.{i}.target.storage",
-                    f"job {job.name!r} names storage {named!r}, which the pipeline does not define.",
-                    f"add it under 'storage' (defined: {', '.join(sorted(self.storage)) or 'none'}).",
-                )
             for field, store in _stores_named(job):
                 if store not in self.storage:
                     raise SpecError(
@@ -828,8 +821,7 @@ class Pipeline(SpecModel):
         used = set(job.connections_used())
         target = getattr(job, "target", None)
         catalog = target.catalog if isinstance(target, IcebergTarget) else None
-        store = self.catalogs[catalog].storage if catalog is not None else getattr(target, "storage", None)
-        stores = {store, *(name for _, name in _stores_named(job))}
+        stores = {name for _, name in self._folders(job)}
         return Pipeline(
             name=self.name,
             connections={k: v for k, v in self.connections.items() if k in used},
@@ -843,19 +835,35 @@ class Pipeline(SpecModel):
         ``spark``, ``s3`` when one has a target or a checkpoint on S3, ``iceberg`` when one has an
         Iceberg target."""
         jobs = [self.job(n) for n in names] if names else self.jobs
-        targets = [getattr(j, "target", None) for j in jobs]
         groups = ["spark"]
-        on_s3 = [self.storage_of(t) for t in targets] + [
-            s
-            for j in jobs
-            for s in (self.checkpoint_storage_of(j), self.storage_of(getattr(j, "source", None)))
-        ]
-        on_s3 += [self.publish_state_of(j)[1] for j in jobs if isinstance(j, PublishJob)]
-        if any(s is not None for s in on_s3):
+        if any(is_s3(folder) for j in jobs for folder, _ in self._folders(j)):
             groups.append("s3")
-        if any(isinstance(t, IcebergTarget) for t in targets):
+        if any(isinstance(getattr(j, "target", None), IcebergTarget) for j in jobs):
             groups.append("iceberg")
         return tuple(groups)
+
+    def _folders(self, job: Any) -> Iterator[tuple[str, str | None]]:
+        """``(folder, store name)`` of each folder a job reads or writes: its target's (an Iceberg
+        table's location, on its catalog's store), a Delta source's, its checkpoint, its publish state."""
+        target = getattr(job, "target", None)
+        if isinstance(target, IcebergTarget):
+            catalog = self.catalogs[target.catalog]
+            yield catalog.location(target.table), catalog.storage
+        elif isinstance(target, _Folder):
+            yield target.path, target.storage
+        source = getattr(job, "source", None)
+        if isinstance(source, DeltaFeedSource):
+            yield source.path, source.storage
+        if getattr(job, "checkpoint_location", None) is not None:
+            yield job.checkpoint_location, job.checkpoint_storage
+        if isinstance(job, PublishJob) and job.state_path is not None:
+            yield job.state_path, job.state_storage
+
+    def _store(self, folder: str | None, name: str | None) -> S3Storage | None:
+        """The store of a folder on S3 (one that names none: AWS S3 and its credential chain)."""
+        if not is_s3(folder):
+            return None
+        return self.storage[name] if name is not None else S3Storage()
 
     def location_of(self, target: Any) -> str | None:
         """Where a warehouse target's files live: a Delta or Parquet target's path, an Iceberg
@@ -865,15 +873,11 @@ class Pipeline(SpecModel):
         return getattr(target, "path", None)
 
     def storage_of(self, target: Any) -> S3Storage | None:
-        """The store of a target on object storage (one that names none: AWS S3 with the AWS
-        credential chain); ``None`` for other targets."""
-        if not is_s3(self.location_of(target)):
-            return None
+        """The store of a target (or a Delta source) on object storage (one that names none: AWS S3
+        with the AWS credential chain); ``None`` for other targets."""
         if isinstance(target, IcebergTarget):
-            name = self.catalogs[target.catalog].storage
-        else:
-            name = getattr(target, "storage", None)
-        return self.storage[name] if name is not None else S3Storage()
+            return self._store(self.location_of(target), self.catalogs[target.catalog].storage)
+        return self._store(getattr(target, "path", None), getattr(target, "storage", None))
 
     def publish_state_of(self, job: PublishJob) -> tuple[str | None, S3Storage | None]:
         """A publish job's state folder (``state_path``, else beside its Delta source; ``None`` for a
@@ -884,16 +888,13 @@ class Pipeline(SpecModel):
             folder, name = job.source.path, job.source.storage
         else:
             return None, None
-        if not is_s3(folder):
-            return folder, None
-        return folder, self.storage[name] if name is not None else S3Storage()
+        return folder, self._store(folder, name)
 
     def checkpoint_storage_of(self, job: Any) -> S3Storage | None:
         """The store of a topic-to-topic job's checkpoint on S3; ``None`` for other jobs."""
-        if not is_s3(getattr(job, "checkpoint_location", None)):
-            return None
-        name = job.checkpoint_storage
-        return self.storage[name] if name is not None else S3Storage()
+        return self._store(
+            getattr(job, "checkpoint_location", None), getattr(job, "checkpoint_storage", None)
+        )
 
     def catalog_of(self, target: IcebergTarget) -> tuple[str, IcebergCatalog]:
         """An Iceberg target's catalog: its name as engines use it, and its settings."""

@@ -179,17 +179,7 @@ def _read_and_write(
     payload = st.state_payload(job.name, run, end, mode, topic_ids=topic_ids(conn, sorted(r.end_offsets)))
     fault_point("after-read")
     try:
-        write = Write(
-            job,
-            read.df,
-            mode,
-            run,
-            payload,
-            result,
-            r.records_out,
-            ctx.pipeline.storage_of(target),
-            ctx.pipeline,
-        )
+        write = Write(job, read.df, mode, run, payload, result, ctx.pipeline, r.records_out)
         write_target(ctx.spark, target, write)
     finally:
         read.df.unpersist()

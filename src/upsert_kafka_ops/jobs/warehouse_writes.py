@@ -25,7 +25,6 @@ from upsert_kafka_ops.jobs.spec import (
     PostgresTarget,
     source_table,
 )
-from upsert_kafka_ops.spec.storage import S3Storage
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -35,8 +34,8 @@ if TYPE_CHECKING:
 class Write:
     """One run's write: ``df`` (the latest row per key, or an incremental run's changes) and
     ``payload`` (the offsets and run number stored with it); the counts go into ``result``.
-    ``rows``: how many rows ``df`` holds, when the fold counted them; ``storage``: the store of a
-    target on S3; ``pipeline``: the run's pipeline (an Iceberg target's catalog)."""
+    ``pipeline``: the run's pipeline (a target's store on S3, an Iceberg target's catalog);
+    ``rows``: how many rows ``df`` holds, when the fold counted them."""
 
     job: MaterializeJob | BackfillJob
     df: DataFrame
@@ -44,9 +43,8 @@ class Write:
     run: int
     payload: dict[str, Any]
     result: JobResult
+    pipeline: Pipeline
     rows: int | None = None
-    storage: S3Storage | None = None
-    pipeline: Pipeline | None = None
 
 
 def write_target(
@@ -62,7 +60,7 @@ def write_target(
     elif isinstance(target, ParquetTarget):
         wh.parquet_overwrite(w.df, target.path, source_table(w.job.source))
         fault_point("after-data")
-        st.write_parquet_state(target.path, w.payload, w.storage)
+        st.write_parquet_state(target.path, w.payload, w.pipeline.storage_of(target))
     else:
         _write_postgres(target, w)
 
@@ -87,7 +85,7 @@ def _write_delta(spark: SparkSession, target: DeltaTarget, w: Write) -> None:
         )
     else:
         counts = wh.delta_overwrite(spark, df, path, table, app_id=job.name, version=run, metadata=meta)
-    after = st.read_delta_log(path, w.storage, app_ids=[job.name]).state
+    after = st.read_delta_log(path, w.pipeline.storage_of(target), app_ids=[job.name]).state
     if after is None or after.run != run:
         raise ConcurrentRunError(
             f"{target.uri}: Delta skipped this run's commit (txnAppId {job.name!r} already at version "
@@ -99,7 +97,6 @@ def _write_delta(spark: SparkSession, target: DeltaTarget, w: Write) -> None:
 def _write_iceberg(spark: SparkSession, target: IcebergTarget, w: Write) -> None:
     from upsert_kafka_ops.engine import iceberg as ice
 
-    assert w.pipeline is not None
     table = source_table(w.job.source)
     name, _ = w.pipeline.catalog_of(target)
     ref = ice.iceberg_ref(name, target.table)
