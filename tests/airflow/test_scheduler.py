@@ -41,7 +41,29 @@ def _wait(what: str, found: Callable[[], Any], timeout: float, log: Path) -> Any
         if value:
             return value
         time.sleep(1)
-    raise AssertionError(f"{what} within {timeout:.0f} s\n" + log.read_text(errors="replace")[-4000:])
+    raise AssertionError(f"{what} within {timeout:.0f} s\n{_story(log.parent)}")
+
+
+def _story(home: Path) -> str:
+    """What Airflow did with the DAG: its runs, its task tries, the tail of each try's log and of the
+    standalone log, for a failure a reader can diagnose from the CI log alone."""
+    lines = []
+    db = home / "airflow.db"
+    if db.exists():
+        with contextlib.closing(sqlite3.connect(db, timeout=30)) as conn:
+            for row in conn.execute("SELECT run_id, state, start_date, end_date FROM dag_run "
+                                    "WHERE dag_id = 'users_to_delta'"):  # fmt: skip
+                lines.append(f"run {row}")
+            for row in conn.execute("SELECT run_id, task_id, try_number, state, start_date, end_date "
+                                    "FROM task_instance WHERE dag_id = 'users_to_delta'"):  # fmt: skip
+                lines.append(f"task {row}")
+    for try_log in sorted((home / "logs").glob("dag_id=users_to_delta/**/*.log")):
+        lines.append(f"--- {try_log.relative_to(home)}\n" + try_log.read_text(errors="replace")[-3000:])
+    standalone = (home / "standalone.log").read_text(errors="replace").splitlines()
+    for component in ("scheduler", "dag-processor", "triggerer", "api-server"):
+        lines.append(f"--- standalone.log, {component}'s last lines")
+        lines += [line[:400] for line in standalone if line.startswith(component)][-8:]
+    return "\n".join(lines)
 
 
 @pytest.fixture
@@ -99,7 +121,12 @@ def test_users_to_delta_runs_in_airflow_standalone_with_a_deferral(
 
     try:
         _wait("Airflow did not get ready", lambda: b"Airflow is ready" in log.read_bytes(), 180, log)
+        # "Airflow is ready" can come before the DAG processor has stored the DAG; unpausing a DAG
+        # Airflow does not know yet prints "No paused DAGs were found" and exits 0 (CI, stop 36)
+        _wait("the DAG processor did not store users_to_delta", lambda: query(
+            "SELECT dag_id FROM dag WHERE dag_id = 'users_to_delta'"), 180, log)  # fmt: skip
         airflow_cli("dags", "unpause", "users_to_delta")  # the latest hourly run starts: the users are there
+        assert query("SELECT is_paused FROM dag WHERE dag_id = 'users_to_delta'") == [(0,)]
         first = _wait("the first run did not succeed", lambda: [r for r, s in runs().items() if s == "success"],
                       240, log)[0]  # fmt: skip
         airflow_cli("dags", "trigger", "users_to_delta")
@@ -114,7 +141,7 @@ def test_users_to_delta_runs_in_airflow_standalone_with_a_deferral(
         _wait(
             "the deferred run did not succeed", lambda: runs().get(second) in ("success", "failed"), 180, log
         )
-        assert runs()[second] == "success", log.read_text(errors="replace")[-4000:]
+        assert runs()[second] == "success", _story(home)
     finally:
         stop_group(airflow, timeout=60)  # SIGTERM to its process group, SIGKILL what remains
 
