@@ -16,6 +16,7 @@ from pydantic_core import PydanticUndefined
 
 from upsert_kafka_ops.jobs import spec as jobs
 from upsert_kafka_ops.jobs.gates import LagCondition
+from upsert_kafka_ops.jobs.tables import PipelineTable
 from upsert_kafka_ops.runtime.execute import LocalRuntime
 from upsert_kafka_ops.runtime.submit import SparkSubmitRuntime
 from upsert_kafka_ops.spec.connection import KafkaConnection, SecretRef
@@ -76,7 +77,7 @@ def render() -> str:
         "Tables also accept Flink's option names through `from_options()` and `from_flink_ddl()`.",
     ]
     job_models: list[type[BaseModel]] = [
-        jobs.Pipeline, jobs.MaterializeJob, jobs.BackfillJob, jobs.TopicToTopicJob, jobs.PublishJob,
+        jobs.Pipeline, PipelineTable, jobs.MaterializeJob, jobs.BackfillJob, jobs.TopicToTopicJob, jobs.PublishJob,
         jobs.UpsertSource, jobs.AppendSource, jobs.TopicSink, jobs.AppendSink, jobs.DeltaTarget, jobs.PostgresTarget,
         jobs.ParquetTarget, jobs.IcebergTarget, jobs.DeltaFeedSource, jobs.QuerySource,
         LocalRuntime, SparkSubmitRuntime, LagCondition,

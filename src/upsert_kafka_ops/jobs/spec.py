@@ -5,8 +5,8 @@ source and sink names the connection it uses, so a job may read one cluster and 
 Secrets stay references (``{env: VAR}`` or ``{file: /path}``) in the file, in the JSON that goes to
 spark-submit and in Helm values; whoever runs the job resolves them.
 
-Tables are written the way a Flink user already has them: a ``ddl`` string (a ``CREATE TABLE``
-statement), Flink ``options`` with ``columns`` and ``primary_key``, or the table spec's own fields.
+Tables are written the way a Flink user already has them (``jobs/tables.py``): inline in a source
+or sink, or once in the pipeline's ``tables`` and named there (``table: users``).
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from typing import Annotated, Any, ClassVar, Literal
 from pydantic import Discriminator, Field, Tag, field_validator, model_validator
 
 from upsert_kafka_ops.errors import SpecError
+from upsert_kafka_ops.jobs.tables import PipelineTable, resolve_table_names, table_input
 from upsert_kafka_ops.spec.base import SpecModel, nested
 from upsert_kafka_ops.spec.cadence import cron_expression
 from upsert_kafka_ops.spec.connection import KafkaConnection, SecretRef, for_table
@@ -64,34 +65,6 @@ def _expand(data: Any, env: Mapping[str, str]) -> Any:
     return data
 
 
-def _table_input(data: Any, kind: type[UpsertKafkaTable] | type[KafkaTable]) -> Any:
-    """``{ddl: ...}`` or ``{options: ..., columns: ..., primary_key: ...}`` into the table spec."""
-    if not isinstance(data, dict):
-        return data
-    if "ddl" in data:
-        extra = sorted(set(data) - {"ddl"})
-        if extra:
-            raise SpecError(extra[0], "cannot be combined with 'ddl'.", "put it into the DDL or drop 'ddl'.")
-        return kind.from_flink_ddl(str(data["ddl"]))
-    if "options" in data:
-        rest = {k: v for k, v in data.items() if k != "options"}
-        allowed = {"columns", "name"} | ({"primary_key"} if kind is UpsertKafkaTable else set())
-        extra = sorted(set(rest) - allowed)
-        if extra:
-            raise SpecError(extra[0], "is not allowed next to 'options'.", f"use {sorted(allowed)}.")
-        options = {str(k): str(v) for k, v in dict(data["options"]).items()}
-        if kind is UpsertKafkaTable:
-            return UpsertKafkaTable.from_options(
-                options, rest.get("columns", []), list(rest.get("primary_key", [])), **_name(rest)
-            )
-        return KafkaTable.from_options(options, rest.get("columns", []), **_name(rest))
-    return data
-
-
-def _name(data: dict[str, Any]) -> dict[str, str]:
-    return {"name": str(data["name"])} if "name" in data else {}
-
-
 def _with_lines(error: SpecError, root: Any) -> SpecError:
     """``error`` with each problem's line in the YAML file (``root``: the composed node tree), found by
     following the problem's path as far as the file has it: the key of a misspelled field, the
@@ -129,7 +102,7 @@ class _TableOnConnection(SpecModel):
     def _table(cls, data: Any) -> Any:
         if isinstance(data, dict) and "table" in data:
             try:
-                data = {**data, "table": _table_input(data["table"], cls.table_kind)}
+                data = {**data, "table": table_input(data["table"], cls.table_kind)}
             except SpecError as exc:
                 error = nested(exc, "table")
                 raise error from None
@@ -141,7 +114,9 @@ class UpsertSource(_TableOnConnection):
 
     kind: Literal["upsert-kafka"] = Field(default="upsert-kafka", description="Source kind.")
     connection: str = Field(description="Name of a connection in the pipeline's 'connections'.")
-    table: UpsertKafkaTable = Field(description="The table: 'ddl', Flink 'options' + columns, or its fields.")
+    table: UpsertKafkaTable = Field(
+        description="The table: 'ddl', Flink 'options' + columns, its fields, or a name in 'tables'."
+    )
 
 
 class AppendSource(_TableOnConnection):
@@ -151,7 +126,9 @@ class AppendSource(_TableOnConnection):
 
     kind: Literal["kafka"] = Field(description="Source kind.")
     connection: str = Field(description="Name of a connection in the pipeline's 'connections'.")
-    table: KafkaTable = Field(description="The table: 'ddl', Flink 'options' + columns, or its fields.")
+    table: KafkaTable = Field(
+        description="The table: 'ddl', Flink 'options' + columns, its fields, or a name in 'tables'."
+    )
     key: list[str] = Field(
         default_factory=list,
         description="CDC tables (debezium-json, canal-json, maxwell-json): fold the changes into the last "
@@ -224,7 +201,9 @@ class TopicSink(_Sink):
 
     kind: Literal["topic"] = Field(default="topic", description="Target kind.")
     connection: str = Field(description="Name of a connection in the pipeline's 'connections'.")
-    table: UpsertKafkaTable = Field(description="The sink table (its topic, key and formats).")
+    table: UpsertKafkaTable = Field(
+        description="The sink table (its topic, key and formats), or a name in 'tables'."
+    )
 
 
 class AppendSink(_Sink):
@@ -235,7 +214,9 @@ class AppendSink(_Sink):
 
     kind: Literal["kafka"] = Field(description="Target kind.")
     connection: str = Field(description="Name of a connection in the pipeline's 'connections'.")
-    table: KafkaTable = Field(description="The sink table (its topic, key.fields and formats).")
+    table: KafkaTable = Field(
+        description="The sink table (its topic, key.fields and formats), or a name in 'tables'."
+    )
 
 
 def _check_one_topic(table: UpsertKafkaTable | KafkaTable) -> None:
@@ -758,7 +739,17 @@ class Pipeline(SpecModel):
     catalogs: dict[str, IcebergCatalog] = Field(
         default_factory=dict, description="Catalog name -> Apache Iceberg catalog that iceberg targets name."
     )
+    tables: dict[str, PipelineTable] = Field(
+        default_factory=dict,
+        description="Table name -> Kafka table (Flink DDL or options, and its connection) that sources and "
+        "sinks name with 'table: <name>', defined once for every job that reads or writes it.",
+    )
     jobs: list[Job] = Field(min_length=1, description="The jobs, each with a unique name.")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _table_names(cls, data: Any) -> Any:
+        return resolve_table_names(data)
 
     @model_validator(mode="after")
     def _check_refs(self) -> Pipeline:
@@ -768,6 +759,13 @@ class Pipeline(SpecModel):
             raise SpecError(
                 "jobs", f"duplicate job name(s): {', '.join(dupes)}.", "give each job its own name."
             )
+        for name, table in self.tables.items():
+            if table.connection is not None and table.connection not in self.connections:
+                raise SpecError(
+                    f"tables.{name}.connection",
+                    f"table {name!r} names connection {table.connection!r}, which the pipeline does not define.",
+                    f"add it under 'connections' (defined: {', '.join(sorted(self.connections)) or 'none'}).",
+                )
         for i, job in enumerate(self.jobs):
             for conn in job.connections_used():
                 if conn not in self.connections:
