@@ -12,6 +12,8 @@ Commands:
 - ``describe-topic TOPIC (--bootstrap-servers S | --pipeline FILE [--connection NAME]) [--json]``.
 - ``lag ...``: consumer lag and Burrow status (see ``upsert-kafka-ops lag --help``).
 - ``local kafka|postgres start|stop|status [--dir D]``: the embedded broker and warehouse.
+- ``import-flink-sql SCRIPT [--name N]``: a Flink SQL script (CREATE TABLE, INSERT INTO ... SELECT, SET)
+  as a pipeline file on stdout; what has no equivalent is reported with its line and column.
 - ``docs config``: print the configuration reference (docs/configuration.md); ``docs helm-schema``:
   the Helm chart's values.schema.json.
 - ``spark-connect [--host H] [--port P] [--master M] [--conf K=V]``: a Spark Connect server with the
@@ -33,7 +35,7 @@ import logging
 import os
 import sys
 
-from upsert_kafka_ops.cli import demo, docs, jobs, lag, local
+from upsert_kafka_ops.cli import demo, docs, flink_sql, jobs, lag, local
 from upsert_kafka_ops.errors import UpsertKafkaOpsError
 
 
@@ -41,7 +43,7 @@ def build_parser() -> argparse.ArgumentParser:
     """The command line's parser (the Helm chart's tests parse its container arguments with it)."""
     p = argparse.ArgumentParser(prog="upsert-kafka-ops", description=__doc__.splitlines()[0])
     sub = p.add_subparsers(dest="command", required=True)
-    for commands in (local, jobs, lag, docs, demo):
+    for commands in (local, jobs, flink_sql, lag, docs, demo):
         commands.register(sub)
     verbose = "Spark's INFO logs, the JVM's notices and debug lines (default: progress, results, errors)"
     p.add_argument("-v", "--verbose", action="store_true", help=verbose)

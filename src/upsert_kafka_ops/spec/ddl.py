@@ -141,6 +141,25 @@ def find_create_tables(text: str) -> list[tuple[int, str]]:
     return found
 
 
+def split_statements(text: str) -> list[tuple[int, int, str]]:
+    """The statements of a SQL script, split at each ``;`` outside literals, quoted names and
+    comments, with the comments between statements left out (those inside one stay in its text).
+
+    :returns: ``(line, column, statement)``: where each statement starts (1-based) and its text,
+        without the closing ``;``; a last statement without one is included.
+    """
+    found: list[tuple[int, int, str]] = []
+    start = None
+    for tok in _lex(text):
+        if tok.kind == "end" or tok.is_(";"):
+            if start is not None:
+                found.append((*_position(text, start), text[start : tok.start].rstrip()))
+            start = None
+        elif start is None:
+            start = tok.start
+    return found
+
+
 @dataclass(frozen=True)
 class _Token:
     kind: str  # word, name, string, open (unterminated quote), number, symbol, end
