@@ -721,6 +721,21 @@ def _kafka_parts(job: Any) -> Iterator[tuple[str, Any]]:
         yield f"sources.{view}", part
 
 
+#: the pipeline section each kind of reference names
+_SECTIONS = {"connection": "connections", "storage": "storage", "catalog": "catalogs"}
+
+
+def _defined(section: Mapping[str, Any], kind: str, name: str, field: str, who: str) -> None:
+    """Refuse a reference of ``who`` at ``field`` to a connection, store or catalog (``kind``) that
+    the pipeline does not define."""
+    if name not in section:
+        raise SpecError(
+            field,
+            f"{who} names {kind} {name!r}, which the pipeline does not define.",
+            f"add it under {_SECTIONS[kind]!r} (defined: {', '.join(sorted(section)) or 'none'}).",
+        )
+
+
 class Pipeline(SpecModel):
     """A pipeline file: named connections and the jobs that use them."""
 
@@ -760,33 +775,23 @@ class Pipeline(SpecModel):
                 "jobs", f"duplicate job name(s): {', '.join(dupes)}.", "give each job its own name."
             )
         for name, table in self.tables.items():
-            if table.connection is not None and table.connection not in self.connections:
-                raise SpecError(
+            if table.connection is not None:
+                _defined(
+                    self.connections,
+                    "connection",
+                    table.connection,
                     f"tables.{name}.connection",
-                    f"table {name!r} names connection {table.connection!r}, which the pipeline does not define.",
-                    f"add it under 'connections' (defined: {', '.join(sorted(self.connections)) or 'none'}).",
+                    f"table {name!r}",
                 )
         for i, job in enumerate(self.jobs):
             for conn in job.connections_used():
-                if conn not in self.connections:
-                    raise SpecError(
-                        f"jobs.{i}.connection",
-                        f"job {job.name!r} names connection {conn!r}, which the pipeline does not define.",
-                        f"add it under 'connections' (defined: {', '.join(sorted(self.connections)) or 'none'}).",
-                    )
-            target = getattr(job, "target", None)
+                _defined(self.connections, "connection", conn, f"jobs.{i}.connection", f"job {job.name!r}")
             for field, store in _stores_named(job):
-                if store not in self.storage:
-                    raise SpecError(
-                        f"jobs.{i}.{field}",
-                        f"job {job.name!r} names storage {store!r}, which the pipeline does not define.",
-                        f"add it under 'storage' (defined: {', '.join(sorted(self.storage)) or 'none'}).",
-                    )
-            if isinstance(target, IcebergTarget) and target.catalog not in self.catalogs:
-                raise SpecError(
-                    f"jobs.{i}.target.catalog",
-                    f"job {job.name!r} names catalog {target.catalog!r}, which the pipeline does not define.",
-                    f"add it under 'catalogs' (defined: {', '.join(sorted(self.catalogs)) or 'none'}).",
+                _defined(self.storage, "storage", store, f"jobs.{i}.{field}", f"job {job.name!r}")
+            target = getattr(job, "target", None)
+            if isinstance(target, IcebergTarget):
+                _defined(
+                    self.catalogs, "catalog", target.catalog, f"jobs.{i}.target.catalog", f"job {job.name!r}"
                 )
             # a table's security over its connection's, as a run merges them: a conflict, or a login
             # only half given (Kerberos principal without keytab), is a validation error, not a run's
@@ -796,11 +801,9 @@ class Pipeline(SpecModel):
                 except SpecError as exc:
                     raise SpecError(f"jobs.{i}.{where}.{exc.field}", exc.message, exc.fix) from None
         for name, catalog in self.catalogs.items():
-            if catalog.storage is not None and catalog.storage not in self.storage:
-                raise SpecError(
-                    f"catalogs.{name}.storage",
-                    f"catalog {name!r} names storage {catalog.storage!r}, which the pipeline does not define.",
-                    f"add it under 'storage' (defined: {', '.join(sorted(self.storage)) or 'none'}).",
+            if catalog.storage is not None:
+                _defined(
+                    self.storage, "storage", catalog.storage, f"catalogs.{name}.storage", f"catalog {name!r}"
                 )
         return self
 
