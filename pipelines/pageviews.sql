@@ -1,5 +1,7 @@
 -- Alibaba Cloud VVR's upsert-kafka example as a Flink SQL script: PV and UV per region from a
--- pageview topic into an upsert topic, and that topic kept as a Delta table.
+-- pageview topic into an upsert topic, and that topic kept as a Delta table. (The page declares
+-- `viewtime TIMESTAMP`, and Flink 2.2 refuses a watermark on a TIMESTAMP(6); and without a group id
+-- open-source Flink needs a start mode, as its default is the group's offsets.)
 -- `upsert-kafka-ops import-flink-sql pipelines/pageviews.sql > pageviews.yaml` makes it a pipeline
 -- (docs/flink-migration.md shows the result).
 SET 'pipeline.name' = 'pageviews';
@@ -8,13 +10,14 @@ SET 'parallelism.default' = '2';
 CREATE TABLE pageviews (
   user_id BIGINT,
   page_id BIGINT,
-  viewtime TIMESTAMP,
+  viewtime TIMESTAMP(3),
   user_region STRING,
   WATERMARK FOR viewtime AS viewtime - INTERVAL '2' SECOND
 ) WITH (
   'connector' = 'kafka',
   'topic' = 'pageviews',
   'properties.bootstrap.servers' = 'localhost:9092',
+  'scan.startup.mode' = 'earliest-offset',
   'format' = 'json'
 );
 
