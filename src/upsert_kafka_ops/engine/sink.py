@@ -251,55 +251,17 @@ def write_changelog(
     buffer). Several rows for one key with no order is an error.
     """
     from pyspark import StorageLevel
-    from pyspark.sql import Window
     from pyspark.sql import functions as F
 
     began = time.monotonic()
     _sink_topic(table)  # a table without exactly one topic fails here, before any Spark work
     conn = resolve_connection(table, connection)
     topic = _sink_topic(table)
-    if "op" not in df.columns:
-        raise SpecError("op", "the changelog DataFrame has no 'op' column.", "add one with +I, +U, -U or -D.")
-    if order_by is None:
-        order_by = [c for c in ("_topic", "_partition", "_offset") if c in df.columns]
-        if "_offset" not in order_by:
-            order_by = []
-    order = [order_by] if isinstance(order_by, str) else list(order_by)
-    missing = [c for c in order if c not in df.columns]
-    if missing:
-        raise SpecError("order_by", f"the changelog DataFrame has no column(s) {', '.join(missing)}.")
-    pk = table.primary_key
+    order = _changelog_order(df, order_by)
     bad_op = df.where(~F.col("op").isin(*OPS) | F.col("op").isNull()).select("op").limit(1).collect()
     if bad_op:
         raise SpecError("op", f"unknown change kind {bad_op[0]['op']!r}.", f"use one of {', '.join(OPS)}.")
-    in_order: list[str] = []
-    clustered: list[str] = []
-    last: list[str] = []  # a flag on each key's last change (never a dropped one): the keys' count
-    if not order:
-        dup = df.groupBy(*pk).count().where("count > 1").limit(1).collect()
-        if dup:
-            raise SpecError(
-                "order_by",
-                f"key {tuple(dup[0][k] for k in pk)} has {dup[0]['count']} changes and no order was given.",
-                "pass order_by=... (e.g. a sequence or timestamp column) so the order of a key's changes is defined.",
-            )
-        changes = df
-    else:
-        after = F.when(F.col("op") == "-U", 0).otherwise(1)  # at equal order, UPDATE_BEFORE first
-        ranks = [*[F.col(c).asc_nulls_first() for c in order], after]
-        w = Window.partitionBy(*pk).orderBy(*ranks)
-        is_last = F.lead(F.lit(1)).over(w).isNull()
-        if table.sink_buffer_flush_max_rows > 0:  # Flink's reducing buffer, the write as one buffer
-            changes = df.withColumn("__last", is_last).where(F.col("__last"))
-        else:
-            followed = F.coalesce((F.col("op") == "-U") & (F.lead("op").over(w) == "+U"), F.lit(False))
-            changes = df.withColumn("__drop", followed).withColumn("__last", is_last).where(~F.col("__drop"))
-            changes = changes.select("*", *[F.col(c).alias(f"__o{i}") for i, c in enumerate(order)])
-            changes = changes.withColumn("__o_after", after)
-            changes = changes.select("*", *[F.col(k).alias(f"__k{i}") for i, k in enumerate(pk)])
-            in_order = [*[f"__o{i}" for i in range(len(order))], "__o_after"]
-            clustered = [f"__k{i}" for i in range(len(pk))]
-        last = ["__last"]
+    changes, in_order, clustered, last = _changes_to_write(df, table, order)
     key, value = _encoded(table, changes)
     headers = _headers(table)
     columns = [key.alias("key"), F.when(F.col("op").isin("+I", "+U"), value).alias("value")]
@@ -323,6 +285,55 @@ def write_changelog(
         bytes_out=int(stats["bytes"]),
         duration_s=round(time.monotonic() - began, 3),
     )
+
+
+def _changelog_order(df: DataFrame, order_by: list[str] | str | None) -> list[str]:
+    """The columns that order a changelog's changes: ``order_by``, else the Kafka position columns
+    when the DataFrame has them, else none."""
+    if "op" not in df.columns:
+        raise SpecError("op", "the changelog DataFrame has no 'op' column.", "add one with +I, +U, -U or -D.")
+    if order_by is None:
+        order_by = [c for c in ("_topic", "_partition", "_offset") if c in df.columns]
+        if "_offset" not in order_by:
+            order_by = []
+    order = [order_by] if isinstance(order_by, str) else list(order_by)
+    missing = [c for c in order if c not in df.columns]
+    if missing:
+        raise SpecError("order_by", f"the changelog DataFrame has no column(s) {', '.join(missing)}.")
+    return order
+
+
+def _changes_to_write(
+    df: DataFrame, table: UpsertKafkaTable, order: list[str]
+) -> tuple[DataFrame, list[str], list[str], list[str]]:
+    """The changes Flink's sink would write, and the columns the write orders them by within a key
+    (``in_order``), groups a key's changes by (``clustered``) and flags each key's last change with
+    (``last``, never on a dropped change: the keys' count). Without an order, a key may have one change."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    pk = table.primary_key
+    if not order:
+        dup = df.groupBy(*pk).count().where("count > 1").limit(1).collect()
+        if dup:
+            raise SpecError(
+                "order_by",
+                f"key {tuple(dup[0][k] for k in pk)} has {dup[0]['count']} changes and no order was given.",
+                "pass order_by=... (e.g. a sequence or timestamp column) so the order of a key's changes is defined.",
+            )
+        return df, [], [], []
+    after = F.when(F.col("op") == "-U", 0).otherwise(1)  # at equal order, UPDATE_BEFORE first
+    w = Window.partitionBy(*pk).orderBy(*[F.col(c).asc_nulls_first() for c in order], after)
+    is_last = F.lead(F.lit(1)).over(w).isNull()
+    if table.sink_buffer_flush_max_rows > 0:  # Flink's reducing buffer, the write as one buffer
+        return df.withColumn("__last", is_last).where(F.col("__last")), [], [], ["__last"]
+    followed = F.coalesce((F.col("op") == "-U") & (F.lead("op").over(w) == "+U"), F.lit(False))
+    changes = df.withColumn("__drop", followed).withColumn("__last", is_last).where(~F.col("__drop"))
+    changes = changes.select("*", *[F.col(c).alias(f"__o{i}") for i, c in enumerate(order)])
+    changes = changes.withColumn("__o_after", after)
+    changes = changes.select("*", *[F.col(k).alias(f"__k{i}") for i, k in enumerate(pk)])
+    in_order = [*[f"__o{i}" for i in range(len(order))], "__o_after"]
+    return changes, in_order, [f"__k{i}" for i in range(len(pk))], ["__last"]
 
 
 def write_snapshot(
