@@ -6,6 +6,7 @@
 -- (docs/flink-migration.md shows the result).
 SET 'pipeline.name' = 'pageviews';
 SET 'parallelism.default' = '2';
+SET 'execution.checkpointing.dir' = 'file:///tmp/pageviews/checkpoints';
 
 CREATE TABLE pageviews (
   user_id BIGINT,

@@ -59,7 +59,7 @@ def test_the_imported_script_writes_the_bytes_flink_writes_for_it(
     assert producer.flush(30) == 0
 
     script = (ROOT / "pipelines" / "pageviews.sql").read_text().replace("localhost:9092", bootstrap)
-    script = script.replace("'pageviews'", f"'{topics['views']}'")
+    script = script.replace("'pageviews'", f"'{topics['views']}'").replace("/tmp/pageviews", str(tmp_path))
 
     def sink_topic(text: str, name: str) -> str:
         return text.replace("'pageviews_per_region'", f"'{topics[name]}'")
@@ -82,3 +82,89 @@ def test_the_imported_script_writes_the_bytes_flink_writes_for_it(
                 for region in {r for _, r in events}}  # fmt: skip
     assert {r.user_region: (r.pv, r.uv) for r in rows} == expected
     assert isinstance(sink, UpsertKafkaTable)
+
+
+FUNCTIONS_SOURCE = """CREATE TABLE events (
+  id BIGINT,
+  csv STRING,
+  doc STRING,
+  ts_text STRING
+) WITH (
+  'connector' = 'kafka',
+  'topic' = '{topic}',
+  'properties.bootstrap.servers' = '{bootstrap}',
+  'scan.startup.mode' = 'earliest-offset',
+  'scan.bounded.mode' = 'latest-offset',
+  'format' = 'json'
+)"""
+FUNCTIONS_SINK = """CREATE TABLE shaped (
+  id BIGINT,
+  part STRING,
+  missing STRING,
+  name STRING,
+  ts TIMESTAMP(3),
+  n_chars INT,
+  tag STRING,
+  on_day STRING,
+  as_bytes BYTES,
+  bucket STRING,
+  PRIMARY KEY (id) NOT ENFORCED
+) WITH (
+  'connector' = 'upsert-kafka',
+  'topic' = '{topic}',
+  'properties.bootstrap.servers' = '{bootstrap}',
+  'key.format' = 'json',
+  'value.format' = 'json'
+)"""
+#: Flink's own functions and types where Spark's differ, as a job's `sql` writes them
+FUNCTIONS_INSERT = """INSERT INTO shaped
+SELECT
+  id,
+  SPLIT_INDEX(csv, ',', 1),
+  SPLIT_INDEX(csv, ',', 7),
+  JSON_VALUE(doc, '$.name'),
+  TO_TIMESTAMP(ts_text),
+  CHAR_LENGTH(csv),
+  CAST(id AS STRING) || '-' || UPPER(SPLIT_INDEX(csv, ',', 0)),
+  DATE_FORMAT(TO_TIMESTAMP(ts_text), 'yyyy-MM-dd'),
+  CAST(csv AS BYTES),
+  IF(id > 2, 'big', 'small')
+FROM events"""
+
+
+def test_a_job_given_as_a_flink_insert_with_flinks_functions_writes_flinks_bytes(
+    kafka: LocalKafka, flink_jars: list[Path], spark: SparkSession, tmp_path: Path
+) -> None:
+    bootstrap = kafka.bootstrap_servers
+    topics = {n: f"functions-{n}-{uuid.uuid4().hex[:6]}" for n in ("events", "flink", "ours")}
+    kafka.create_topic(topics["events"], partitions=2)
+    for name in ("flink", "ours"):
+        kafka.create_topic(topics[name], partitions=2, config={"cleanup.policy": "compact"})
+    events = [
+        {"id": 1, "csv": "a,b,c", "doc": '{"name": "Ann"}', "ts_text": "2026-11-26 08:01:02"},
+        {"id": 2, "csv": "x,,z", "doc": '{"other": 1}', "ts_text": "2026-01-31 23:59:59"},
+        {"id": 3, "csv": "solo", "doc": '{"name": "Bo", "n": [1]}', "ts_text": "2000-02-29 00:00:00"},
+        {"id": 4, "csv": "", "doc": "not json", "ts_text": "1999-12-31 12:30:45"},
+    ]
+    producer = Producer({"bootstrap.servers": bootstrap})
+    for event in events:
+        producer.produce(topics["events"], value=json.dumps(event).encode())
+    assert producer.flush(30) == 0
+
+    source = FUNCTIONS_SOURCE.format(topic=topics["events"], bootstrap=bootstrap)
+    case = flink.Case("functions", "shaped", FUNCTIONS_SINK.format(topic=topics["flink"], bootstrap=bootstrap),
+                      (source,), FUNCTIONS_INSERT)  # fmt: skip
+    outcome = flink.run([case], flink_jars, tmp_path / "flink.log")["functions"]
+    assert outcome.error is None and outcome.written, outcome.error
+
+    pipeline = Pipeline.model_validate({
+        "connections": {"main": {"bootstrap_servers": bootstrap}},
+        "tables": {"events": {"connection": "main", "ddl": source},
+                   "shaped": {"connection": "main", "ddl": FUNCTIONS_SINK.format(topic=topics["ours"], bootstrap=bootstrap)}},
+        "jobs": [{"name": "shape", "kind": "topic-to-topic", "sql": FUNCTIONS_INSERT,
+                  "checkpoint_location": str(tmp_path / "checkpoint")}],  # a projection streams
+    })  # fmt: skip
+    result = run_job(pipeline, spark=spark)
+    assert (result.status, result.records_read) == ("succeeded", 4)
+    flinks = _last_per_key(bootstrap, topics["flink"])
+    assert len(flinks) == 4 and _last_per_key(bootstrap, topics["ours"]) == flinks

@@ -27,7 +27,7 @@ def test_the_imported_pageviews_script_runs_and_its_lake_table_holds_the_counts(
     views, per_region = new_topic(partitions=2), new_topic(partitions=2, config={"cleanup.policy": "compact"})
     script = (ROOT / "pipelines" / "pageviews.sql").read_text()
     script = (script.replace("localhost:9092", servers).replace("'pageviews_per_region'", f"'{per_region}'")
-              .replace("'pageviews'", f"'{views}'").replace("/tmp/lake", str(tmp_path / "lake")))  # fmt: skip
+              .replace("'pageviews'", f"'{views}'").replace("/tmp/lake", str(tmp_path / "lake")).replace("/tmp/pageviews", str(tmp_path)))  # fmt: skip
     pipeline = Pipeline.from_yaml(yaml.safe_dump(import_flink_sql(script).pipeline))
 
     rnd = random.Random(7)

@@ -3,6 +3,7 @@ without an equivalent is reported with its line and column, all at once."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -123,3 +124,17 @@ def test_a_script_without_an_insert_and_a_warehouse_written_from_a_query_are_ref
     lake = "CREATE TABLE lake (id BIGINT, v STRING) WITH ('connector' = 'delta', 'table-path' = '/l');\n"
     with pytest.raises(SpecError, match="a materialize job folds one upsert-kafka table"):
         import_flink_sql(_upsert("u") + lake + "INSERT INTO lake SELECT id, v FROM u WHERE id > 1;\n")
+
+
+def test_streaming_checkpoints_go_under_flinks_checkpoint_folder_or_a_variable() -> None:
+    script = _kafka("pv") + _upsert("out") + "INSERT INTO out SELECT id, v FROM pv;\n"
+    plain = Pipeline.from_yaml(
+        yaml.safe_dump(import_flink_sql(script).pipeline), {"UKO_CHECKPOINT_DIR": "/ck"}
+    )
+    assert plain.job("out").checkpoint_location == "/ck/out"  # type: ignore[union-attr]
+    on_s3 = import_flink_sql("SET 'state.checkpoints.dir' = 's3://b/ck/';\n" + script).pipeline
+    assert on_s3["jobs"][0]["checkpoint_location"] == "s3a://b/ck/out"
+    with pytest.raises(
+        SpecError, match=re.escape("line 1, column 1: SET 'execution.checkpointing.dir': is 'hdfs://nn/ck'")
+    ):
+        import_flink_sql("SET 'execution.checkpointing.dir' = 'hdfs://nn/ck';\n" + script)

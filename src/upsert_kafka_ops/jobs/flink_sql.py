@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from upsert_kafka_ops.errors import SpecError
+from upsert_kafka_ops.jobs.flink_dialect import SqlError, is_plain_copy, read_insert
 from upsert_kafka_ops.jobs.spec import Pipeline
 from upsert_kafka_ops.spec.ddl import DdlError, DdlTable, parse_create_table, split_statements
 from upsert_kafka_ops.spec.table import KafkaTable, UpsertKafkaTable
@@ -32,6 +33,8 @@ _RUNTIME_KEYS = re.compile(
     r"table\.exec\..*|table\.optimizer\..*|pipeline\.(?!name$).*|restart-strategy.*|taskmanager\..*|"
     r"jobmanager\..*|sql-client\..*|table\.dml-sync)$"
 )
+#: Flink's checkpoint folder: each topic-to-topic job keeps its streaming checkpoint under it
+_CHECKPOINT_KEYS = ("execution.checkpointing.dir", "state.checkpoints.dir")
 _SET = re.compile(r"(?is)^SET\s+'((?:[^']|'')*)'\s*=\s*'((?:[^']|'')*)'$")
 _STATEMENT_SET = re.compile(r"(?is)^(?:EXECUTE\s+STATEMENT\s+SET\s+BEGIN|BEGIN\s+STATEMENT\s+SET)\s+")
 _INSERT = re.compile(r"(?is)^INSERT\s+(?:INTO|OVERWRITE)\s+")
@@ -55,6 +58,8 @@ class _Script:
     tables: dict[str, tuple[int, DdlTable, str]] = field(default_factory=dict)  # name -> line, parsed, text
     inserts: list[tuple[int, int, str]] = field(default_factory=list)
     name: str | None = None
+    #: where streaming jobs keep their checkpoints: Flink's checkpoint folder when the script sets one
+    checkpoints: str = "${UKO_CHECKPOINT_DIR}"
 
     def problem(self, line: int, column: int, what: str, message: str, fix: str) -> None:
         self.problems.append(
@@ -89,6 +94,9 @@ def import_flink_sql(text: str, name: str | None = None) -> Imported:
         if parsed.options.get("connector") in _KAFKA
     }
     data["jobs"] = _unique_names([j for j in jobs if j is not None])
+    for job in data["jobs"]:  # a query that can run incrementally streams, from a checkpoint of its own
+        if job["kind"] == "topic-to-topic":
+            job["checkpoint_location"] = f"{script.checkpoints}/{job['name']}"
     Pipeline.model_validate(data)  # what the file will say is a pipeline this project runs
     return Imported(data, script.notes)
 
@@ -168,9 +176,10 @@ def _create_table(script: _Script, line: int, column: int, statement: str) -> No
                            f"use one of: upsert-kafka, kafka, {', '.join(sorted(_WAREHOUSES))}")  # fmt: skip
             return
     except DdlError as exc:
-        at_line, at_column = exc.line + line - 1, exc.column + (column - 1 if exc.line == 1 else 0)
         problem = exc.message.split(" (line ", 1)[0]
-        script.problem(at_line, at_column, exc.construct, problem, exc.fix or "")
+        script.problem(
+            *_after_line(exc.line, exc.column, line, column), exc.construct, problem, exc.fix or ""
+        )
         return
     except SpecError as exc:
         script.problem(line, column, f"table {statement.split('(')[0].split()[-1]}",
@@ -190,6 +199,13 @@ def _set(script: _Script, line: int, column: int, statement: str) -> None:
     key, value = match.group(1).replace("''", "'"), match.group(2).replace("''", "'")
     if key == "pipeline.name":
         script.name = script.name or value
+    elif key in _CHECKPOINT_KEYS:
+        folder = re.sub(r"^file://", "", re.sub(r"^s3[ap]?://", "s3a://", value)).rstrip("/")
+        if re.match(r"^[a-z][a-z0-9+.-]*://", folder) and not folder.startswith("s3a://"):
+            script.problem(line, column, f"SET '{key}'", f"is {value!r}: checkpoints here are in a local "
+                           "folder or on S3", "give a file:// or s3:// folder")  # fmt: skip
+        else:
+            script.checkpoints = folder
     elif key == "table.local-time-zone" and value.upper() in ("UTC", "Z", "+00:00"):
         script.notes.append(f"line {line}: SET '{key}' = '{value}': runs here are in UTC already")
     elif _RUNTIME_KEYS.match(key):
@@ -214,54 +230,19 @@ def _connections(script: _Script) -> dict[str, str]:
 
 
 def _job(script: _Script, line: int, column: int, statement: str) -> dict[str, Any] | None:
-    import sqlglot
-    from sqlglot import exp
-
-    window = re.search(r"(?i)\b(TUMBLE|HOP|SESSION|CUMULATE)(_START|_END|_ROWTIME)?\s*\(", statement)
-    if window:
-        script.problem(*_after(statement, window.start(), line, column), window.group(0).rstrip("( "),
-                       "an event-time window has no equivalent here yet",
-                       "aggregate without a window, or keep this INSERT in Flink")  # fmt: skip
-        return None
-    temporal = re.search(r"(?i)\bFOR\s+SYSTEM_TIME\s+AS\s+OF\b", statement)
-    if temporal:
-        script.problem(*_after(statement, temporal.start(), line, column), "FOR SYSTEM_TIME AS OF",
-                       "a temporal join has no equivalent here yet (Flink itself refuses a processing-time one "
-                       "over an upsert-kafka table)", "join the upsert table's latest rows with a plain JOIN")  # fmt: skip
-        return None
     try:
-        tree = sqlglot.parse_one(statement, read="spark")
-    except sqlglot.errors.ParseError as exc:
-        error = exc.errors[0] if exc.errors else {}
-        at_line, at_column = _after(statement, 0, line, column) if not error else (
-            line + int(error.get("line", 1)) - 1,
-            int(error.get("col", 1)) + (column - 1 if int(error.get("line", 1)) == 1 else 0),
-        )  # fmt: skip
-        script.problem(at_line, at_column, "INSERT INTO", f"cannot be read: {error.get('description', exc)}",
-                       "write the query in the SQL subset Flink and Spark share")  # fmt: skip
+        insert = read_insert(statement)
+    except SqlError as exc:
+        script.problem(*_after_line(exc.line, exc.column, line, column), exc.what, exc.reason, exc.fix or "")
         return None
-    if not isinstance(tree, exp.Insert) or not isinstance(tree.expression, exp.Query):
-        script.problem(line, column, "INSERT INTO", "is not INSERT INTO table SELECT ...", "write it as one")
-        return None
-    if tree.args.get("overwrite"):
-        script.problem(line, column, "INSERT OVERWRITE", "has no equivalent: a job writes changes by key",
-                       "write INSERT INTO")  # fmt: skip
-        return None
-    target = tree.this
-    if isinstance(target, exp.Schema):
-        script.problem(line, column, "INSERT INTO t (columns)", "has no equivalent: columns go by position",
-                       "drop the column list and select the sink's columns in its order")  # fmt: skip
-        return None
-    sink = target.name
-    reads = sorted({t.name for t in tree.expression.find_all(exp.Table)} - _ctes(tree.expression))
-    unknown = [t for t in [sink, *reads] if t not in script.tables]
+    unknown = [t for t in [insert.sink, *insert.reads] if t not in script.tables]
     if unknown:
         script.problem(line, column, f"table {unknown[0]}", "is not created in the script",
                        "add its CREATE TABLE statement before the INSERT")  # fmt: skip
         return None
+    sink, reads = insert.sink, insert.reads
     sink_line, sink_table, _ = script.tables[sink]
     connector = sink_table.options["connector"]
-    query = tree.expression.sql(dialect="spark", pretty=True)
     if connector in _KAFKA:
         for table in reads:
             if script.tables[table][1].options.get("connector") not in _KAFKA:
@@ -269,15 +250,10 @@ def _job(script: _Script, line: int, column: int, statement: str) -> dict[str, A
                                "read the topic the warehouse table was written from")  # fmt: skip
                 return None
         return {"name": sink, "kind": "topic-to-topic", "sources": {t: {"table": t} for t in reads},
-                "query": query, "sink": {"table": sink}}  # fmt: skip
-    star = tree.expression
-    plain = (
-        isinstance(star, exp.Select) and len(reads) == 1 and len(star.expressions) == 1
-        and isinstance(star.expressions[0], exp.Star) and not any(
-            star.args.get(k) for k in ("where", "group", "having", "joins", "order", "limit", "distinct")
-        ) and script.tables[reads[0]][1].options.get("connector") == "upsert-kafka"
-    )  # fmt: skip
-    if not plain:
+                "query": insert.query, "sink": {"table": sink}}  # fmt: skip
+    if not (
+        is_plain_copy(statement) and script.tables[reads[0]][1].options.get("connector") == "upsert-kafka"
+    ):
         script.problem(line, column, f"INSERT INTO {sink}",
                        "writes a warehouse table from a query: a materialize job folds one upsert-kafka table",
                        "write SELECT * FROM the upsert-kafka table; compute the query in a topic-to-topic job "
@@ -295,10 +271,10 @@ def _job(script: _Script, line: int, column: int, statement: str) -> dict[str, A
     return {"name": sink, "kind": "materialize", "source": {"table": reads[0]}, "target": target_spec}
 
 
-def _ctes(query: Any) -> set[str]:
-    from sqlglot import exp
-
-    return {cte.alias for cte in query.find_all(exp.CTE)}
+def _after_line(at_line: int, at_column: int, line: int, column: int) -> tuple[int, int]:
+    """A position in a statement (1-based) as a position in the script, the statement starting at
+    ``line``, ``column``."""
+    return line + at_line - 1, at_column + (column - 1 if at_line == 1 else 0)
 
 
 def _jdbc(script: _Script, line: int, table: DdlTable) -> dict[str, Any] | None:

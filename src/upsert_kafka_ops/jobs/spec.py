@@ -613,6 +613,11 @@ class TopicToTopicJob(_Job):
     sources: dict[str, Source] = Field(
         description="View name -> source; the query refers to the views by these names."
     )
+    sql: str | None = Field(
+        default=None,
+        description="Flink's INSERT INTO sink SELECT ... over tables of the pipeline's 'tables', instead of "
+        "'query', 'sources' and 'sink' (the SELECT is translated to Spark SQL; columns go by position).",
+    )
     query: str = Field(description="Spark SQL SELECT whose columns are the sink table's columns, in order.")
     sink: Sink = Field(
         description="The sink: an upsert-kafka table (kind: topic, the default), or a plain kafka table "

@@ -5,7 +5,8 @@ A table is written the way a Flink user already has it: a ``ddl`` string (a ``CR
 statement), Flink ``options`` with ``columns`` and ``primary_key``, or the table spec's own fields.
 In ``tables`` it is ``ddl`` or ``options`` (their ``connector`` says whether it is an upsert-kafka or
 a plain kafka table) with the connection its topic is on; a source or sink then says ``table: users``
-and takes the table and, unless it names one, the connection. The names are resolved when the file
+and takes the table and, unless it names one, the connection. A topic-to-topic job may instead be a
+Flink ``INSERT INTO sink SELECT ...`` statement (``sql``) over those tables. The names are resolved when the file
 is read: every job holds its whole table afterwards, so whatever runs a job (a driver on a cluster,
 an Airflow task, a Dagster asset) sees what an inline definition gives.
 """
@@ -18,6 +19,7 @@ from typing import Any
 from pydantic import Field, model_validator
 
 from upsert_kafka_ops.errors import SpecError
+from upsert_kafka_ops.jobs.flink_dialect import SqlError, read_insert
 from upsert_kafka_ops.spec.base import SpecModel, nested
 from upsert_kafka_ops.spec.ddl import parse_create_table
 from upsert_kafka_ops.spec.table import Column, KafkaTable, UpsertKafkaTable
@@ -151,11 +153,41 @@ def resolve_table_names(data: Any) -> Any:
             jobs.append(job)
             continue
         job = dict(job)
+        if job.get("kind") == "topic-to-topic" and isinstance(job.get("sql"), str):
+            job = _from_sql(job, tables, f"jobs.{i}.sql")
         for path, part, role in list(_parts(job)):
             if isinstance(part.get("table"), str) and part.get("kind") in (None, *_KINDS, "topic"):
                 _set(job, path, _resolved(part, tables, f"jobs.{i}.{path}", role))
         jobs.append(job)
     return {**data, "jobs": jobs}
+
+
+def _from_sql(job: dict[str, Any], tables: Mapping[str, PipelineTable], where: str) -> dict[str, Any]:
+    """A topic-to-topic job given as a Flink ``INSERT INTO sink SELECT ...`` (``sql``): its ``sink``
+    and ``sources`` the tables the statement names, its ``query`` the SELECT in Spark SQL. A job that
+    also has them (a pipeline written back, e.g. to a driver) must have that query."""
+    try:
+        insert = read_insert(job["sql"])
+    except SqlError as exc:
+        raise SpecError(where, exc.message, exc.fix) from None
+    unknown = [t for t in (insert.sink, *insert.reads) if t not in tables]
+    if unknown:
+        raise SpecError(
+            where,
+            f"names table {unknown[0]!r}, which the pipeline does not define.",
+            f"add it under 'tables' (defined: {', '.join(sorted(tables)) or 'none'}).",
+        )
+    given = sorted({"query", "sink", "sources"} & set(job))
+    if not given:
+        sources = {table: {"table": table} for table in insert.reads}
+        return {**job, "query": insert.query, "sink": {"table": insert.sink}, "sources": sources}
+    if given != ["query", "sink", "sources"] or job["query"] != insert.query:
+        raise SpecError(
+            where,
+            f"is given with {', '.join(repr(g) for g in given)}, which the statement already says.",
+            "give the INSERT statement alone, or 'query', 'sources' and 'sink' without 'sql'.",
+        )
+    return job
 
 
 def _resolved(
