@@ -138,3 +138,20 @@ def test_streaming_checkpoints_go_under_flinks_checkpoint_folder_or_a_variable()
         SpecError, match=re.escape("line 1, column 1: SET 'execution.checkpointing.dir': is 'hdfs://nn/ck'")
     ):
         import_flink_sql("SET 'execution.checkpointing.dir' = 'hdfs://nn/ck';\n" + script)
+
+
+def test_flip_149s_statements_import_or_are_named_with_their_place() -> None:
+    data = ROOT / "tests" / "data" / "flink"
+    supported = import_flink_sql((data / "flip149_supported.sql").read_text()).pipeline
+    p = Pipeline.from_yaml(yaml.safe_dump(supported), {"UKO_CHECKPOINT_DIR": "/ck"})
+    users, regions = p.job("users"), p.job("pageviews-per-region")
+    assert isinstance(users, TopicToTopicJob) and isinstance(regions, TopicToTopicJob)
+    assert users.sources["dbz_users"].table.value_format == "debezium-json"  # type: ignore[union-attr]
+    assert not isinstance(regions.sources["pageviews_per_region_5min"], AppendSource)
+    with pytest.raises(SpecError) as caught:
+        import_flink_sql((data / "flip149.sql").read_text())
+    assert [(p.field, p.message.split(":")[0]) for p in caught.value.problems] == [
+        ("line 7, column 3", "computed column"),
+        ("line 17, column 17", "FOR SYSTEM_TIME AS OF"),
+        ("line 21, column 3", "TUMBLE_START"),
+    ]
