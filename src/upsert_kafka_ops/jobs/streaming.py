@@ -221,10 +221,6 @@ def reset_checkpoint(job: TopicToTopicJob, storage: S3Storage | None = None) -> 
 
 
 def run_streaming(ctx: RunContext, job: TopicToTopicJob, reason: str) -> JobResult:
-    from pyspark.sql import functions as F
-
-    from upsert_kafka_ops.engine import write_append, write_changelog
-
     spark = ctx.spark
     location = _checkpoint(job)
     storage = ctx.pipeline.checkpoint_storage_of(job)
@@ -232,8 +228,43 @@ def run_streaming(ctx: RunContext, job: TopicToTopicJob, reason: str) -> JobResu
         use_storage(spark, storage, split_s3(location)[0])
     _check_fingerprint(job, location, ctx.pipeline.connections, storage)
     sink_table = job.sink.table
-    sink_conn = ctx.connection(job.sink.connection, job.sink.table)
     totals = {"batches": 0, "rows": 0, "tombstones": 0}
+    write_batch = _batch_writer(sink_table, ctx.connection(job.sink.connection, job.sink.table), totals)
+    views = _register_streams(spark, job, ctx.pipeline.connections, _fresh(location, storage))
+    try:
+        query = (
+            spark.sql(job.query)
+            .writeStream.outputMode("append" if isinstance(sink_table, KafkaTable) else "update")
+            .option("checkpointLocation", location)
+            .trigger(availableNow=True)
+            .foreachBatch(write_batch)
+            .queryName(f"uko_{job.name}".replace("-", "_").replace(".", "_"))
+            .start()
+        )
+        _await(query, job, location)
+        records, ends = _progress_totals(query.recentProgress)
+    finally:
+        for v in views:
+            spark.catalog.dropTempView(v)
+    return ctx.result(
+        mode="incremental",
+        execution="streaming",
+        reason=reason,
+        target=topic_target(sink_table),
+        records_read=records,
+        records_written=totals["rows"],
+        tombstones_written=totals["tombstones"],
+        end_offsets=ends,
+        write={"batches": totals["batches"]},
+    )
+
+
+def _batch_writer(sink_table: Any, sink_conn: Any, totals: dict[str, int]) -> Any:
+    """The ``foreachBatch`` function: each micro-batch written to the sink (appended to a plain kafka
+    table, else as upserts in their order), counted into ``totals``."""
+    from pyspark.sql import functions as F
+
+    from upsert_kafka_ops.engine import write_append, write_changelog
 
     def write_batch(batch: DataFrame, batch_id: int) -> None:
         if isinstance(sink_table, KafkaTable):  # an append-only query into a plain kafka table
@@ -255,42 +286,22 @@ def run_streaming(ctx: RunContext, job: TopicToTopicJob, reason: str) -> JobResu
         totals["tombstones"] += res.tombstones_out
         fault_point("in-foreach-batch")
 
-    views = _register_streams(spark, job, ctx.pipeline.connections, _fresh(location, storage))
+    return write_batch
+
+
+def _await(query: Any, job: TopicToTopicJob, location: str) -> None:
+    """Wait for the query's last batch; a checkpoint whose state the query cannot continue from is a
+    :class:`CheckpointMismatch` naming the reset command."""
     try:
-        query = (
-            spark.sql(job.query)
-            .writeStream.outputMode("append" if isinstance(sink_table, KafkaTable) else "update")
-            .option("checkpointLocation", location)
-            .trigger(availableNow=True)
-            .foreachBatch(write_batch)
-            .queryName(f"uko_{job.name}".replace("-", "_").replace(".", "_"))
-            .start()
-        )
-        try:
-            query.awaitTermination()
-        except Exception as exc:
-            text = str(exc)
-            if "state" in text.lower() and ("schema" in text.lower() or "incompatible" in text.lower()):
-                raise CheckpointMismatch(
-                    f"job {job.name!r}: Spark cannot continue from checkpoint {location}: {_short(text)}. Reset it "
-                    f"with `upsert-kafka-ops reset-checkpoint PIPELINE --job {job.name}`."
-                ) from None
-            raise
-        records, ends = _progress_totals(query.recentProgress)
-    finally:
-        for v in views:
-            spark.catalog.dropTempView(v)
-    return ctx.result(
-        mode="incremental",
-        execution="streaming",
-        reason=reason,
-        target=topic_target(sink_table),
-        records_read=records,
-        records_written=totals["rows"],
-        tombstones_written=totals["tombstones"],
-        end_offsets=ends,
-        write={"batches": totals["batches"]},
-    )
+        query.awaitTermination()
+    except Exception as exc:
+        text = str(exc)
+        if "state" in text.lower() and ("schema" in text.lower() or "incompatible" in text.lower()):
+            raise CheckpointMismatch(
+                f"job {job.name!r}: Spark cannot continue from checkpoint {location}: {_short(text)}. Reset it "
+                f"with `upsert-kafka-ops reset-checkpoint PIPELINE --job {job.name}`."
+            ) from None
+        raise
 
 
 def _progress_totals(progress: list[Any]) -> tuple[int, dict[str, dict[str, int]]]:
