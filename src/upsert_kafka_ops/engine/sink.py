@@ -345,9 +345,6 @@ def write_snapshot(
     from pyspark import StorageLevel
     from pyspark.sql import functions as F
 
-    from upsert_kafka_ops.engine.bounds import resolve_bounds
-    from upsert_kafka_ops.engine.source import read_raw
-
     began = time.monotonic()
     _sink_topic(table)  # a table without exactly one topic fails here, before any Spark work
     conn = resolve_connection(table, connection)
@@ -364,25 +361,9 @@ def write_snapshot(
     headers = _headers(table)
     with_headers = headers is not None
     # no headers and an empty list of them are the same record; a change of headers alone is a change
-    none = F.lit(None).cast("array<struct<key:string,value:binary>>")
-    want_h = F.when(F.size(headers) > 0, headers) if headers is not None else none
+    want_h = F.when(F.size(headers) > 0, headers) if headers is not None else _no_headers()
     desired = df.select(key.alias("key"), value.alias("want"), want_h.alias("want_h"))
-
-    bounds = resolve_bounds(table, conn.to_librdkafka(), "earliest", "latest")
-    raw = read_raw(df.sparkSession, table, conn, bounds, headers=with_headers)
-    progress.expect(bounds.span())  # the topic's current state, scanned once for the comparison
-    have_h = F.when(F.size("headers") > 0, F.col("headers")) if with_headers else none
-    last = F.struct(F.col("value").alias("v"), have_h.alias("h"))
-    per_part = raw.groupBy("key", "topic", "partition").agg(
-        F.max_by(last, "offset").alias("last"), F.max("timestamp").alias("ts")
-    )
-    current = per_part.groupBy("key").agg(
-        F.max_by("last", F.struct("ts", "topic", "partition")).alias("last")
-    )
-    current = current.select("key", F.col("last.v").alias("have"), F.col("last.h").alias("have_h"))
-    current = current.where(F.col("have").isNotNull() & F.col("key").isNotNull())
-
-    diff = desired.join(current, "key", "full_outer")
+    diff = desired.join(_topic_state(df.sparkSession, table, conn, with_headers), "key", "full_outer")
     changed = ~F.col("want").eqNullSafe(F.col("have")) | (
         F.col("want").isNotNull() & ~F.col("want_h").eqNullSafe(F.col("have_h"))
     )
@@ -408,6 +389,38 @@ def write_snapshot(
     )
 
 
+def _no_headers() -> Column:
+    """A record without headers (an empty list of them is the same record)."""
+    from pyspark.sql import functions as F
+
+    return F.lit(None).cast("array<struct<key:string,value:binary>>")
+
+
+def _topic_state(
+    spark: SparkSession, table: UpsertKafkaTable, conn: KafkaConnection, with_headers: bool
+) -> DataFrame:
+    """What the topic holds now, one row per live key: ``key``, its last value ``have`` and headers
+    ``have_h`` (a key in several partitions: the record written last). The topic is scanned once."""
+    from pyspark.sql import functions as F
+
+    from upsert_kafka_ops.engine.bounds import resolve_bounds
+    from upsert_kafka_ops.engine.source import read_raw
+
+    bounds = resolve_bounds(table, conn.to_librdkafka(), "earliest", "latest")
+    raw = read_raw(spark, table, conn, bounds, headers=with_headers)
+    progress.expect(bounds.span())
+    have_h = F.when(F.size("headers") > 0, F.col("headers")) if with_headers else _no_headers()
+    last = F.struct(F.col("value").alias("v"), have_h.alias("h"))
+    per_part = raw.groupBy("key", "topic", "partition").agg(
+        F.max_by(last, "offset").alias("last"), F.max("timestamp").alias("ts")
+    )
+    current = per_part.groupBy("key").agg(
+        F.max_by("last", F.struct("ts", "topic", "partition")).alias("last")
+    )
+    current = current.select("key", F.col("last.v").alias("have"), F.col("last.h").alias("have_h"))
+    return current.where(F.col("have").isNotNull() & F.col("key").isNotNull())
+
+
 def write_append(df: DataFrame, table: KafkaTable, connection: KafkaConnection | None = None) -> RunResult:
     """Append ``df``'s rows to a plain ``kafka`` table's topic, as Flink's kafka sink writes an insert-only
     query: the value format over the value fields, the key format over ``key.fields`` (no key without
@@ -417,26 +430,11 @@ def write_append(df: DataFrame, table: KafkaTable, connection: KafkaConnection |
     subtasks), ``round-robin`` one record to each partition in turn within a task."""
     from pyspark.sql import functions as F
 
-    from upsert_kafka_ops.formats.registry import FORMATS
     from upsert_kafka_ops.kafka import offsets as ko
 
     began = time.monotonic()
     topic = _sink_topic(table)
-    if not FORMATS[table.value_format].insert_only:
-        raise SpecError(
-            "value.format",
-            f"writing {table.value_format} (a changelog envelope) is not implemented; write_append writes rows.",
-            "write the rows with json, csv, raw or avro, or the table they describe to an upsert-kafka table.",
-        )
-    read_only = [
-        c.name for c in table.metadata_columns if not c.virtual and c.metadata not in ("headers", "timestamp")
-    ]
-    if read_only:
-        raise SpecError(
-            f"columns.{read_only[0]}",
-            "is read-only metadata, which a sink cannot write (Flink refuses it too).",
-            "declare it VIRTUAL, or leave it out of the sink table.",
-        )
+    _check_appendable(table)
     conn = resolve_connection(table, connection)
     missing = [c.name for c in table.physical_columns if c.name not in df.columns]
     if missing:
@@ -478,3 +476,24 @@ def write_append(df: DataFrame, table: KafkaTable, connection: KafkaConnection |
         bytes_out=int(stats["bytes"]),
         duration_s=round(time.monotonic() - began, 3),
     )
+
+
+def _check_appendable(table: KafkaTable) -> None:
+    """Refuse what a plain kafka sink cannot write: a changelog envelope format, read-only metadata."""
+    from upsert_kafka_ops.formats.registry import FORMATS
+
+    if not FORMATS[table.value_format].insert_only:
+        raise SpecError(
+            "value.format",
+            f"writing {table.value_format} (a changelog envelope) is not implemented; write_append writes rows.",
+            "write the rows with json, csv, raw or avro, or the table they describe to an upsert-kafka table.",
+        )
+    read_only = [
+        c.name for c in table.metadata_columns if not c.virtual and c.metadata not in ("headers", "timestamp")
+    ]
+    if read_only:
+        raise SpecError(
+            f"columns.{read_only[0]}",
+            "is read-only metadata, which a sink cannot write (Flink refuses it too).",
+            "declare it VIRTUAL, or leave it out of the sink table.",
+        )
