@@ -169,12 +169,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             payload.update(status="succeeded", result=result)
             code = 0
             if pipes is not None and args.function == DEFAULT_CALLABLE:
-                from upsert_kafka_ops.runtime.pipes import report_result
-
-                try:
-                    report_result(pipes, result)
-                except Exception as exc:  # committed already: Dagster falls back to the result
-                    print(f"warning: Dagster Pipes report failed: {_error_line(exc)}", file=sys.stderr)
+                _report_to_pipes(pipes, result)
             if lineage is not None:
                 lineage.complete(result)
         except Exception as exc:
@@ -191,17 +186,34 @@ def main(argv: Sequence[str] | None = None) -> int:
                 except Exception as exc:  # the result is known; a failing stop must not hide it
                     print(f"warning: SparkSession.stop() failed: {_error_line(exc)}", file=sys.stderr)
     payload["duration_s"] = round(time.monotonic() - started, 3)
+    return _publish(payload, args.result_uri, code)
+
+
+def _report_to_pipes(pipes: Any, result: dict[str, Any]) -> None:
+    """The result to Dagster Pipes; a failed report only warns (the run has committed already, and
+    Dagster falls back to the result line)."""
+    from upsert_kafka_ops.runtime.pipes import report_result
+
+    try:
+        report_result(pipes, result)
+    except Exception as exc:
+        print(f"warning: Dagster Pipes report failed: {_error_line(exc)}", file=sys.stderr)
+
+
+def _publish(payload: dict[str, Any], result_uri: str | None, code: int) -> int:
+    """The result line on stdout (and the result file at ``result_uri``); the exit code, 1 when the
+    result is not JSON or cannot be written."""
     try:
         text = json.dumps(payload, sort_keys=True)
     except (TypeError, ValueError) as exc:
         payload.update(status="failed", result=None, error=f"the job's result is not JSON: {exc}")
         text = json.dumps(payload, sort_keys=True)
         code = 1
-    if args.result_uri:
+    if result_uri:
         try:
-            _write_result(args.result_uri, json.loads(text))
+            _write_result(result_uri, json.loads(text))
         except (OSError, ValueError) as exc:
-            print(f"error: cannot write the run result to {args.result_uri}: {exc}", file=sys.stderr)
+            print(f"error: cannot write the run result to {result_uri}: {exc}", file=sys.stderr)
             code = 1
     sys.stderr.flush()
     print(f"{RESULT_MARKER} {text}", flush=True)
