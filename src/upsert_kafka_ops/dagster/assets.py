@@ -140,6 +140,30 @@ def _checks_for(spec: Any, row_count_check: bool) -> list[str]:
     return names
 
 
+_CHECK_DESCRIPTIONS = {
+    KEYS_CHECK: "Every key read by the run was in a single partition (upsert-kafka's ordering "
+    "guarantee holds only within a partition).",
+    ROW_COUNT_CHECK: "The Delta or Iceberg target's row count equals the live keys of the topic up to "
+    "the run's end offsets.",
+}
+
+
+def _asset_specs(
+    spec: Any,
+    p: JobPlan,
+    tr: DagsterUpsertKafkaTranslator,
+    partitions_def: dg.TimeWindowPartitionsDefinition | None,
+    group_name: str | None,
+) -> list[dg.AssetSpec]:
+    """The job's outputs as asset specs: its partitions, its group, and the job's spec as their code
+    version (a changed spec shows its assets as stale in the UI)."""
+    specs_kw: dict[str, Any] = {"partitions_def": partitions_def} if partitions_def is not None else {}
+    specs_kw["code_version"] = hashlib.sha256(spec.model_dump_json().encode()).hexdigest()[:16]
+    if group_name is not None:
+        specs_kw["group_name"] = group_name
+    return [tr.get_asset_spec(o, deps=p.deps).replace_attributes(**specs_kw) for o in p.outputs]
+
+
 def _job_asset(
     pipe: Pipeline,
     p: JobPlan,
@@ -151,24 +175,10 @@ def _job_asset(
     group_name: str | None,
 ) -> dg.AssetsDefinition:
     spec = pipe.job(p.job)
-    if partitions_def is not None:
-        specs_kw: dict[str, Any] = {"partitions_def": partitions_def}
-    else:
-        specs_kw = {}
-    # the job's spec as its code version: a changed spec shows its assets as stale in the UI
-    specs_kw["code_version"] = hashlib.sha256(spec.model_dump_json().encode()).hexdigest()[:16]
-    if group_name is not None:
-        specs_kw["group_name"] = group_name
-    specs = [tr.get_asset_spec(o, deps=p.deps).replace_attributes(**specs_kw) for o in p.outputs]
+    specs = _asset_specs(spec, p, tr, partitions_def, group_name)
     check_names = _checks_for(spec, row_count_check)
-    descriptions = {
-        KEYS_CHECK: "Every key read by the run was in a single partition (upsert-kafka's ordering "
-        "guarantee holds only within a partition).",
-        ROW_COUNT_CHECK: "The Delta or Iceberg target's row count equals the live keys of the topic up to "
-        "the run's end offsets.",
-    }
     check_specs = [
-        dg.AssetCheckSpec(name, asset=k, blocking=True, description=descriptions[name])
+        dg.AssetCheckSpec(name, asset=k, blocking=True, description=_CHECK_DESCRIPTIONS[name])
         for k in p.output_keys
         for name in check_names
     ]
