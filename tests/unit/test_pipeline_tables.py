@@ -3,6 +3,7 @@ gives the jobs an inline definition would give; wrong names and kinds are errors
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 from typing import Any
@@ -170,7 +171,9 @@ def test_a_job_given_as_a_flink_insert_reads_and_writes_the_tables_it_names() ->
     assert isinstance(job, TopicToTopicJob) and job.sql == sql
     assert list(job.sources) == ["clicks"] and isinstance(job.sources["clicks"], AppendSource)
     assert job.sink.table.topic == ["users"] and "GROUP BY" in job.query
-    assert Pipeline.model_validate(p.to_json_dict()) == p  # written back (a driver's copy), read again
+    assert Pipeline.model_validate(p.to_json_dict()) == p  # written back, read again
+    driver = p.only("t")  # what a driver receives: no 'tables', the job whole
+    assert driver.tables == {} and Pipeline.model_validate_json(json.dumps(driver.to_json_dict())) == driver
 
 
 @pytest.mark.parametrize(

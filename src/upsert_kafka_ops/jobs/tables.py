@@ -170,6 +170,15 @@ def _from_sql(job: dict[str, Any], tables: Mapping[str, PipelineTable], where: s
         insert = read_insert(job["sql"])
     except SqlError as exc:
         raise SpecError(where, exc.message, exc.fix) from None
+    given = sorted({"query", "sink", "sources"} & set(job))
+    if given:  # a job written back (e.g. to a driver, whose pipeline has no 'tables') keeps its parts
+        if given != ["query", "sink", "sources"] or job["query"] != insert.query:
+            raise SpecError(
+                where,
+                f"is given with {', '.join(repr(g) for g in given)}, which the statement already says.",
+                "give the INSERT statement alone, or 'query', 'sources' and 'sink' without 'sql'.",
+            )
+        return job
     unknown = [t for t in (insert.sink, *insert.reads) if t not in tables]
     if unknown:
         raise SpecError(
@@ -177,17 +186,8 @@ def _from_sql(job: dict[str, Any], tables: Mapping[str, PipelineTable], where: s
             f"names table {unknown[0]!r}, which the pipeline does not define.",
             f"add it under 'tables' (defined: {', '.join(sorted(tables)) or 'none'}).",
         )
-    given = sorted({"query", "sink", "sources"} & set(job))
-    if not given:
-        sources = {table: {"table": table} for table in insert.reads}
-        return {**job, "query": insert.query, "sink": {"table": insert.sink}, "sources": sources}
-    if given != ["query", "sink", "sources"] or job["query"] != insert.query:
-        raise SpecError(
-            where,
-            f"is given with {', '.join(repr(g) for g in given)}, which the statement already says.",
-            "give the INSERT statement alone, or 'query', 'sources' and 'sink' without 'sql'.",
-        )
-    return job
+    sources = {table: {"table": table} for table in insert.reads}
+    return {**job, "query": insert.query, "sink": {"table": insert.sink}, "sources": sources}
 
 
 def _resolved(
