@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 from tests.conformance import flink
-from tests.integration.oracle import read_all
+from tests.integration.oracle import last_values
 
 from upsert_kafka_ops import Pipeline, UpsertKafkaTable, materialize, run_job
 from upsert_kafka_ops.local import LocalKafka
@@ -76,14 +76,6 @@ def example(
     return {"topics": topics, "flink": outcomes, "source": source, "bootstrap": bootstrap}
 
 
-def _last_per_key(bootstrap: str, topic: str) -> dict[bytes, bytes]:
-    out: dict[bytes, bytes | None] = {}
-    for r in sorted(read_all(bootstrap, [topic]), key=lambda r: (r.partition, r.offset)):
-        assert r.key is not None
-        out[r.key] = r.value
-    return {k: v for k, v in out.items() if v is not None}
-
-
 def test_the_aggregate_over_an_upsert_topic_gives_flinks_and_the_documented_table(
     example: dict[str, Any], spark: SparkSession
 ) -> None:
@@ -100,6 +92,6 @@ def test_the_aggregate_over_an_upsert_topic_gives_flinks_and_the_documented_tabl
     })  # fmt: skip
     result = run_job(pipeline, spark=spark)
     assert result.execution == "snapshot"  # an aggregation over an upsert table
-    assert _last_per_key(bootstrap, topics["ours"]) == _last_per_key(bootstrap, topics["flink"])
+    assert last_values(bootstrap, topics["ours"]) == last_values(bootstrap, topics["flink"])
     table = materialize(spark, UpsertKafkaTable.from_flink_ddl(ours)).df.collect()
     assert {r["region"]: r["view_count"] for r in table} == DOCUMENTED

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 import yaml
 from confluent_kafka import Producer
 from tests.conformance import flink
-from tests.integration.oracle import read_all
+from tests.integration.oracle import last_values
 
 from upsert_kafka_ops import Pipeline, UpsertKafkaTable, materialize, run_job
 from upsert_kafka_ops.jobs.flink_sql import import_flink_sql
@@ -26,22 +26,20 @@ if TYPE_CHECKING:
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _last_per_key(bootstrap: str, topic: str) -> dict[bytes, bytes]:
-    out: dict[bytes, bytes | None] = {}
-    for r in sorted(read_all(bootstrap, [topic]), key=lambda r: (r.partition, r.offset)):
-        assert r.key is not None
-        out[r.key] = r.value
-    return {k: v for k, v in out.items() if v is not None}
+def _topics(kafka: LocalKafka, prefix: str, source: str) -> dict[str, str]:
+    """A new source topic and the two compacted sink topics, Flink's and ours, by role."""
+    topics = {n: f"{prefix}-{n}-{uuid.uuid4().hex[:6]}" for n in (source, "flink", "ours")}
+    kafka.create_topic(topics[source], partitions=2)
+    for name in ("flink", "ours"):
+        kafka.create_topic(topics[name], partitions=2, config={"cleanup.policy": "compact"})
+    return topics
 
 
 def test_the_imported_script_writes_the_bytes_flink_writes_for_it(
     kafka: LocalKafka, flink_jars: list[Path], spark: SparkSession, tmp_path: Path
 ) -> None:
     bootstrap = kafka.bootstrap_servers
-    topics = {n: f"script-{n}-{uuid.uuid4().hex[:6]}" for n in ("views", "flink", "ours")}
-    kafka.create_topic(topics["views"], partitions=2)
-    for name in ("flink", "ours"):
-        kafka.create_topic(topics[name], partitions=2, config={"cleanup.policy": "compact"})
+    topics = _topics(kafka, "script", "views")
     rnd = random.Random(11)
     events = [
         (rnd.randrange(30), rnd.choice(["Berlin", "Beijing", "Hangzhou", "Lisbon", "Lima"]))
@@ -75,7 +73,7 @@ def test_the_imported_script_writes_the_bytes_flink_writes_for_it(
     pipeline = Pipeline.from_yaml(yaml.safe_dump(import_flink_sql(sink_topic(script, "ours")).pipeline))
     result = run_job(pipeline, "pageviews-per-region", spark=spark)
     assert (result.status, result.records_read) == ("succeeded", 400)
-    assert _last_per_key(bootstrap, topics["ours"]) == _last_per_key(bootstrap, topics["flink"])
+    assert last_values(bootstrap, topics["ours"]) == last_values(bootstrap, topics["flink"])
     sink = pipeline.job("pageviews-per-region").sink.table  # type: ignore[union-attr]
     rows = materialize(spark, sink, pipeline.connections["kafka"]).df.collect()
     expected = {region: (sum(1 for _, r in events if r == region), len({u for u, r in events if r == region}))
@@ -136,10 +134,7 @@ def test_a_job_given_as_a_flink_insert_with_flinks_functions_writes_flinks_bytes
     kafka: LocalKafka, flink_jars: list[Path], spark: SparkSession, tmp_path: Path
 ) -> None:
     bootstrap = kafka.bootstrap_servers
-    topics = {n: f"functions-{n}-{uuid.uuid4().hex[:6]}" for n in ("events", "flink", "ours")}
-    kafka.create_topic(topics["events"], partitions=2)
-    for name in ("flink", "ours"):
-        kafka.create_topic(topics[name], partitions=2, config={"cleanup.policy": "compact"})
+    topics = _topics(kafka, "functions", "events")
     events = [
         {"id": 1, "csv": "a,b,c", "doc": '{"name": "Ann"}', "ts_text": "2026-11-26 08:01:02"},
         {"id": 2, "csv": "x,,z", "doc": '{"other": 1}', "ts_text": "2026-01-31 23:59:59"},
@@ -166,5 +161,5 @@ def test_a_job_given_as_a_flink_insert_with_flinks_functions_writes_flinks_bytes
     })  # fmt: skip
     result = run_job(pipeline, spark=spark)
     assert (result.status, result.records_read) == ("succeeded", 4)
-    flinks = _last_per_key(bootstrap, topics["flink"])
-    assert len(flinks) == 4 and _last_per_key(bootstrap, topics["ours"]) == flinks
+    flinks = last_values(bootstrap, topics["flink"])
+    assert len(flinks) == 4 and last_values(bootstrap, topics["ours"]) == flinks

@@ -96,6 +96,16 @@ def changelog_order(records: list[Record], key_of: Callable[[Record], Any]) -> d
     return per_key
 
 
+def last_values(bootstrap: str, topic: str) -> dict[bytes, bytes]:
+    """The last value of each key in a topic, by partition and offset, without the keys whose last
+    record is a tombstone: the raw bytes two writers of one table must agree on."""
+    out: dict[bytes, bytes | None] = {}
+    for r in sorted(read_all(bootstrap, [topic]), key=lambda r: (r.partition, r.offset)):
+        assert r.key is not None
+        out[r.key] = r.value
+    return {k: v for k, v in out.items() if v is not None}
+
+
 def fold(
     records: list[Record], decode_key: Callable[[bytes], Any], decode_value: Callable[[bytes], Any]
 ) -> dict[Any, Any]:
