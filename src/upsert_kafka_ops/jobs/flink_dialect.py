@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from upsert_kafka_ops.errors import SpecError
+from upsert_kafka_ops.spec.ddl import position
 
 _WINDOW = re.compile(r"(?i)\b(TUMBLE|HOP|SESSION|CUMULATE)(_START|_END|_ROWTIME)?\s*\(")
 _TEMPORAL = re.compile(r"(?i)\bFOR\s+SYSTEM_TIME\s+AS\s+OF\b")
@@ -25,12 +26,13 @@ _TEMPORAL = re.compile(r"(?i)\bFOR\s+SYSTEM_TIME\s+AS\s+OF\b")
 
 @dataclass(frozen=True)
 class Insert:
-    """An ``INSERT INTO sink SELECT ...``: the sink table, the tables the query reads (sorted), and
-    the query as Spark SQL."""
+    """An ``INSERT INTO sink SELECT ...``: the sink table, the tables the query reads (sorted), the
+    query as Spark SQL, and whether it is ``SELECT * FROM`` one table and nothing more (a copy)."""
 
     sink: str
     reads: tuple[str, ...]
     query: str
+    plain_copy: bool
 
 
 class SqlError(SpecError):
@@ -98,7 +100,7 @@ def read_insert(statement: str) -> Insert:
         found = pattern.search(statement)
         if found:
             raise SqlError(
-                *_position(statement, found.start()), what or found.group(0).rstrip("( "), message, fix
+                *position(statement, found.start()), what or found.group(0).rstrip("( "), message, fix
             )
     try:
         tree = sqlglot.parse_one(statement, read=_dialect())
@@ -116,18 +118,10 @@ def read_insert(statement: str) -> Insert:
     if isinstance(tree.this, exp.Schema):
         raise SqlError(1, 1, "INSERT INTO t (columns)", "has no equivalent: columns go by position",
                        "drop the column list and select the sink's columns in its order")  # fmt: skip
-    ctes = {cte.alias for cte in tree.expression.find_all(exp.CTE)}
-    reads = tuple(sorted({t.name for t in tree.expression.find_all(exp.Table)} - ctes))
-    return Insert(tree.this.name, reads, tree.expression.sql(dialect="spark", pretty=True))
-
-
-def is_plain_copy(statement: str) -> bool:
-    """``INSERT INTO t SELECT * FROM s``, nothing more: a copy of one table."""
-    import sqlglot
-    from sqlglot import exp
-
-    query = sqlglot.parse_one(statement, read=_dialect()).expression
-    return (
+    query = tree.expression
+    ctes = {cte.alias for cte in query.find_all(exp.CTE)}
+    reads = tuple(sorted({t.name for t in query.find_all(exp.Table)} - ctes))
+    plain_copy = (
         isinstance(query, exp.Select)
         and len(query.expressions) == 1
         and isinstance(query.expressions[0], exp.Star)
@@ -136,7 +130,4 @@ def is_plain_copy(statement: str) -> bool:
             query.args.get(k) for k in ("where", "group", "having", "joins", "order", "limit", "distinct")
         )
     )
-
-
-def _position(text: str, offset: int) -> tuple[int, int]:
-    return text.count("\n", 0, offset) + 1, offset - text.rfind("\n", 0, offset)
+    return Insert(tree.this.name, reads, query.sql(dialect="spark", pretty=True), plain_copy)

@@ -21,9 +21,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from upsert_kafka_ops.errors import SpecError
-from upsert_kafka_ops.jobs.flink_dialect import SqlError, is_plain_copy, read_insert
+from upsert_kafka_ops.jobs.flink_dialect import SqlError, read_insert
 from upsert_kafka_ops.jobs.spec import Pipeline
-from upsert_kafka_ops.spec.ddl import DdlError, DdlTable, parse_create_table, split_statements
+from upsert_kafka_ops.spec.ddl import DdlError, DdlTable, parse_create_table, position, split_statements
 from upsert_kafka_ops.spec.table import KafkaTable, UpsertKafkaTable
 
 #: SET keys that tune Flink's runtime (parallelism, checkpoints, state, its own planner): a Spark
@@ -85,8 +85,9 @@ def import_flink_sql(text: str, name: str | None = None) -> Imported:
         )
     connections = _connections(script)
     data: dict[str, Any] = {"version": 1}
-    if script.name:
-        data["name"] = _JOB_NAME.sub("-", script.name).strip("-.") or None
+    name = _JOB_NAME.sub("-", script.name or "").strip("-.")
+    if name:
+        data["name"] = name
     data["connections"] = {conn: {"bootstrap_servers": servers} for servers, conn in connections.items()}
     data["tables"] = {
         table: {"connection": connections[_servers(parsed)], "ddl": ddl.strip() + "\n"}
@@ -123,21 +124,13 @@ def _statement(script: _Script, line: int, column: int, statement: str) -> None:
 
 def _after(text: str, offset: int, line: int, column: int) -> tuple[int, int]:
     """The script position of ``offset`` in a statement that starts at ``line``, ``column``."""
-    lines = text[:offset].count("\n")
-    return line + lines, (column + offset if lines == 0 else offset - text.rfind("\n", 0, offset))
+    return _after_line(*position(text, offset), line, column)
 
 
-def _without_watermark(statement: str) -> tuple[str, int | None]:
-    """``statement`` without its ``WATERMARK FOR ... AS ...`` column-list entry, and the line (in the
-    statement) where it was; the statement as it is when it has none."""
-    try:
-        parse_create_table(statement)
-        return statement, None
-    except DdlError as exc:
-        if exc.construct != "WATERMARK":
-            return statement, None
-        at = exc.line
-        start = sum(len(line) + 1 for line in statement.split("\n")[: exc.line - 1]) + exc.column - 1
+def _without_watermark(statement: str, error: DdlError) -> str:
+    """``statement`` without the ``WATERMARK FOR ... AS ...`` entry of its column list that ``error``
+    points at."""
+    start = sum(len(line) + 1 for line in statement.split("\n")[: error.line - 1]) + error.column - 1
     depth, quote, end = 0, "", len(statement)
     for i in range(start, len(statement)):
         char = statement[i]
@@ -153,37 +146,36 @@ def _without_watermark(statement: str) -> tuple[str, int | None]:
         elif char == ")":
             depth -= 1
     if end < len(statement) and statement[end] == ",":
-        return statement[:start] + statement[end + 1 :].lstrip(" \t").lstrip("\n"), at
+        return statement[:start] + statement[end + 1 :].lstrip(" \t").lstrip("\n")
     before = statement[:start].rstrip()  # the last entry: drop the comma before it
-    return before.removesuffix(",") + "\n" + statement[end:], at
+    return before.removesuffix(",") + "\n" + statement[end:]
 
 
 def _create_table(script: _Script, line: int, column: int, statement: str) -> None:
-    statement, watermark = _without_watermark(statement)
-    if watermark is not None:
-        script.notes.append(f"line {line + watermark - 1}: WATERMARK dropped: a run here reads a bounded range "
-                            "of offsets, and the script's queries have no event-time windows")  # fmt: skip
     try:
         parsed = parse_create_table(statement)
-        connector = parsed.options.get("connector")
-        if connector == "upsert-kafka":
-            UpsertKafkaTable.from_flink_ddl(statement)
-        elif connector == "kafka":
-            KafkaTable.from_flink_ddl(statement)
-        elif connector not in _WAREHOUSES:
-            script.problem(line, column, f"table {parsed.name}",
-                           f"has connector {connector!r}, which a pipeline neither reads nor writes",
-                           f"use one of: upsert-kafka, kafka, {', '.join(sorted(_WAREHOUSES))}")  # fmt: skip
-            return
     except DdlError as exc:
+        if exc.construct == "WATERMARK":
+            script.notes.append(f"line {line + exc.line - 1}: WATERMARK dropped: a run here reads a bounded "
+                                "range of offsets, and the script's queries have no event-time windows")  # fmt: skip
+            _create_table(script, line, column, _without_watermark(statement, exc))
+            return
         problem = exc.message.split(" (line ", 1)[0]
         script.problem(
             *_after_line(exc.line, exc.column, line, column), exc.construct, problem, exc.fix or ""
         )
         return
+    connector = parsed.options.get("connector")
+    if connector not in (*_KAFKA, *_WAREHOUSES):
+        script.problem(line, column, f"table {parsed.name}",
+                       f"has connector {connector!r}, which a pipeline neither reads nor writes",
+                       f"use one of: upsert-kafka, kafka, {', '.join(sorted(_WAREHOUSES))}")  # fmt: skip
+        return
+    try:  # a Kafka table's options and columns, as the pipeline will read them
+        if connector in _KAFKA:
+            (UpsertKafkaTable if connector == "upsert-kafka" else KafkaTable).from_flink_ddl(statement)
     except SpecError as exc:
-        script.problem(line, column, f"table {statement.split('(')[0].split()[-1]}",
-                       f"{exc.field}: {exc.message}", exc.fix or "")  # fmt: skip
+        script.problem(line, column, f"table {parsed.name}", f"{exc.field}: {exc.message}", exc.fix or "")
         return
     if parsed.name in script.tables:
         script.problem(line, column, f"table {parsed.name}", "is created twice", "keep one CREATE TABLE")
@@ -251,9 +243,7 @@ def _job(script: _Script, line: int, column: int, statement: str) -> dict[str, A
                 return None
         return {"name": sink, "kind": "topic-to-topic", "sources": {t: {"table": t} for t in reads},
                 "query": insert.query, "sink": {"table": sink}}  # fmt: skip
-    if not (
-        is_plain_copy(statement) and script.tables[reads[0]][1].options.get("connector") == "upsert-kafka"
-    ):
+    if not (insert.plain_copy and script.tables[reads[0]][1].options.get("connector") == "upsert-kafka"):
         script.problem(line, column, f"INSERT INTO {sink}",
                        "writes a warehouse table from a query: a materialize job folds one upsert-kafka table",
                        "write SELECT * FROM the upsert-kafka table; compute the query in a topic-to-topic job "

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from upsert_kafka_ops.engine.session import use_krb5_conf_in_driver, use_storage
@@ -21,10 +21,11 @@ from upsert_kafka_ops.jobs.folders import delete_folder, has_files, read_text, w
 from upsert_kafka_ops.jobs.spec import AppendSink, AppendSource, TopicToTopicJob
 from upsert_kafka_ops.spec.connection import KafkaConnection, client_properties, for_table
 from upsert_kafka_ops.spec.storage import S3Storage, split_s3
-from upsert_kafka_ops.spec.table import KafkaTable
+from upsert_kafka_ops.spec.table import KafkaTable, UpsertKafkaTable
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.streaming.query import StreamingQuery
 
 QUERY_FILE = "_upsert_kafka_ops_query.json"
 
@@ -259,7 +260,9 @@ def run_streaming(ctx: RunContext, job: TopicToTopicJob, reason: str) -> JobResu
     )
 
 
-def _batch_writer(sink_table: Any, sink_conn: Any, totals: dict[str, int]) -> Any:
+def _batch_writer(
+    sink_table: UpsertKafkaTable | KafkaTable, sink_conn: KafkaConnection, totals: dict[str, int]
+) -> Callable[[DataFrame, int], None]:
     """The ``foreachBatch`` function: each micro-batch written to the sink (appended to a plain kafka
     table, else as upserts in their order), counted into ``totals``."""
     from pyspark.sql import functions as F
@@ -289,7 +292,7 @@ def _batch_writer(sink_table: Any, sink_conn: Any, totals: dict[str, int]) -> An
     return write_batch
 
 
-def _await(query: Any, job: TopicToTopicJob, location: str) -> None:
+def _await(query: StreamingQuery, job: TopicToTopicJob, location: str) -> None:
     """Wait for the query's last batch; a checkpoint whose state the query cannot continue from is a
     :class:`CheckpointMismatch` naming the reset command."""
     try:

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from pydantic import Field, model_validator
+from pydantic import Field, PrivateAttr, model_validator
 
 from upsert_kafka_ops.errors import SpecError
 from upsert_kafka_ops.jobs.flink_dialect import SqlError, read_insert
@@ -71,6 +71,7 @@ class PipelineTable(SpecModel):
     primary_key: list[str] = Field(
         default_factory=list, description="The primary key, with 'options' of an upsert-kafka table."
     )
+    _table: UpsertKafkaTable | KafkaTable = PrivateAttr()
 
     @model_validator(mode="after")
     def _check(self) -> PipelineTable:
@@ -81,12 +82,20 @@ class PipelineTable(SpecModel):
         if self.ddl is not None and (self.columns or self.primary_key):
             field = "columns" if self.columns else "primary_key"
             raise SpecError(field, "cannot be combined with 'ddl'.", "put it into the DDL or drop 'ddl'.")
-        self.table()  # a definition that cannot be read fails here, under tables.<name>
+        # read once: a definition that cannot be read fails here, under tables.<name>
+        self._table = self._read()
         return self
 
     @property
     def connector(self) -> str:
-        """``upsert-kafka`` or ``kafka``: the definition's ``connector`` option."""
+        """``upsert-kafka`` or ``kafka``."""
+        return "upsert-kafka" if isinstance(self._table, UpsertKafkaTable) else "kafka"
+
+    def table(self) -> UpsertKafkaTable | KafkaTable:
+        """The table spec its definition gives."""
+        return self._table
+
+    def _read(self) -> UpsertKafkaTable | KafkaTable:
         if self.ddl is not None:
             found = parse_create_table(self.ddl).options.get("connector")
         else:
@@ -97,11 +106,7 @@ class PipelineTable(SpecModel):
                 "is missing." if found is None else f"is {found!r}, which is not a Kafka connector.",
                 "write 'connector' = 'upsert-kafka' (a changelog by primary key) or 'kafka' (append-only).",
             )
-        return found
-
-    def table(self) -> UpsertKafkaTable | KafkaTable:
-        """The table spec its definition gives."""
-        kind = UpsertKafkaTable if self.connector == "upsert-kafka" else KafkaTable
+        kind = UpsertKafkaTable if found == "upsert-kafka" else KafkaTable
         if self.ddl is not None:
             return table_input({"ddl": self.ddl}, kind)  # type: ignore[no-any-return]
         data: dict[str, Any] = {"options": self.options, "columns": [c.model_dump() for c in self.columns]}
@@ -159,7 +164,7 @@ def resolve_table_names(data: Any) -> Any:
             if isinstance(part.get("table"), str) and part.get("kind") in (None, *_KINDS, "topic"):
                 _set(job, path, _resolved(part, tables, f"jobs.{i}.{path}", role))
         jobs.append(job)
-    return {**data, "jobs": jobs}
+    return {**data, "tables": tables, "jobs": jobs}  # the models, not read again
 
 
 def _from_sql(job: dict[str, Any], tables: Mapping[str, PipelineTable], where: str) -> dict[str, Any]:

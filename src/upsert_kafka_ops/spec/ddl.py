@@ -153,7 +153,7 @@ def split_statements(text: str) -> list[tuple[int, int, str]]:
     for tok in _lex(text):
         if tok.kind == "end" or tok.is_(";"):
             if start is not None:
-                found.append((*_position(text, start), text[start : tok.start].rstrip()))
+                found.append((*position(text, start), text[start : tok.start].rstrip()))
             start = None
         elif start is None:
             start = tok.start
@@ -183,7 +183,8 @@ def _lex(text: str, pos: int = 0) -> Iterator[_Token]:
     yield _Token("end", "", last, last)
 
 
-def _position(text: str, offset: int) -> tuple[int, int]:
+def position(text: str, offset: int) -> tuple[int, int]:
+    """The 1-based line and column of ``offset`` in ``text``."""
     return text.count("\n", 0, offset) + 1, offset - text.rfind("\n", 0, offset)
 
 
@@ -245,7 +246,7 @@ class _Parser:
                 raise self.unexpected(what)
 
     def error(self, construct: str, tok: _Token, problem: str, remedy: str) -> DdlError:
-        return DdlError(construct, *_position(self.sql, tok.start), problem, remedy)
+        return DdlError(construct, *position(self.sql, tok.start), problem, remedy)
 
     def unexpected(self, what: str) -> DdlError:
         tok = self.peek()
@@ -511,7 +512,7 @@ class _Parser:
             key_start = self.peek()
             self.primary_key(with_columns=False)
         comment = self.string("a comment in quotes") if self.accept("COMMENT") else None
-        line, col = _position(self.sql, start.start)
+        line, col = position(self.sql, start.start)
         return DdlColumn(name, sql_type, metadata_key, virtual, comment, line, col), key_start
 
     def options(self) -> dict[str, str]:
