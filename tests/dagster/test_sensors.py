@@ -5,10 +5,13 @@ set of end offsets; the lag sensor keeps its Burrow window in the cursor."""
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
+import pytest
 from confluent_kafka import Consumer, TopicPartition
 from tests.dagster.support import RESOURCES, one_job
 from tests.integration.jobs_support import produce
@@ -21,6 +24,7 @@ from upsert_kafka_ops.dagster import (
     new_data_sensor,
 )
 from upsert_kafka_ops.jobs.gates import LagCondition
+from upsert_kafka_ops.kafka import lag as lag_module
 from upsert_kafka_ops.local import LocalKafka
 
 ROW = {"name": "n", "region": "Berlin", "score": "1.00"}
@@ -121,9 +125,17 @@ def test_lag_status_sensor_fires_on_each_burrow_status_change_and_is_quiet_betwe
     new_topic: Callable[..., str],
     instance: dg.DagsterInstance,
     tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """A consumer group that commits backwards (REWIND) and recovers: two changes, two observations on
-    the job's table and two run requests of the target; the ticks in between fire nothing."""
+    the job's table and two run requests of the target; the ticks in between fire nothing.
+
+    The ticks are 10 s apart on the observations' clock, as a daemon's would be: with real gaps (well
+    under a second apart, unless the machine is busy) Burrow's STOP rule (no commit for longer than
+    the window spans) decided the fourth tick by scheduling noise."""
+    ticks = iter(range(1_000_000, 2_000_000, 10))
+    monkeypatch.setattr(lag_module, "time", SimpleNamespace(time=lambda: float(next(ticks)),
+                                                          monotonic=time.monotonic))  # fmt: skip
     topic = new_topic(partitions=1)
     pipe = one_job(kafka.bootstrap_servers, topic, tmp_path / "users")
     table = dg.AssetKey(["warehouse", tmp_path.name, "users"])
