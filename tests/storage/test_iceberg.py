@@ -29,6 +29,7 @@ from upsert_kafka_ops.jobs import IcebergTarget, Pipeline, run_job
 from upsert_kafka_ops.jobs.lag import pipeline_lag
 from upsert_kafka_ops.jobs.state import StateError, read_stored_offsets
 from upsert_kafka_ops.jobs.to_warehouse import read_target
+from upsert_kafka_ops.jobs.verify import verify_job
 from upsert_kafka_ops.local import LocalKafka, LocalPostgres, LocalS3, LocalSparkConnect
 
 PASSWORD_ENV = "UKO_TEST_CATALOG_PASSWORD"
@@ -107,6 +108,19 @@ def test_iceberg_on_s3_runs_incrementally_from_the_cli_in_a_hadoop_and_a_jdbc_ca
     for where in ("hadoop/crm/users/metadata/", "jdbc/crm/users/metadata/", "hadoop/crm/users/data/"):
         assert any(k.startswith(f"{prefix}/{where}") for k in keys), where
     assert not [k for k in keys if k.endswith(".upsert-kafka-ops.lock")], keys
+
+    # verify: each table equals its topic up to its stored offsets; a DELETE behind the job's back
+    # (an Iceberg snapshot without the job's state) is named by its key
+    from upsert_kafka_ops.engine.iceberg import iceberg_ref
+
+    for cat in ("files", "db"):
+        checked = verify_job(spark, pipeline, f"users-{cat}")
+        assert checked.ok and checked.table_rows == len(expected), checked.summary()
+    name, _ = pipeline.catalog_of(pipeline.job("users-db").target)  # type: ignore[union-attr,arg-type]
+    gone = min(expected)
+    spark.sql(f"DELETE FROM {iceberg_ref(name, 'crm.users')} WHERE id = {gone}")
+    found = verify_job(spark, pipeline, "users-db")
+    assert found.keys == {"missing": [{"id": gone}]} and found.differences["missing"] == 1, found.summary()
 
 
 def test_an_added_column_rebuilds_an_iceberg_table_and_a_backfill_bounds_it(

@@ -8,6 +8,8 @@ Commands:
   pipeline's jobs (on a Spark Connect server with ``--remote``).
 - ``backfill PIPELINE --job NAME [--until latest|MILLIS|OFFSETS_JSON] [--rewind] [--json]``: a bounded
   earliest -> end rebuild of a job's target.
+- ``verify PIPELINE --job NAME [--show N] [--json]``: compare a job's warehouse table with the fold of
+  its topic up to the offsets stored with it; exit 1 when they differ.
 - ``reset-checkpoint PIPELINE --job NAME``: forget a topic-to-topic job's streaming checkpoint.
 - ``describe-topic TOPIC (--bootstrap-servers S | --pipeline FILE [--connection NAME]) [--json]``.
 - ``lag ...``: consumer lag and Burrow status (see ``upsert-kafka-ops lag --help``).
@@ -24,7 +26,7 @@ Commands:
 ``-v`` (before or after the command) brings back Spark's INFO logs, the JVM's start-up notices and
 this package's debug lines; without it a run prints its progress, its results and its errors only.
 
-Exit codes: 0 success; 1 a job failed; 2 bad input or a service error; 3 ``status`` of a stopped
+Exit codes: 0 success; 1 a job failed (``verify``: the table differs); 2 bad input or a service error; 3 ``status`` of a stopped
 service.
 """
 

@@ -1,8 +1,9 @@
-"""The job commands of the CLI: ``run``, ``backfill``, ``reset-checkpoint``, ``describe-topic``.
+"""The job commands of the CLI: ``run``, ``backfill``, ``verify``, ``reset-checkpoint``,
+``describe-topic``.
 
 Progress goes to stderr (one line per job start and end, Spark's own logs stay quiet); results go to
 stdout, as a table or, with ``--json``, one JSON document. A failed job exits 1 with its error on
-stderr; bad input exits 2.
+stderr (``verify``: a table that differs from its topic); bad input exits 2.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from upsert_kafka_ops.spec.connection import KafkaConnection
 
 
 def register(sub: Any) -> None:
-    """Add ``run``, ``backfill``, ``reset-checkpoint`` and ``describe-topic``."""
+    """Add ``run``, ``backfill``, ``verify``, ``reset-checkpoint`` and ``describe-topic``."""
     pr = sub.add_parser("run", help="run a pipeline's jobs (all, in file order, or one)")
     pr.add_argument("pipeline", type=Path, help="pipeline file (YAML or JSON)")
     pr.add_argument("--job", action="append", help="only this job (repeat)")
@@ -43,6 +44,15 @@ def register(sub: Any) -> None:
         "--remote", metavar="sc://HOST:PORT", help="run on this Spark Connect server (a warm driver)"
     )
     pb.set_defaults(handler=backfill)
+
+    pv = sub.add_parser(
+        "verify", help="compare a job's warehouse table with the fold of its topic up to the table's offsets"
+    )
+    pv.add_argument("pipeline", type=Path, help="pipeline file (YAML or JSON)")
+    pv.add_argument("--job", required=True, help="a materialize or backfill job")
+    pv.add_argument("--show", type=int, default=10, help="keys listed per kind of difference (default 10)")
+    pv.add_argument("--json", action="store_true", help="print the outcome as JSON")
+    pv.set_defaults(handler=verify)
 
     pc = sub.add_parser("reset-checkpoint", help="delete a topic-to-topic job's streaming checkpoint")
     pc.add_argument("pipeline", type=Path)
@@ -151,6 +161,23 @@ def backfill(args: argparse.Namespace) -> int:
     results = _run_many(single, [job.name], None, 60.0, args.remote)
     _emit(results, args.json)
     return 1 if any(r["status"] != "succeeded" for r in results) else 0
+
+
+def verify(args: argparse.Namespace) -> int:
+    from upsert_kafka_ops.jobs.verify import verify_job
+    from upsert_kafka_ops.runtime import build_spark_session
+
+    pipeline = Pipeline.load(args.pipeline)
+    pipeline.job(args.job)  # an unknown name fails before Spark starts
+    if args.show < 0:
+        raise SpecError("--show", f"{args.show} is negative.", "list 0 or more keys per difference.")
+    spark = build_spark_session(app_name="upsert-kafka-ops:verify", jar_groups=pipeline.jar_groups(args.job))
+    try:
+        outcome = verify_job(spark, pipeline, args.job, show=args.show)
+    finally:
+        spark.stop()
+    print(json.dumps(outcome.to_dict(), indent=2, default=str) if args.json else outcome.summary())
+    return 0 if outcome.ok else 1
 
 
 def reset_checkpoint(args: argparse.Namespace) -> int:

@@ -326,12 +326,13 @@ _PG = {
     "BINARY": "bytea",
     "VARBINARY": "bytea",
 }
-_NESTED = {"ARRAY", "MAP", "MULTISET", "ROW"}
+#: types a PostgreSQL target stores as ``jsonb`` (sent and read back as JSON text)
+NESTED = {"ARRAY", "MAP", "MULTISET", "ROW"}
 
 
 def pg_type(t: SqlType) -> str:
     """The PostgreSQL column type of a Flink SQL type (nested types as ``jsonb``)."""
-    if t.name in _NESTED:
+    if t.name in NESTED:
         return "jsonb"
     if t.name == "DECIMAL":
         return "numeric({},{})".format(*t.params)
@@ -349,7 +350,7 @@ def stage_frame(df: DataFrame, table: UpsertKafkaTable, with_op: bool) -> DataFr
     cols = []
     for name, t in target_columns(table):
         c = F.col(quote_name(name))
-        if t.name in _NESTED:
+        if t.name in NESTED:
             c = F.to_json(c)
         cols.append(c.alias(name))
     return df.select(*([F.col("op")] if with_op else []), *cols)
@@ -369,7 +370,7 @@ def _cast_list(table: UpsertKafkaTable, prefix: str = "") -> Any:
     parts = []
     for name, t in target_columns(table):
         col = sql.SQL(prefix) + sql.Identifier(name)
-        parts.append(col + sql.SQL(f"::{pg_type(t)}") if t.name in _NESTED or t.name == "TIME" else col)
+        parts.append(col + sql.SQL(f"::{pg_type(t)}") if t.name in NESTED or t.name == "TIME" else col)
     return sql.SQL(", ").join(parts)
 
 
@@ -443,6 +444,32 @@ def jdbc_write(df: DataFrame, url: str, table: str, user: str, password: str | N
     df.write.jdbc(url, table, mode="append", properties=props)
 
 
+def jdbc_read(spark: SparkSession, url: str, query: str, user: str, password: str | None) -> DataFrame:
+    """The rows of a PostgreSQL ``query`` (``timestamp`` columns as TIMESTAMP_NTZ, as the fold has them)."""
+    reader = (
+        spark.read.format("jdbc")
+        .option("driver", "org.postgresql.Driver")
+        .option("url", url)
+        .option("query", query)
+        .option("user", user)
+        .option("preferTimestampNTZ", "true")
+        .option("fetchsize", "10000")
+    )
+    if password is not None:
+        reader = reader.option("password", password)
+    return reader.load()
+
+
+def pg_name(name: str) -> str:
+    """One PostgreSQL identifier (a column's name) quoted for SQL text."""
+    return '"' + name.replace('"', '""') + '"'
+
+
+def pg_quote(qualified: str) -> str:
+    """A schema-qualified PostgreSQL table name quoted for SQL text: ``"schema"."table"``."""
+    return ".".join(pg_name(p) for p in qualified.split("."))
+
+
 def pg_create_stage(conn: Any, stage: str, target: str, table: UpsertKafkaTable, with_op: bool) -> None:
     """An unlogged staging table with the target's columns (nested values as text)."""
     from psycopg import sql
@@ -450,7 +477,7 @@ def pg_create_stage(conn: Any, stage: str, target: str, table: UpsertKafkaTable,
     conn.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(_ident(stage)))
     cols: list[Any] = [sql.SQL("op text")] if with_op else []
     for n, t in target_columns(table):
-        kind = "text" if t.name in _NESTED or t.name == "TIME" else pg_type(t)
+        kind = "text" if t.name in NESTED or t.name == "TIME" else pg_type(t)
         cols.append(sql.SQL("{} {}").format(sql.Identifier(n), sql.SQL(kind)))
     conn.execute(sql.SQL("CREATE UNLOGGED TABLE {} ({})").format(_ident(stage), sql.SQL(", ").join(cols)))
 

@@ -134,7 +134,7 @@ def _write_postgres(target: PostgresTarget, w: Write) -> None:
         pg.commit()
         try:
             frame = wh.stage_frame(df, table, with_op=incremental)
-            wh.jdbc_write(frame, target.jdbc_url(), _quote_pg(stage), target.user, info.get("password"))
+            wh.jdbc_write(frame, target.jdbc_url(), wh.pg_quote(stage), target.user, info.get("password"))
             with pg.transaction():
                 current = st.read_postgres_state(pg, target.offsets_table, target.table)
                 if (current.run if current else 0) >= run:
@@ -146,7 +146,7 @@ def _write_postgres(target: PostgresTarget, w: Write) -> None:
                 else:
                     # TRUNCATE is transactional: readers keep the old rows until COMMIT, and grants,
                     # views and foreign keys on the table stay as they are
-                    pg.execute(f"TRUNCATE {_quote_pg(qualified)}")
+                    pg.execute(f"TRUNCATE {wh.pg_quote(qualified)}")
                     n = wh.pg_fill_from_stage(pg, stage, qualified, table)
                     fault_point("during-swap")
                     counts = {"upserted": n, "deleted": 0}
@@ -163,9 +163,5 @@ def _write_postgres(target: PostgresTarget, w: Write) -> None:
                 fault_point("in-transaction")
         finally:
             with pg.transaction():
-                pg.execute(f"DROP TABLE IF EXISTS {_quote_pg(stage)}")
+                pg.execute(f"DROP TABLE IF EXISTS {wh.pg_quote(stage)}")
     result.rows_upserted, result.rows_deleted = counts["upserted"], counts["deleted"]
-
-
-def _quote_pg(qualified: str) -> str:
-    return ".".join('"' + p.replace('"', '""') + '"' for p in qualified.split("."))

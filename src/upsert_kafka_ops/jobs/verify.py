@@ -1,0 +1,315 @@
+"""Does a warehouse table still equal the fold of its topic? (``upsert-kafka-ops verify``)
+
+A materialize or backfill job stores its offsets with its table. :func:`verify_job` folds the job's
+source from the earliest offset up to exactly those offsets (the same fold a run makes, decoding only
+each key's winning value) and compares it with the table key by key in Spark: one hash of each row's
+non-key columns on each side, a full outer join on the primary key, and counts per outcome. Only the
+first ``show`` keys of each kind of difference come back to the driver, never rows or values.
+
+A difference is one of: a key the topic holds that the table lacks (``missing``); a key in the table
+that the topic deleted or never had (``unexpected``); a key whose row differs (``changed``, with the
+columns that differ for the keys listed); a key the table holds more than once (``duplicated``).
+
+Writes are not blocked: the stored state is read before and after the table is; when a run committed
+in between, the comparison is repeated. The table is read as it is now, so a change made behind the
+job's back (a DELETE, an UPDATE, a restored backup) after its last run is seen.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from upsert_kafka_ops.errors import SpecError, UpsertKafkaOpsError
+from upsert_kafka_ops.jobs.core import ConcurrentRunError
+from upsert_kafka_ops.jobs.spec import (
+    BackfillJob,
+    DeltaTarget,
+    IcebergTarget,
+    MaterializeJob,
+    ParquetTarget,
+    PostgresTarget,
+    source_table,
+)
+from upsert_kafka_ops.spec.connection import for_table
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+    from upsert_kafka_ops.jobs.spec import Pipeline
+    from upsert_kafka_ops.jobs.state import StoredState
+    from upsert_kafka_ops.spec.table import UpsertKafkaTable
+
+#: the kinds of difference, in the order they are reported
+KINDS = ("missing", "unexpected", "changed", "duplicated")
+_SAYS = {
+    "missing": "key(s) the topic holds are missing from the table",
+    "unexpected": "key(s) in the table that the topic deleted or never had",
+    "changed": "key(s) whose row differs from the topic's latest value",
+    "duplicated": "key(s) the table holds more than once",
+}
+_ATTEMPTS = 3
+
+
+class NotVerifiableError(UpsertKafkaOpsError):
+    """The target holds nothing to compare yet (no run has stored offsets with it)."""
+
+
+@dataclass
+class Verification:
+    """The outcome of one comparison of ``target`` with the fold of its topic up to ``offsets``."""
+
+    job: str
+    target: str
+    run: int
+    offsets: dict[str, dict[str, int]]
+    table_rows: int
+    topic_rows: int
+    differences: dict[str, int] = field(default_factory=dict)
+    #: per kind, the first keys in key order (each a {column: value} of the primary key, JSON values)
+    keys: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    #: for the listed changed keys, the columns whose values differ (by position in ``keys``)
+    changed_columns: list[list[str]] = field(default_factory=list)
+    duration_s: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return not any(self.differences.values())
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "ok": self.ok}
+
+    def summary(self) -> str:
+        """One paragraph: the verdict, the counts, and the listed keys of each difference."""
+        head = (
+            f"{self.target} (job {self.job}, run {self.run}): {self.table_rows:,} row(s) in the table, "
+            f"{self.topic_rows:,} live key(s) in the topic up to the stored offsets"
+        )
+        if self.ok:
+            return f"{head}: equal."
+        lines = [f"{head}: DIFFERENT."]
+        for kind in KINDS:
+            n = self.differences.get(kind, 0)
+            if not n:
+                continue
+            listed = self.keys.get(kind, [])
+            shown = []
+            for i, k in enumerate(listed):
+                key = ", ".join(f"{c}={json.dumps(v)}" for c, v in k.items())
+                cols = self.changed_columns[i] if kind == "changed" and i < len(self.changed_columns) else []
+                shown.append(f"{{{key}}}" + (f" ({', '.join(cols)})" if cols else ""))
+            more = f", and {n - len(listed):,} more" if n > len(listed) else ""
+            lines.append(f"  {n:,} {_SAYS[kind]}: {'; '.join(shown)}{more}")
+        return "\n".join(lines)
+
+
+def verify_job(spark: SparkSession, pipeline: Pipeline, job_name: str, *, show: int = 10) -> Verification:
+    """Compare ``job_name``'s warehouse table with the fold of its source up to the offsets the table
+    stored; ``show``: how many keys of each kind of difference to list."""
+    from upsert_kafka_ops.jobs.state import read_stored_offsets
+
+    job = pipeline.job(job_name)
+    target = _verifiable_target(job)
+    began = time.monotonic()
+    for _ in range(_ATTEMPTS):
+        stored = read_stored_offsets(job, pipeline)
+        if stored is None:
+            raise NotVerifiableError(
+                f"{target.uri} has no offsets stored with it: job {job.name!r} has not written it yet. "
+                "Run the job first; verify compares what a run wrote."
+            )
+        outcome = _compare(spark, pipeline, job, target, stored, show)
+        after = read_stored_offsets(job, pipeline)
+        if after is not None and after.run == stored.run:
+            outcome.duration_s = round(time.monotonic() - began, 3)
+            return outcome
+    raise ConcurrentRunError(
+        f"{target.uri}: runs of job {job.name!r} committed during each of {_ATTEMPTS} comparisons. "
+        "Verify between runs (an orchestrator: after the job's task)."
+    )
+
+
+def _verifiable_target(job: Any) -> DeltaTarget | ParquetTarget | IcebergTarget | PostgresTarget:
+    if not isinstance(job, MaterializeJob | BackfillJob):
+        raise SpecError(
+            "--job",
+            f"{job.name!r} is a {job.kind} job: verify compares a warehouse table with its topic.",
+            "name a materialize or backfill job.",
+        )
+    target = job.target
+    if not isinstance(target, DeltaTarget | ParquetTarget | IcebergTarget | PostgresTarget):
+        raise SpecError(
+            "--job",
+            f"{job.name!r} writes a topic: verify compares a warehouse table with its topic.",
+            "name a job whose target is a Delta, Parquet, Iceberg or PostgreSQL table.",
+        )
+    if isinstance(target, DeltaTarget) and target.as_of_column:
+        raise SpecError(
+            f"jobs.{job.name}.target.as_of_column",
+            f"{job.name!r} keeps snapshots in one table, not the topic's latest state.",
+            "verify a materialize job of the same source instead.",
+        )
+    return target
+
+
+def _compare(
+    spark: SparkSession, pipeline: Pipeline, job: Any, target: Any, stored: StoredState, show: int
+) -> Verification:
+    from pyspark.sql import functions as F
+
+    from upsert_kafka_ops.jobs.to_warehouse import fold_source
+
+    table = source_table(job.source)
+    keys = list(table.primary_key)
+    conn = for_table(pipeline.connections[job.source.connection], table.properties)
+    read = fold_source(spark, job.source, conn, until=dict(stored.offsets))
+    try:
+        topic = read.df
+        rows = _table_rows(spark, pipeline, target, table).select(
+            *[F.col(_q(f.name)).cast(f.dataType).alias(f.name) for f in topic.schema]
+        )
+        values = [f.name for f in topic.schema if f.name not in keys]
+        counts, listed = _tally(_judged(topic, rows, keys, values), keys, show)
+        columns = _changed_columns(topic, rows, keys, values, listed.get("changed", []))
+    finally:
+        read.df.unpersist()
+    return Verification(
+        job=job.name,
+        target=target.uri,
+        run=stored.run,
+        offsets=stored.offsets_json(),
+        table_rows=sum(r for k, (_, r) in counts.items() if k != "missing"),
+        topic_rows=sum(n for k, (n, _) in counts.items() if k != "unexpected"),
+        differences={k: counts.get(k, (0, 0))[0] for k in KINDS},
+        keys={k: [{c: _plain(v) for c, v in key.items()} for key in ks] for k, ks in listed.items()},
+        changed_columns=columns,
+    )
+
+
+def _judged(topic: DataFrame, rows: DataFrame, keys: list[str], values: list[str]) -> DataFrame:
+    """Per key of either side: its ``kind`` (a difference, or ``equal``) and ``n``, how many rows the
+    table holds for it."""
+    from pyspark.sql import functions as F
+
+    ours = _hashed(topic, keys, values).alias("f")
+    theirs = (
+        _hashed(rows, keys, values)
+        .groupBy(*[_q(k) for k in keys])
+        .agg(F.count(F.lit(1)).alias("n"), F.min("h").alias("h"), F.max("h").alias("h2"))
+        .alias("t")
+    )
+    kind = (
+        F.when(F.col("t.n").isNull(), "missing")
+        .when(F.col("f.h").isNull(), "unexpected")
+        .when(F.col("t.n") > 1, "duplicated")
+        .when((F.col("t.h") != F.col("f.h")) | (F.col("t.h2") != F.col("f.h")), "changed")
+        .otherwise("equal")
+    )
+    joined = ours.join(theirs, on=keys, how="full_outer")
+    return joined.select(*[_q(k) for k in keys], kind.alias("kind"), F.col("t.n").alias("n"))
+
+
+def _tally(
+    judged: DataFrame, keys: list[str], show: int
+) -> tuple[dict[str, tuple[int, int]], dict[str, list[dict[str, Any]]]]:
+    """Keys and table rows per kind, and the first ``show`` keys of each difference (key order)."""
+    from pyspark import StorageLevel
+    from pyspark.sql import functions as F
+
+    order = [_q(c) for c in keys]
+    judged.persist(StorageLevel.MEMORY_AND_DISK)
+    try:
+        per_kind = judged.groupBy("kind").agg(F.count(F.lit(1)).alias("keys"), F.sum("n").alias("rows"))
+        counts = {r["kind"]: (int(r["keys"]), int(r["rows"] or 0)) for r in per_kind.collect()}
+        listed = {k: _first(judged, k, order, show) for k in KINDS if counts.get(k, (0, 0))[0] and show > 0}
+    finally:
+        judged.unpersist()
+    return counts, listed
+
+
+def _first(judged: DataFrame, kind: str, order: list[str], show: int) -> list[dict[str, Any]]:
+    from pyspark.sql import functions as F
+
+    picked = judged.filter(F.col("kind") == kind).select(*order).orderBy(*order).limit(show)
+    return [r.asDict() for r in picked.collect()]
+
+
+def _plain(value: Any) -> Any:
+    """A key's value as JSON has it (bytes as hex, dates and decimals as text)."""
+    if value is None or isinstance(value, bool | int | float | str):
+        return value
+    if isinstance(value, bytes | bytearray):
+        return "0x" + bytes(value).hex()
+    return str(value)
+
+
+def _q(name: str) -> str:
+    return "`" + name.replace("`", "``") + "`"
+
+
+def _hashed(df: DataFrame, keys: list[str], values: list[str]) -> DataFrame:
+    """The key columns and ``h``: a hash of the other columns (names included, so a NULL in one
+    column never equals a value in another)."""
+    from pyspark.sql import functions as F
+
+    row = F.to_json(F.struct(*[F.col(_q(v)) for v in values]), {"ignoreNullFields": "false"})
+    return df.select(*[F.col(_q(k)) for k in keys], F.sha2(row, 256).alias("h"))
+
+
+def _changed_columns(
+    topic: DataFrame, rows: DataFrame, keys: list[str], values: list[str], listed: list[dict[str, Any]]
+) -> list[list[str]]:
+    """For each listed changed key, the value columns whose contents differ (names only)."""
+    from pyspark.sql import functions as F
+
+    if not listed:
+        return []
+    wanted = topic.sparkSession.createDataFrame(listed, schema=topic.select(*[_q(k) for k in keys]).schema)
+    cols = [_q(k) for k in keys] + [F.to_json(F.struct(F.col(_q(v)))).alias(v) for v in values]
+    mine = {tuple(r[k] for k in keys): r for r in topic.join(wanted, on=keys).select(*cols).collect()}
+    theirs = {tuple(r[k] for k in keys): r for r in rows.join(wanted, on=keys).select(*cols).collect()}
+    out = []
+    for k in listed:
+        at = tuple(k[c] for c in keys)
+        a, b = mine.get(at), theirs.get(at)
+        out.append([v for v in values if a is None or b is None or a[v] != b[v]])
+    return out
+
+
+def _table_rows(spark: SparkSession, pipeline: Pipeline, target: Any, table: UpsertKafkaTable) -> DataFrame:
+    """The target's rows, in the fold's column names (nested and TIME values of a PostgreSQL table
+    parsed back from the text the writer stored)."""
+    from upsert_kafka_ops.jobs.to_warehouse import read_target
+
+    if isinstance(target, PostgresTarget):
+        return _postgres_rows(spark, target, table)
+    return read_target(spark, pipeline, target)
+
+
+def _postgres_rows(spark: SparkSession, target: PostgresTarget, table: UpsertKafkaTable) -> DataFrame:
+    from pyspark.sql import functions as F
+
+    from upsert_kafka_ops.engine import warehouse as wh
+
+    cols = wh.target_columns(table)
+    texts = {n for n, t in cols if t.name in wh.NESTED or t.name == "TIME"}
+    select = ", ".join(
+        wh.pg_name(n) + ("::text" if n in texts else "") + f" AS {wh.pg_name(n)}" for n, _ in cols
+    )
+    qualified = f"{target.schema_name}.{target.table_name}"
+    raw = wh.jdbc_read(
+        spark,
+        target.jdbc_url(),
+        f"SELECT {select} FROM {wh.pg_quote(qualified)}",
+        target.user,
+        target.conninfo().get("password"),
+    )
+    out = []
+    for n, t in cols:
+        c = F.col(_q(n))
+        if t.name in wh.NESTED:
+            c = F.from_json(c, t.to_spark())
+        out.append(c.alias(n))
+    return raw.select(*out)
