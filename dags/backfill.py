@@ -4,7 +4,8 @@ Trigger with params: ``job`` (a materialize or backfill job of the pipeline), ``
 an ISO-8601 time such as ``2026-11-22T10:00:00Z``, epoch milliseconds, or offsets JSON) and
 ``rewind``. An end older than the offsets the table already holds fails with that explanation
 unless ``rewind`` is true (the table then goes back to that point). A repeated run with the same end
-rebuilds the same table.
+rebuilds the same table. Then ``verify`` compares the rebuilt table with the fold of its topic up to
+the offsets it now holds, key by key; a difference fails the run and names the keys.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from pathlib import Path
 
 from airflow.sdk import DAG, Param
 
-from upsert_kafka_ops.airflow.operators import UpsertKafkaBackfillOperator
+from upsert_kafka_ops.airflow.operators import UpsertKafkaBackfillOperator, UpsertKafkaVerifyOperator
 
 PIPELINE = (
     Path(os.environ.get("UKO_PIPELINES_DIR") or Path(__file__).resolve().parents[1] / "pipelines")
@@ -40,7 +41,7 @@ with DAG(
         "rewind": Param(False, type="boolean", description="Allow an end older than the table's offsets."),
     },
 ):
-    UpsertKafkaBackfillOperator(
+    backfill = UpsertKafkaBackfillOperator(
         task_id="backfill",
         pipeline_file=str(PIPELINE),
         job_name="{{ params.job }}",
@@ -48,3 +49,10 @@ with DAG(
         rewind="{{ params.rewind }}",
         kafka_config_ids={"local": "kafka_default"},
     )
+    verify = UpsertKafkaVerifyOperator(
+        task_id="verify",
+        pipeline_file=str(PIPELINE),
+        job_name="{{ params.job }}",
+        kafka_config_ids={"local": "kafka_default"},
+    )
+    backfill >> verify

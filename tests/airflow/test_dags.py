@@ -147,12 +147,12 @@ def test_backfill_dag_refuses_an_older_end_unless_rewind_then_rebuilds(
     end = datetime.fromtimestamp(demo["before_move_ms"] / 1000, UTC).isoformat()
     conf = {"job": "users-to-delta", "end": end, "rewind": False}
     dagrun, text = _run(demo, "upsert_kafka_backfill", capfd, run_conf=conf)
-    assert task_states(dagrun) == {"backfill": "failed"}
+    assert task_states(dagrun) == {"backfill": "failed", "verify": "upstream_failed"}
     assert "OffsetsError" in text and "rewind" in text  # the core's message, naming the way out
     assert _warehouse_users(spark, demo)[101] == ("Alice", "Hangzhou")  # nothing was written
 
     dagrun, _ = _run(demo, "upsert_kafka_backfill", capfd, run_conf={**conf, "rewind": True})
-    assert task_states(dagrun) == {"backfill": "success"}
+    assert task_states(dagrun) == {"backfill": "success", "verify": "success"}
     # the oracle: the users topic folded up to the end time
     before = [r for r in read_all(kafka.bootstrap_servers, ["users"]) if r.timestamp < demo["before_move_ms"]]
     from tests.demo_support import avro_decode
@@ -161,5 +161,10 @@ def test_backfill_dag_refuses_an_older_end_unless_rewind_then_rebuilds(
     state = fold(before, lambda k: int(k.decode()), lambda v: avro_decode(USERS_VALUE, v)[0])
     assert _warehouse_users(spark, demo) == {k: (v["user_name"], v["region"]) for k, v in state.items()}
     assert _warehouse_users(spark, demo)[101] == ("Alice", "Shanghai")
-    result = xcoms("upsert_kafka_backfill", dagrun.run_id)["backfill"]
+    results = xcoms("upsert_kafka_backfill", dagrun.run_id)
+    result = results["backfill"]
     assert result["kind"] == "backfill" and result["mode"] == "full"
+    # the rebuilt table verified against the topic folded up to the offsets it now holds
+    verified = results["verify"]
+    assert verified["ok"] and verified["topic_rows"] == verified["table_rows"] == len(state)
+    assert verified["offsets"] == result["end_offsets"]

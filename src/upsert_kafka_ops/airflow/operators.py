@@ -1,4 +1,5 @@
-"""Operators that run one job of a pipeline (materialize, topic-to-topic, publish, backfill).
+"""Operators that run one job of a pipeline (materialize, topic-to-topic, publish, backfill), and one
+that verifies a job's warehouse table against its topic.
 
 Example::
 
@@ -339,3 +340,57 @@ class UpsertKafkaBackfillOperator(UpsertKafkaJobOperator):
         until = self.until if self.until not in ("", None) else None
         job = as_backfill(pipeline.job(name), until, rewind)
         return Pipeline(connections=pipeline.connections, jobs=[job])
+
+
+class UpsertKafkaVerifyOperator(JobFields, BaseOperator):
+    """Compare a materialize or backfill job's warehouse table with the fold of its topic up to the
+    offsets stored with the table (:func:`upsert_kafka_ops.jobs.verify.verify_job`), on local Spark
+    in the task's process. A difference fails the task without retries (a rerun finds the same),
+    naming the first ``show`` keys of each kind; the return value (XCom) is the outcome's counts and
+    keys. ``verify_summary`` (Rendered Templates) holds the verdict.
+
+    :param show: keys listed per kind of difference.
+    :param spark_conf: Spark configuration of the comparison's session.
+    """
+
+    template_fields: Sequence[str] = (*JOB_FIELDS, "spark_conf", "verify_summary")
+    template_fields_renderers: ClassVar[dict[str, str]] = {"job": "json", "spark_conf": "json"}
+    overwrite_rtif_after_execution = True
+    ui_color = "#eaf7e8"
+
+    def __init__(
+        self,
+        *,
+        job: Any = None,
+        pipeline_file: str | Path | None = None,
+        job_name: str | None = None,
+        kafka_config_id: str | None = None,
+        kafka_config_ids: dict[str, str] | None = None,
+        show: int = 10,
+        spark_conf: dict[str, str] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self._set_job(job, pipeline_file, job_name, kafka_config_id, kafka_config_ids)
+        self.show = show
+        self.spark_conf = dict(spark_conf or {})
+        self.verify_summary = ""
+
+    def execute(self, context: Context) -> dict[str, Any]:
+        from upsert_kafka_ops.engine.session import session_for
+        from upsert_kafka_ops.jobs.verify import verify_job
+
+        try:
+            pipeline, name = self.job_ref().resolve()
+            with session_for(
+                f"verify:{name}", "local[*]", self.spark_conf, pipeline.jar_groups(name)
+            ) as spark:
+                outcome = verify_job(spark, pipeline, name, show=self.show)
+        except UpsertKafkaOpsError as exc:
+            self.log.error("%s: %s", type(exc).__name__, exc)
+            raise task_error(exc) from None
+        self.verify_summary = outcome.summary()
+        self.log.info("%s", self.verify_summary)
+        if not outcome.ok:
+            raise AirflowFailException(self.verify_summary)
+        return outcome.to_dict()
