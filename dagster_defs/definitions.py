@@ -3,7 +3,8 @@ folder): the same files as the Airflow DAGs in ``dags/``.
 
 - Assets: every job's outputs (``upsert_kafka_assets``), external source topics, blocking checks; one
   asset group per pipeline file (``demo`` for ``pipelines/demo.yaml``).
-- Checks: ``lag_within_threshold`` on every output (``UKO_MAX_OFFSET_LAG``, ``UKO_MAX_TIME_LAG_S``).
+- Checks: ``lag_within_threshold`` on every output (``UKO_MAX_OFFSET_LAG``, ``UKO_MAX_TIME_LAG_S``);
+  ``matches_topic`` on every warehouse table (the table compared with the fold of its topic).
 - Schedules (stopped by default): ``upsert_kafka_schedule_<job>`` for each job with a ``schedule:``;
   its outputs carry a freshness policy from the same schedule.
 - Sensors (stopped by default): ``upsert_kafka_new_data_<job>`` for each job that reads topics, and
@@ -32,6 +33,7 @@ from upsert_kafka_ops.dagster import (
     upsert_kafka_assets,
     upsert_kafka_lag_checks,
     upsert_kafka_schedules,
+    upsert_kafka_verify_checks,
 )
 from upsert_kafka_ops.errors import SpecError
 from upsert_kafka_ops.jobs import Pipeline
@@ -84,6 +86,7 @@ def build_definitions(folder: Path = PIPELINES) -> dg.Definitions:
             else:
                 assets.append(a)
         checks += upsert_kafka_lag_checks(condition=LAG, pipeline=pipeline, kafka_resources=kafka)
+        checks += upsert_kafka_verify_checks(pipeline=pipeline, kafka_resources=kafka)
         schedules += upsert_kafka_schedules(pipeline=pipeline)
         for job in pipeline.jobs:
             if not isinstance(job, PublishJob):

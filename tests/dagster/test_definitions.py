@@ -72,6 +72,7 @@ def test_definitions_hold_the_demo_assets_checks_and_sensors() -> None:
     checks = {(k.asset_key.to_user_string(), k.name) for k in graph.asset_check_keys}
     assert ("warehouse/warehouse/users", "keys_in_single_partition") in checks
     assert ("warehouse/warehouse/users", "row_count_matches_live_keys") in checks
+    assert ("warehouse/warehouse/users", "matches_topic") in checks
     assert ("kafka/pageviews_per_page", "lag_within_threshold") in checks
     sensors = {s.name for s in defs.sensors or []}
     readers = ("users_to_delta", "pageviews_per_region", "pageviews_per_page")

@@ -2,7 +2,9 @@
 in one run against the real broker, Spark and Delta: the publish asset (a Delta change feed -> the
 users upsert topic), the materialize asset (users -> Delta) and the topic-to-topic assets (PV/UV per
 region, PV per page), each output compared with a plain-Python fold of its topic; a second run after
-a change in the source table publishes only that change and moves it downstream."""
+a change in the source table publishes only that change and moves it downstream. The warehouse
+table's ``matches_topic`` check passes after each run, and names the key deleted behind the job's
+back."""
 
 from __future__ import annotations
 
@@ -23,7 +25,13 @@ from tests.demo_support import (
 )
 
 import dagster as dg
-from upsert_kafka_ops.dagster import UpsertKafkaResource, op_name, upsert_kafka_assets
+from upsert_kafka_ops.dagster import (
+    VERIFY_CHECK,
+    UpsertKafkaResource,
+    op_name,
+    upsert_kafka_assets,
+    upsert_kafka_verify_checks,
+)
 from upsert_kafka_ops.local import LocalKafka
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -50,9 +58,15 @@ def test_demo_pipeline_assets_publish_materialize_and_topic_to_topic(
     assets = upsert_kafka_assets(
         pipeline_file=ROOT / "pipelines" / "demo.yaml", kafka_resources={"local": "kafka"}
     )
+    checks = upsert_kafka_verify_checks(
+        pipeline_file=ROOT / "pipelines" / "demo.yaml", kafka_resources={"local": "kafka"}
+    )
+    assert [c.check_key.name for c in checks] == [VERIFY_CHECK]  # the one warehouse table
     resources = {"kafka": kafka_resource}
-    r1 = dg.materialize(assets, resources=resources, instance=instance)
+    r1 = dg.materialize([*assets, *checks], resources=resources, instance=instance)
     assert r1.success
+    (verified,) = [e for e in r1.get_asset_check_evaluations() if e.check_name == VERIFY_CHECK]
+    assert verified.passed and verified.metadata["table_rows"].value == 4
 
     def warehouse() -> dict[int, tuple[str, str]]:
         rows = spark.read.format("delta").load(str(tmp_path / "warehouse" / "users")).collect()
@@ -91,3 +105,13 @@ def test_demo_pipeline_assets_publish_materialize_and_topic_to_topic(
     assert topic_users == {100: ("Bob", "Beijing"), 101: ("Alice", "Hangzhou"), 102: ("Greg", "Berlin")}
     assert warehouse() == topic_users
     assert json_topic_oracle(servers, "pageviews_per_region") == expected_per_region(topic_users, PAGEVIEWS)
+
+    # a row deleted behind the job's back: the check alone (no run) names its key
+    spark.sql(f"DELETE FROM delta.`{tmp_path / 'warehouse' / 'users'}` WHERE user_id = 100")
+    r3 = dg.materialize([*assets, *checks], resources=resources, instance=instance,
+                        selection=dg.AssetSelection.checks(*checks))  # fmt: skip
+    assert r3.success and not r3.get_asset_materialization_events()
+    (caught,) = r3.get_asset_check_evaluations()
+    assert not caught.passed and caught.severity == dg.AssetCheckSeverity.ERROR
+    assert caught.metadata["missing_keys"].value == 1
+    assert caught.metadata["keys"].value == {"missing": [{"user_id": 100}]}

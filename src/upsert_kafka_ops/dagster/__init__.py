@@ -22,6 +22,7 @@ from upsert_kafka_ops.dagster.assets import (
     pool_name,
     upsert_kafka_assets,
 )
+from upsert_kafka_ops.dagster.checks import VERIFY_CHECK, upsert_kafka_verify_checks
 from upsert_kafka_ops.dagster.component import UpsertKafkaPipelineComponent
 from upsert_kafka_ops.dagster.resources import SparkRuntimeResource, UpsertKafkaResource
 from upsert_kafka_ops.dagster.schedules import upsert_kafka_freshness_checks, upsert_kafka_schedules
@@ -38,6 +39,7 @@ __all__ = [
     "KEYS_CHECK",
     "LAG_CHECK",
     "ROW_COUNT_CHECK",
+    "VERIFY_CHECK",
     "DagsterUpsertKafkaTranslator",
     "SparkRuntimeResource",
     "UpsertKafkaDataset",
@@ -53,4 +55,5 @@ __all__ = [
     "upsert_kafka_freshness_checks",
     "upsert_kafka_lag_checks",
     "upsert_kafka_schedules",
+    "upsert_kafka_verify_checks",
 ]
