@@ -65,6 +65,11 @@ def test_demo_runs_the_pipeline_twice_and_moves_only_what_changed(jars_dir: Path
         ["101", "Alice", "Hangzhou"],
         ["102", "Greg", "Berlin"],
     ]
+    # the warehouse table verified against the fold of its topic up to its stored offsets
+    verified = out.split("verify: ")[1].split("\n")[0]
+    assert verified.endswith(
+        "3 row(s) in the table, 3 live key(s) in the topic up to the stored offsets: equal."
+    )
     regions = out.split("pageviews_per_region, materialized from the topic:")[1].split("\n\n")[0]
     assert _table(regions) == [["Beijing", "2", "1"], ["Berlin", "3", "1"], ["Hangzhou", "2", "1"]]
     pages = out.split("pageviews_per_page, materialized from the topic:")[1].split("\n\n")[0]

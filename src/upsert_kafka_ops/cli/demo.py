@@ -105,7 +105,8 @@ def _summary(folder: Path, pipeline_file: Path, pipeline: Any, seconds: float) -
         f"    source/users     the Delta table published to it (with its change data feed)\n"
         f"    kafka/           the broker's data (stopped); checkpoints/ the streaming job's state\n"
         f'  read them: spark.read.format("delta").load("{folder}/warehouse/users")\n'
-        f"  the jobs: {pipeline_file}; run them yourself with `upsert-kafka-ops run`\n"
+        f"  the jobs: {pipeline_file}; run them yourself with `upsert-kafka-ops run`, and compare the\n"
+        f"    warehouse table with its topic with `upsert-kafka-ops verify ... --job users-to-delta`\n"
     )
 
 
@@ -127,6 +128,7 @@ def run_demo(
     from upsert_kafka_ops import jars
     from upsert_kafka_ops.engine import materialize
     from upsert_kafka_ops.jobs import Pipeline
+    from upsert_kafka_ops.jobs.verify import verify_job
     from upsert_kafka_ops.local import LocalKafka
     from upsert_kafka_ops.runtime import build_spark_session
 
@@ -156,6 +158,8 @@ def run_demo(
 
             warehouse = spark.read.format("delta").load(f"{work}/warehouse/users")
             _show("users, in the Delta warehouse table:", warehouse, ["user_id"])
+            checked = verify_job(spark, pipeline, "users-to-delta")
+            print(f"\nverify: {checked.summary()}")
             local = pipeline.connections["local"]
             regions = materialize(spark, _sink_table(pipeline, "pageviews-per-region"), local)
             _show("pageviews_per_region, materialized from the topic:", regions.df, ["user_region"])
@@ -166,6 +170,7 @@ def run_demo(
                 "users": [r.asDict() for r in warehouse.orderBy("user_id").collect()],
                 "per_region": [r.asDict() for r in regions.df.orderBy("user_region").collect()],
                 "per_page": [r.asDict() for r in pages.df.orderBy("page_id").collect()],
+                "verify": checked.to_dict(),
             }
         finally:
             if ours:  # before the broker stops: the session's Kafka clients go with it
