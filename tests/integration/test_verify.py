@@ -122,3 +122,48 @@ def test_a_postgres_table_is_verified_over_jdbc_and_a_corruption_is_named(
     }
     assert found.changed_columns == [["name", "score"]]
     assert postgres.password not in json.dumps(found.to_dict()) + found.summary()
+
+
+EDGES = (
+    "CREATE TABLE edges (id BIGINT, code CHAR(5), tags MAP<STRING, INT>, names ARRAY<STRING>, at TIMESTAMP(6), "
+    "t TIME, raw BYTES, PRIMARY KEY (id) NOT ENFORCED) WITH ('connector' = 'upsert-kafka', 'topic' = '{topic}', "
+    "'key.format' = 'json', 'value.format' = 'json')"
+)
+
+
+def test_values_at_their_edges_verify_equal_and_a_microsecond_or_a_map_entry_is_a_change(
+    kafka: LocalKafka,
+    new_topic: Callable[..., str],
+    spark: SparkSession,
+    postgres: LocalPostgres,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """CHAR padding, a map whose keys PostgreSQL's jsonb reorders, arrays, microseconds, TIME and
+    BYTES: equal after a run in PostgreSQL and Delta; a change of one microsecond (Delta) or of one
+    map entry (PostgreSQL) is named with its column."""
+    monkeypatch.setenv("UKO_TEST_PG_PASSWORD", postgres.password)
+    topic = new_topic(partitions=1)
+    servers = kafka.bootstrap_servers
+    rows = [(i, {"code": "ab", "tags": {"zeta": i, "a": 1, "mid": 22}, "names": ["x", None, "y"],
+                 "at": f"2026-11-27 10:00:00.{i:06d}", "t": "12:30:05", "raw": "AAEC/w=="}) for i in range(1, 6)]  # fmt: skip
+    produce(servers, topic, [*rows, (5, None)])
+    table = f"edges_{uuid.uuid4().hex[:8]}"
+    src = {"connection": "main", "table": {"ddl": EDGES.format(topic=topic)}}
+    p = pipeline(servers, [
+        {"name": "edges-pg", "kind": "materialize", "source": src, "target": pg_target(postgres, table)},
+        {"name": "edges-delta", "kind": "materialize", "source": src,
+         "target": {"kind": "delta", "path": str(tmp_path / "edges")}},
+    ])  # fmt: skip
+    for job in ("edges-pg", "edges-delta"):
+        run_job(p, job, spark=spark)
+        equal = verify_job(spark, p, job)
+        assert equal.ok and equal.table_rows == 4, equal.summary()
+
+    spark.sql(f"UPDATE delta.`{tmp_path / 'edges'}` SET at = at + INTERVAL 1 MICROSECOND WHERE id = 1")
+    later = verify_job(spark, p, "edges-delta")
+    assert later.keys == {"changed": [{"id": 1}]} and later.changed_columns == [["at"]], later.summary()
+    with psycopg.connect(postgres.conninfo) as c:
+        c.execute(f"""UPDATE {table} SET tags = tags || '{{"a": 5}}' WHERE id = 2""")
+    entry = verify_job(spark, p, "edges-pg")
+    assert entry.keys == {"changed": [{"id": 2}]} and entry.changed_columns == [["tags"]], entry.summary()

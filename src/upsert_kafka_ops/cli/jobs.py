@@ -174,6 +174,13 @@ def verify(args: argparse.Namespace) -> int:
     spark = build_spark_session(app_name="upsert-kafka-ops:verify", jar_groups=pipeline.jar_groups(args.job))
     try:
         outcome = verify_job(spark, pipeline, args.job, show=args.show)
+    except UpsertKafkaOpsError:
+        raise
+    except Exception as exc:  # Spark's, the JDBC driver's: a service error (2), never "different" (1)
+        first = (str(exc).strip().splitlines() or [""])[0][:500]
+        print(f"upsert-kafka-ops: error: verify of job {args.job!r} failed: {type(exc).__name__}: {first}",
+              file=sys.stderr)  # fmt: skip
+        return 2
     finally:
         spark.stop()
     print(json.dumps(outcome.to_dict(), indent=2, default=str) if args.json else outcome.summary())

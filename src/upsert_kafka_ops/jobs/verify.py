@@ -36,7 +36,7 @@ from upsert_kafka_ops.jobs.spec import (
 from upsert_kafka_ops.spec.connection import for_table
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import Column, DataFrame, SparkSession
 
     from upsert_kafka_ops.jobs.spec import Pipeline
     from upsert_kafka_ops.jobs.state import StoredState
@@ -51,6 +51,14 @@ _SAYS = {
     "duplicated": "key(s) the table holds more than once",
 }
 _ATTEMPTS = 3
+#: the comparison's own columns, named apart from any column of a table
+_H, _H2, _N, _KIND = "__uko_hash", "__uko_hash_max", "__uko_rows", "__uko_kind"
+#: JSON of a row's values: NULLs kept, times to the microsecond (to_json's default stops at ms)
+_JSON = {
+    "ignoreNullFields": "false",
+    "timestampFormat": "yyyy-MM-dd'T'HH:mm:ss.SSSSSSXXX",
+    "timestampNTZFormat": "yyyy-MM-dd'T'HH:mm:ss.SSSSSS",
+}
 
 
 class NotVerifiableError(UpsertKafkaOpsError):
@@ -157,7 +165,6 @@ def _verifiable_target(job: Any) -> DeltaTarget | ParquetTarget | IcebergTarget 
 def _compare(
     spark: SparkSession, pipeline: Pipeline, job: Any, target: Any, stored: StoredState, show: int
 ) -> Verification:
-    from pyspark.sql import functions as F
 
     from upsert_kafka_ops.jobs.to_warehouse import fold_source
 
@@ -166,10 +173,14 @@ def _compare(
     conn = for_table(pipeline.connections[job.source.connection], table.properties)
     read = fold_source(spark, job.source, conn, until=dict(stored.offsets))
     try:
-        topic = read.df
-        rows = _table_rows(spark, pipeline, target, table).select(
-            *[F.col(_q(f.name)).cast(f.dataType).alias(f.name) for f in topic.schema]
-        )
+        raw = _table_rows(spark, pipeline, target, table)
+        absent = [f.name for f in read.df.schema if f.name not in set(raw.columns)]
+        if absent:
+            raise NotVerifiableError(
+                f"{target.uri} lacks the column(s) {', '.join(absent)} of job {job.name!r}'s table. "
+                "Run the job (a run adds the columns its table gained), then verify again."
+            )
+        topic, rows = _comparable(read.df, raw, _pg_json_columns(target, table))
         values = [f.name for f in topic.schema if f.name not in keys]
         counts, listed = _tally(_judged(topic, rows, keys, values), keys, show)
         columns = _changed_columns(topic, rows, keys, values, listed.get("changed", []))
@@ -197,18 +208,19 @@ def _judged(topic: DataFrame, rows: DataFrame, keys: list[str], values: list[str
     theirs = (
         _hashed(rows, keys, values)
         .groupBy(*[_q(k) for k in keys])
-        .agg(F.count(F.lit(1)).alias("n"), F.min("h").alias("h"), F.max("h").alias("h2"))
+        .agg(F.count(F.lit(1)).alias(_N), F.min(_H).alias(_H), F.max(_H).alias(_H2))
         .alias("t")
     )
+    t_n, t_h, t_h2, f_h = (F.col(f"{side}.{c}") for side, c in (("t", _N), ("t", _H), ("t", _H2), ("f", _H)))
     kind = (
-        F.when(F.col("t.n").isNull(), "missing")
-        .when(F.col("f.h").isNull(), "unexpected")
-        .when(F.col("t.n") > 1, "duplicated")
-        .when((F.col("t.h") != F.col("f.h")) | (F.col("t.h2") != F.col("f.h")), "changed")
+        F.when(t_n.isNull(), "missing")
+        .when(f_h.isNull(), "unexpected")
+        .when(t_n > 1, "duplicated")
+        .when((t_h != f_h) | (t_h2 != f_h), "changed")
         .otherwise("equal")
     )
     joined = ours.join(theirs, on=keys, how="full_outer")
-    return joined.select(*[_q(k) for k in keys], kind.alias("kind"), F.col("t.n").alias("n"))
+    return joined.select(*[_q(k) for k in keys], kind.alias(_KIND), t_n.alias(_N))
 
 
 def _tally(
@@ -221,8 +233,8 @@ def _tally(
     order = [_q(c) for c in keys]
     judged.persist(StorageLevel.MEMORY_AND_DISK)
     try:
-        per_kind = judged.groupBy("kind").agg(F.count(F.lit(1)).alias("keys"), F.sum("n").alias("rows"))
-        counts = {r["kind"]: (int(r["keys"]), int(r["rows"] or 0)) for r in per_kind.collect()}
+        per_kind = judged.groupBy(_KIND).agg(F.count(F.lit(1)).alias("keys"), F.sum(_N).alias("rows"))
+        counts = {r[_KIND]: (int(r["keys"]), int(r["rows"] or 0)) for r in per_kind.collect()}
         listed = {k: _first(judged, k, order, show) for k in KINDS if counts.get(k, (0, 0))[0] and show > 0}
     finally:
         judged.unpersist()
@@ -232,7 +244,7 @@ def _tally(
 def _first(judged: DataFrame, kind: str, order: list[str], show: int) -> list[dict[str, Any]]:
     from pyspark.sql import functions as F
 
-    picked = judged.filter(F.col("kind") == kind).select(*order).orderBy(*order).limit(show)
+    picked = judged.filter(F.col(_KIND) == kind).select(*order).orderBy(*order).limit(show)
     return [r.asDict() for r in picked.collect()]
 
 
@@ -250,12 +262,12 @@ def _q(name: str) -> str:
 
 
 def _hashed(df: DataFrame, keys: list[str], values: list[str]) -> DataFrame:
-    """The key columns and ``h``: a hash of the other columns (names included, so a NULL in one
+    """The key columns and a hash of the other columns (names included, so a NULL in one
     column never equals a value in another)."""
     from pyspark.sql import functions as F
 
-    row = F.to_json(F.struct(*[F.col(_q(v)) for v in values]), {"ignoreNullFields": "false"})
-    return df.select(*[F.col(_q(k)) for k in keys], F.sha2(row, 256).alias("h"))
+    row = F.to_json(F.struct(*[F.col(_q(v)) for v in values]), _JSON)
+    return df.select(*[F.col(_q(k)) for k in keys], F.sha2(row, 256).alias(_H))
 
 
 def _changed_columns(
@@ -267,7 +279,7 @@ def _changed_columns(
     if not listed:
         return []
     wanted = topic.sparkSession.createDataFrame(listed, schema=topic.select(*[_q(k) for k in keys]).schema)
-    cols = [_q(k) for k in keys] + [F.to_json(F.struct(F.col(_q(v)))).alias(v) for v in values]
+    cols = [_q(k) for k in keys] + [F.to_json(F.struct(F.col(_q(v))), _JSON).alias(v) for v in values]
     mine = {tuple(r[k] for k in keys): r for r in topic.join(wanted, on=keys).select(*cols).collect()}
     theirs = {tuple(r[k] for k in keys): r for r in rows.join(wanted, on=keys).select(*cols).collect()}
     out = []
@@ -278,9 +290,46 @@ def _changed_columns(
     return out
 
 
+def _comparable(fold: DataFrame, raw: DataFrame, texts: set[str]) -> tuple[DataFrame, DataFrame]:
+    """Both sides in the fold's columns and types; ``texts`` (a PostgreSQL table's ``jsonb`` columns,
+    read as the database's JSON text in its own key order) as canonical JSON text on both sides, the
+    fold's in the form the writer sends."""
+    from pyspark.sql import functions as F
+
+    def ours(name: str) -> Column:
+        c = F.col(_q(name))
+        return (_canonical_json(F.to_json(c)) if name in texts else c).alias(name)
+
+    def theirs(name: str, kind: Any) -> Column:
+        c = F.col(_q(name))
+        return (_canonical_json(c) if name in texts else c.cast(kind)).alias(name)
+
+    topic = fold.select(*[ours(f.name) for f in fold.schema])
+    return topic, raw.select(*[theirs(f.name, f.dataType) for f in fold.schema])
+
+
+def _pg_json_columns(target: Any, table: UpsertKafkaTable) -> set[str]:
+    """The columns a PostgreSQL target stores as ``jsonb`` (none for other targets)."""
+    from upsert_kafka_ops.engine import warehouse as wh
+
+    if not isinstance(target, PostgresTarget):
+        return set()
+    return {n for n, t in wh.target_columns(table) if t.name in wh.NESTED}
+
+
+def _canonical_json(column: Column) -> Column:
+    """JSON text with sorted keys and no spaces (a Python UDF: only for PostgreSQL ``jsonb`` columns)."""
+    from pyspark.sql import functions as F
+
+    def canonical(text: str | None) -> str | None:
+        return None if text is None else json.dumps(json.loads(text), sort_keys=True, separators=(",", ":"))
+
+    return F.udf(canonical, "string")(column)
+
+
 def _table_rows(spark: SparkSession, pipeline: Pipeline, target: Any, table: UpsertKafkaTable) -> DataFrame:
-    """The target's rows, in the fold's column names (nested and TIME values of a PostgreSQL table
-    parsed back from the text the writer stored)."""
+    """The target's rows, in the fold's column names (a PostgreSQL table's ``jsonb``, ``time`` and
+    ``char`` columns as text)."""
     from upsert_kafka_ops.jobs.to_warehouse import read_target
 
     if isinstance(target, PostgresTarget):
@@ -289,27 +338,20 @@ def _table_rows(spark: SparkSession, pipeline: Pipeline, target: Any, table: Ups
 
 
 def _postgres_rows(spark: SparkSession, target: PostgresTarget, table: UpsertKafkaTable) -> DataFrame:
-    from pyspark.sql import functions as F
 
     from upsert_kafka_ops.engine import warehouse as wh
 
     cols = wh.target_columns(table)
-    texts = {n for n, t in cols if t.name in wh.NESTED or t.name == "TIME"}
+    # char(n) pads with blanks, which ::text drops; time's text is the fold's
+    texts = {n for n, t in cols if t.name in wh.NESTED or t.name in ("TIME", "CHAR")}
     select = ", ".join(
         wh.pg_name(n) + ("::text" if n in texts else "") + f" AS {wh.pg_name(n)}" for n, _ in cols
     )
     qualified = f"{target.schema_name}.{target.table_name}"
-    raw = wh.jdbc_read(
+    return wh.jdbc_read(
         spark,
         target.jdbc_url(),
         f"SELECT {select} FROM {wh.pg_quote(qualified)}",
         target.user,
         target.conninfo().get("password"),
     )
-    out = []
-    for n, t in cols:
-        c = F.col(_q(n))
-        if t.name in wh.NESTED:
-            c = F.from_json(c, t.to_spark())
-        out.append(c.alias(n))
-    return raw.select(*out)
