@@ -9,7 +9,7 @@ import pytest
 from upsert_kafka_ops.cli import build_parser
 from upsert_kafka_ops.errors import SpecError
 from upsert_kafka_ops.jobs import Pipeline
-from upsert_kafka_ops.jobs.verify import KINDS, Verification, verify_job
+from upsert_kafka_ops.jobs.verify import KINDS, Verification, refusal, verify_job
 
 DDL = (
     "CREATE TABLE users (id BIGINT, name STRING, PRIMARY KEY (id) NOT ENFORCED) WITH ("
@@ -46,6 +46,12 @@ def test_only_latest_state_warehouse_tables_are_verified(
     with pytest.raises(SpecError) as caught:
         verify_job(None, _pipeline(target, kind), "j")  # type: ignore[arg-type]  # refused before Spark
     assert caught.value.field == field and says in caught.value.message and caught.value.fix
+    # the same reason keeps the Dagster check off such a job's output
+    assert str(refusal(_pipeline(target, kind).job("j"))) == str(caught.value)
+
+
+def test_a_latest_state_table_has_nothing_to_refuse() -> None:
+    assert refusal(_pipeline({"kind": "delta", "path": "/tmp/t"}).job("j")) is None
 
 
 def _outcome(**differences: int) -> Verification:

@@ -1,6 +1,7 @@
 """The ``matches_topic`` asset check: a warehouse table compared with the fold of its topic.
 
-Each output of a materialize or backfill job (not a snapshot job) gets one check that calls
+Each warehouse table a materialize or backfill job keeps at its topic's latest state (not a topic
+target, not a snapshot table) gets one check that calls
 :func:`upsert_kafka_ops.jobs.verify.verify_job` in the check's process on local Spark: counts, a
 hash of each row per key, and the first keys of each difference as metadata. Run it from the
 asset's page, in a job of its own, or on a schedule (``dg.build_asset_check_job`` or an
@@ -15,7 +16,8 @@ import dagster as dg
 from upsert_kafka_ops.dagster._plan import check_kafka_resources, load_pipeline, plan, resolve_connections
 from upsert_kafka_ops.dagster.assets import local_spark
 from upsert_kafka_ops.dagster.translator import DagsterUpsertKafkaTranslator
-from upsert_kafka_ops.jobs.spec import BackfillJob, MaterializeJob, Pipeline
+from upsert_kafka_ops.jobs.spec import Pipeline
+from upsert_kafka_ops.jobs.verify import NotVerifiableError, refusal, verify_job
 
 VERIFY_CHECK = "matches_topic"
 
@@ -38,8 +40,7 @@ def upsert_kafka_verify_checks(
     check_kafka_resources(pipe, kres)
     out: list[dg.AssetChecksDefinition] = []
     for p in plan(pipe, jobs, translator or DagsterUpsertKafkaTranslator()):
-        spec = pipe.job(p.job)
-        if not isinstance(spec, MaterializeJob | BackfillJob) or getattr(spec.target, "as_of_column", None):
+        if refusal(pipe.job(p.job)) is not None:  # no latest-state warehouse table to compare
             continue
         out.extend(_verify_check(pipe, p.job, key, kres, show, blocking) for key in p.output_keys)
     return out
@@ -57,8 +58,6 @@ def _verify_check(
         "stored with it (row hashes per key).",
     )
     def _check(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResult:
-        from upsert_kafka_ops.jobs.verify import NotVerifiableError, verify_job
-
         live = resolve_connections(pipe, kres, context.resources)
         try:
             with local_spark(live.jar_groups(job)) as spark:

@@ -139,33 +139,41 @@ def verify_job(spark: SparkSession, pipeline: Pipeline, job_name: str, *, show: 
     )
 
 
-def _verifiable_target(job: Any) -> DeltaTarget | ParquetTarget | IcebergTarget | PostgresTarget:
+def refusal(job: Any) -> SpecError | None:
+    """Why ``job`` has no table verify can compare (None: it has one): not a materialize or backfill
+    job, a topic target, or a snapshot table."""
     if not isinstance(job, MaterializeJob | BackfillJob):
-        raise SpecError(
+        return SpecError(
             "--job",
             f"{job.name!r} is a {job.kind} job: verify compares a warehouse table with its topic.",
             "name a materialize or backfill job.",
         )
     target = job.target
     if not isinstance(target, DeltaTarget | ParquetTarget | IcebergTarget | PostgresTarget):
-        raise SpecError(
+        return SpecError(
             "--job",
             f"{job.name!r} writes a topic: verify compares a warehouse table with its topic.",
             "name a job whose target is a Delta, Parquet, Iceberg or PostgreSQL table.",
         )
     if isinstance(target, DeltaTarget) and target.as_of_column:
-        raise SpecError(
+        return SpecError(
             f"jobs.{job.name}.target.as_of_column",
             f"{job.name!r} keeps snapshots in one table, not the topic's latest state.",
             "verify a materialize job of the same source instead.",
         )
-    return target
+    return None
+
+
+def _verifiable_target(job: Any) -> DeltaTarget | ParquetTarget | IcebergTarget | PostgresTarget:
+    refused = refusal(job)
+    if refused is not None:
+        raise refused
+    return job.target  # type: ignore[no-any-return]
 
 
 def _compare(
     spark: SparkSession, pipeline: Pipeline, job: Any, target: Any, stored: StoredState, show: int
 ) -> Verification:
-
     from upsert_kafka_ops.jobs.to_warehouse import fold_source
 
     table = source_table(job.source)
