@@ -14,6 +14,7 @@ import sqlite3
 import subprocess
 import sys
 import time
+import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -42,6 +43,14 @@ def _wait(what: str, found: Callable[[], Any], timeout: float, log: Path) -> Any
             return value
         time.sleep(1)
     raise AssertionError(f"{what} within {timeout:.0f} s\n{_story(log.parent)}")
+
+
+def _answers(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=60) as response:
+            return bool(response.status == 200)
+    except OSError:  # refused while it starts, or a timeout
+        return False
 
 
 def _story(home: Path) -> str:
@@ -121,6 +130,11 @@ def test_users_to_delta_runs_in_airflow_standalone_with_a_deferral(
 
     try:
         _wait("Airflow did not get ready", lambda: b"Airflow is ready" in log.read_bytes(), 180, log)
+        # "Airflow is ready" can come before the API server listens, and its first request builds the
+        # execution API's versioned app: a task's start request waited 33 s for both and was killed at
+        # its 30 s answer time (CI, 2026-11-27). A task starts only once the API server has answered.
+        _wait("the execution API did not answer", lambda: _answers(f"http://127.0.0.1:{api}/execution/health"),
+              180, log)  # fmt: skip
         # "Airflow is ready" can come before the DAG processor has stored the DAG; unpausing a DAG
         # Airflow does not know yet prints "No paused DAGs were found" and exits 0 (CI, stop 36)
         _wait("the DAG processor did not store users_to_delta", lambda: query(
