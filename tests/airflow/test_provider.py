@@ -50,11 +50,17 @@ def test_every_example_dag_imports_cleanly() -> None:
     assert bag.import_errors == {}
     assert set(bag.dag_ids) == {
         "users_to_delta",
+        "users_to_delta_on_backlog",
         "pageviews_per_region",
         "upsert_kafka_backfill",
         "upsert_kafka_demo",
     }
-    for dag_id in ("users_to_delta", "pageviews_per_region", "upsert_kafka_demo"):
+    for dag_id in (
+        "users_to_delta",
+        "users_to_delta_on_backlog",
+        "pageviews_per_region",
+        "upsert_kafka_demo",
+    ):
         assert bag.dags[dag_id].max_active_runs == 1, dag_id
     # Assets: the demo DAG's publish task writes the users topic the 5-minute DAG is scheduled on
     factory = bag.dags["upsert_kafka_demo"]
@@ -67,6 +73,14 @@ def test_every_example_dag_imports_cleanly() -> None:
     assert table.startswith("file:///") and table.endswith("/warehouse/users")
     gated = bag.dags["users_to_delta"]
     assert gated.get_task("users_to_delta").upstream_task_ids == {"new_users"}
+    # the same job started by its topic: an asset watched by a BacklogTrigger
+    (watched,) = bag.dags["users_to_delta_on_backlog"].timetable.asset_condition.objects
+    (watcher,) = watched.watchers
+    kind, kwargs = watcher.trigger.serialize()
+    assert (
+        kind == "upsert_kafka_ops.airflow.triggers.BacklogTrigger"
+        and kwargs["ref"]["job_name"] == "users-to-delta"
+    )
     factory = bag.dags["upsert_kafka_demo"]  # one task per job, ordered by topics and tables
     assert {t.task_id: t.upstream_task_ids for t in factory.tasks} == {
         "publish-users": set(),

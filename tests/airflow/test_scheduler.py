@@ -2,7 +2,9 @@
 seeds the demo's broker and prints the exports; ``airflow standalone`` (API server, scheduler,
 DAG processor, triggerer, LocalExecutor, SQLite) runs ``users_to_delta`` with those exports alone.
 The first run finds the published users at once; the next one defers its new-data sensor to the
-triggerer, which fires when a change is published; the materialize task's XCom holds the run result."""
+triggerer, which fires when a change is published; the materialize task's XCom holds the run result.
+Then the same job is started by its topic: ``users_to_delta_on_backlog`` is scheduled on an asset
+whose watcher (a ``BacklogTrigger`` in the triggerer) fires when the next change is published."""
 
 from __future__ import annotations
 
@@ -60,13 +62,15 @@ def _story(home: Path) -> str:
     db = home / "airflow.db"
     if db.exists():
         with contextlib.closing(sqlite3.connect(db, timeout=30)) as conn:
-            for row in conn.execute("SELECT run_id, state, start_date, end_date FROM dag_run "
-                                    "WHERE dag_id = 'users_to_delta'"):  # fmt: skip
+            for row in conn.execute("SELECT dag_id, run_id, state, start_date, end_date FROM dag_run "
+                                    "WHERE dag_id LIKE 'users_to_delta%'"):  # fmt: skip
                 lines.append(f"run {row}")
-            for row in conn.execute("SELECT run_id, task_id, try_number, state, start_date, end_date "
-                                    "FROM task_instance WHERE dag_id = 'users_to_delta'"):  # fmt: skip
+            for row in conn.execute("SELECT dag_id, run_id, task_id, try_number, state, start_date, end_date "
+                                    "FROM task_instance WHERE dag_id LIKE 'users_to_delta%'"):  # fmt: skip
                 lines.append(f"task {row}")
-    for try_log in sorted((home / "logs").glob("dag_id=users_to_delta/**/*.log")):
+            for row in conn.execute("SELECT id, classpath, created_date FROM trigger"):
+                lines.append(f"trigger {row}")
+    for try_log in sorted((home / "logs").glob("dag_id=users_to_delta*/**/*.log")):
         lines.append(f"--- {try_log.relative_to(home)}\n" + try_log.read_text(errors="replace")[-3000:])
     standalone = (home / "standalone.log").read_text(errors="replace").splitlines()
     for component in ("scheduler", "dag-processor", "triggerer", "api-server"):
@@ -107,6 +111,7 @@ def test_users_to_delta_runs_in_airflow_standalone_with_a_deferral(
            "AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT": str(worker_logs),
            "AIRFLOW__LOGGING__TRIGGER_LOG_SERVER_PORT": str(trigger_logs),
            "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS": "true", "UKO_NEW_DATA_POLL_S": "2",
+           "UKO_BACKLOG_MIN_RECORDS": "1", "UKO_BACKLOG_POLL_S": "2",
            # standalone's API server shares two cores with three other suites: its default 5 s
            # answer time (5 tries) failed a finished task's state update once
            "AIRFLOW__WORKERS__EXECUTION_API_TIMEOUT": "30"}  # fmt: skip
@@ -120,8 +125,13 @@ def test_users_to_delta_runs_in_airflow_standalone_with_a_deferral(
         with contextlib.closing(sqlite3.connect(db, timeout=30)) as conn:
             return conn.execute(sql, args).fetchall()
 
-    def runs() -> dict[str, str]:
-        return dict(query("SELECT run_id, state FROM dag_run WHERE dag_id = 'users_to_delta'"))
+    def runs(dag_id: str = "users_to_delta") -> dict[str, str]:
+        return dict(query("SELECT run_id, state FROM dag_run WHERE dag_id = ?", dag_id))
+
+    def publish_change(user: int, region: str) -> None:
+        spark.sql(f"UPDATE delta.`{folder}/source/users` SET region = '{region}' WHERE user_id = {user}")
+        done = _cli("run", str(ROOT / "pipelines" / "demo.yaml"), "--job", "publish-users", "--json", env=env)
+        assert done.returncode == 0, done.stderr[-3000:]
 
     def airflow_cli(*args: str) -> None:
         done = subprocess.run([str(BIN / "airflow"), *args], env=env, capture_output=True, text=True,
@@ -147,15 +157,28 @@ def test_users_to_delta_runs_in_airflow_standalone_with_a_deferral(
         second = _wait("the next run's sensor did not defer", lambda: query(
             "SELECT run_id FROM task_instance WHERE dag_id = 'users_to_delta' AND task_id = 'new_users' "
             "AND state = 'deferred'"), 120, log)[0][0]  # fmt: skip
-        spark.sql(f"UPDATE delta.`{folder}/source/users` SET region = 'Hangzhou' WHERE user_id = 101")
-        changed = _cli(
-            "run", str(ROOT / "pipelines" / "demo.yaml"), "--job", "publish-users", "--json", env=env
-        )
-        assert changed.returncode == 0, changed.stderr[-3000:]
+        publish_change(101, "Hangzhou")
         _wait(
             "the deferred run did not succeed", lambda: runs().get(second) in ("success", "failed"), 180, log
         )
         assert runs()[second] == "success", _story(home)
+
+        # the same job started by its topic: the clock's DAG paused, the backlog's unpaused, and its
+        # asset's watcher registered now (reserialize) rather than at the next parse
+        airflow_cli("dags", "pause", "users_to_delta")
+        airflow_cli("dags", "unpause", "users_to_delta_on_backlog")
+        airflow_cli("dags", "reserialize")
+        _wait("the backlog trigger did not start", lambda: query(
+            "SELECT id FROM trigger WHERE classpath LIKE '%.BacklogTrigger'"), 120, log)  # fmt: skip
+        time.sleep(6)  # it looked: nothing waits, nothing starts
+        assert runs("users_to_delta_on_backlog") == {}, _story(home)
+        publish_change(102, "Shenzhen")
+        backlog = _wait("the backlog did not start a run", lambda: [
+            r for r, s in runs("users_to_delta_on_backlog").items() if s in ("success", "failed")], 240, log)[0]  # fmt: skip
+        assert runs("users_to_delta_on_backlog")[backlog] == "success", _story(home)
+        events = query("SELECT extra FROM asset_event")
+        payloads = [json.loads(e).get("payload") or {} for (e,) in events if e]
+        assert any(p.get("backlog", {}).get("new_records") == 1 for p in payloads), events
     finally:
         stop_group(airflow, timeout=60)  # SIGTERM to its process group, SIGKILL what remains
 
@@ -165,6 +188,10 @@ def test_users_to_delta_runs_in_airflow_standalone_with_a_deferral(
     assert (results[first]["status"], results[first]["mode"], results[first]["records_read"]) == (
         "succeeded", "full", 4)  # fmt: skip
     assert (results[second]["mode"], results[second]["records_read"]) == ("incremental", 1)
+    (by_topic,) = [json.loads(v) for (v,) in query(
+        "SELECT value FROM xcom WHERE dag_id = 'users_to_delta_on_backlog' AND task_id = 'users_to_delta' "
+        "AND key = 'return_value'")]  # fmt: skip
+    assert (by_topic["mode"], by_topic["records_read"]) == ("incremental", 1)
     rows = spark.read.format("delta").load(str(folder / "warehouse" / "users")).orderBy("user_id").collect()
-    assert [(r.user_id, r.region) for r in rows] == [(100, "Beijing"), (101, "Hangzhou"), (102, "Berlin"),
+    assert [(r.user_id, r.region) for r in rows] == [(100, "Beijing"), (101, "Hangzhou"), (102, "Shenzhen"),
                                                       (103, "Berlin")]  # fmt: skip

@@ -170,3 +170,49 @@ def test_new_data_event_trigger_drives_an_asset_watcher(
     )
     # a tombstone for a key the job never saw still counts as a record to process
     assert event["new_data"]["new_records"] == 2
+
+
+def test_backlog_trigger_fires_once_per_backlog_by_count_and_by_age(
+    kafka: LocalKafka, kafka_default: dict[str, str], new_topic: Callable[..., str], tmp_path: Path
+) -> None:
+    """Count: quiet below min_records, one event when the third record arrives, none again for the
+    same end offsets, another when more arrive. Age: one record that waited past max_age_s (its
+    timestamp two minutes back) fires a trigger whose count alone would wait."""
+    import time
+
+    from upsert_kafka_ops.airflow.triggers import BacklogTrigger
+
+    topic = new_topic(partitions=1, config={"cleanup.policy": "compact"})
+    ref = {"job": _job(topic, tmp_path / "t"), "pipeline_file": None, "job_name": None,
+           "kafka_config_id": None, "kafka_config_ids": CONNS}  # fmt: skip
+    row = {"name": "a", "region": "b", "score": "0.10"}
+    produce(kafka.bootstrap_servers, topic, [(1, row), (2, row)])
+    trigger = _round_trip(BacklogTrigger(ref, min_records=3, poll_interval=0.3))
+
+    async def count() -> tuple[dict[str, Any], dict[str, Any]]:
+        events = trigger.run()
+        first = asyncio.ensure_future(events.__anext__())
+        await asyncio.sleep(2)
+        assert not first.done()  # 2 records wait, 3 wanted
+        await asyncio.to_thread(produce, kafka.bootstrap_servers, topic, [(3, row)])
+        fired = (await asyncio.wait_for(first, timeout=60)).payload
+        again = asyncio.ensure_future(events.__anext__())
+        await asyncio.sleep(2)
+        assert not again.done()  # the same backlog: no second event
+        await asyncio.to_thread(produce, kafka.bootstrap_servers, topic, [(4, row)])
+        more = (await asyncio.wait_for(again, timeout=60)).payload
+        await events.aclose()
+        return fired, more
+
+    fired, more = asyncio.run(count())
+    assert fired["backlog"]["due"] and fired["backlog"]["new_records"] == 3
+    assert fired["backlog"]["end_offsets"] == {topic: {"0": 3}}
+    assert more["backlog"]["new_records"] == 4 and more["backlog"]["end_offsets"] == {topic: {"0": 4}}
+
+    old = new_topic(partitions=1, config={"cleanup.policy": "compact"})
+    produce(kafka.bootstrap_servers, old, [(1, row)], timestamp_ms=int(time.time() * 1000) - 120_000)
+    aged = BacklogTrigger({**ref, "job": _job(old, tmp_path / "o")}, min_records=100, max_age_s=60,
+                          poll_interval=0.3)  # fmt: skip
+    event = asyncio.run(asyncio.wait_for(aged.run().__anext__(), timeout=60)).payload["backlog"]
+    assert event["new_records"] == 1 and event["oldest_age_s"] >= 119
+    assert "the oldest 1" in event["reason"] and "60s or older calls for a run" in event["reason"]

@@ -54,11 +54,15 @@ def test_new_data_sensor_requests_the_jobs_assets_once_per_new_data(
 
     empty = _tick(sensor, None, kafka_resource, instance)
     assert not empty.run_requests and empty.skip_message is not None
-    assert "0 new record(s)" in str(empty.skip_message)
+    assert "nothing waits" in str(empty.skip_message)
 
     produce(kafka.bootstrap_servers, topic, [(1, ROW)])
     one = _tick(sensor, empty.cursor, kafka_resource, instance)  # below min_records: still a skip
-    assert not one.run_requests and "1 new record(s), 2 wanted" in str(one.skip_message)
+    assert (
+        not one.run_requests
+        and "1 record(s) wait" in str(one.skip_message)
+        and "waiting for 2 record(s)" in str(one.skip_message)
+    )
 
     produce(kafka.bootstrap_servers, topic, [(2, ROW), (3, None)])
     fired = _tick(sensor, one.cursor, kafka_resource, instance)
@@ -109,6 +113,32 @@ def test_consumer_lag_sensor_on_a_group_keeps_the_window_in_its_cursor(
     assert json.loads(fired.cursor or "")["requested"] == {topic: {"0": 3}}
     again = _tick(sensor, fired.cursor, kafka_resource, instance)
     assert not again.run_requests and "already requested" in str(again.skip_message)
+
+
+def test_new_data_sensor_with_an_age_limit_runs_for_one_record_that_waited_long_enough(
+    kafka: LocalKafka,
+    kafka_resource: UpsertKafkaResource,
+    new_topic: Callable[..., str],
+    instance: dg.DagsterInstance,
+    tmp_path: Path,
+) -> None:
+    """The core's backlog rule through the daemon's evaluation path: age alone (``min_records=None``)
+    skips a fresh record and requests a run once a record's timestamp is ``max_age_s`` old."""
+    fresh, old = new_topic(partitions=1), new_topic(partitions=1)
+    now_ms = int(time.time() * 1000)
+    produce(kafka.bootstrap_servers, fresh, [(1, ROW)], timestamp_ms=now_ms)
+    produce(kafka.bootstrap_servers, old, [(1, ROW)], timestamp_ms=now_ms - 120_000)
+    ticks = {}
+    for topic in (fresh, old):
+        pipe = one_job(kafka.bootstrap_servers, topic, tmp_path / topic)
+        sensor = new_data_sensor(job=pipe.jobs[0].name, pipeline=pipe, kafka_resources=RESOURCES,
+                                 min_records=None, max_age_s=60)  # fmt: skip
+        ticks[topic] = _tick(sensor, None, kafka_resource, instance)
+    assert not ticks[fresh].run_requests and "waiting for an oldest record 60s old" in str(
+        ticks[fresh].skip_message
+    )
+    (request,) = ticks[old].run_requests
+    assert request.tags["upsert_kafka/new_records"] == "1"
 
 
 def _commit(bootstrap: str, topic: str, offset: int) -> None:

@@ -1,5 +1,6 @@
 """Triggers: wait in the triggerer (no worker slot) for new data, for a lag condition, or for a job's
-YARN application to end.
+YARN application to end; and :class:`BacklogTrigger`, which starts DAG runs from a job's topic
+(event-driven scheduling through an ``AssetWatcher``).
 
 Their kwargs are plain JSON: a :class:`~upsert_kafka_ops.airflow._jobs.JobRef` (a pipeline file or a
 job spec, and Airflow connection ids: never a secret), the condition and the Burrow window. The
@@ -15,14 +16,28 @@ from typing import Any
 from airflow.triggers.base import BaseEventTrigger, BaseTrigger, TriggerEvent
 
 from upsert_kafka_ops.airflow._jobs import DEFAULT_KAFKA_CONN, JobRef
-from upsert_kafka_ops.errors import UpsertKafkaOpsError
-from upsert_kafka_ops.jobs.gates import LagCondition, LagGate, NewData, lag_gate, new_data
+from upsert_kafka_ops.errors import SpecError, UpsertKafkaOpsError
+from upsert_kafka_ops.jobs.gates import (
+    Backlog,
+    BacklogVerdict,
+    LagCondition,
+    LagGate,
+    NewData,
+    backlog,
+    lag_gate,
+    new_data,
+)
 from upsert_kafka_ops.runtime.yarn import application, kill_application
 
 
 def check_new_data(ref: dict[str, Any], timeout: float = 10.0) -> NewData:
     pipeline, name = JobRef(**ref).resolve()
     return new_data(pipeline, name, timeout=timeout)
+
+
+def check_backlog(ref: dict[str, Any], rule: dict[str, Any], timeout: float = 10.0) -> BacklogVerdict:
+    pipeline, name = JobRef(**ref).resolve()
+    return backlog(pipeline, name, Backlog.model_validate(rule), timeout=timeout)
 
 
 def check_lag(
@@ -81,6 +96,78 @@ class NewDataEventTrigger(NewDataTrigger, BaseEventTrigger):
     """:class:`NewDataTrigger` for event-driven scheduling (``AssetWatcher``): a DAG scheduled on the
     asset runs when new data arrives for the job. It fires again while the job has not processed it
     (runs of a job are serialized and idempotent, so a repeated run only finds nothing new)."""
+
+
+class BacklogTrigger(BaseEventTrigger):
+    """Starts a DAG when a job's topic calls for a run: at least ``min_records`` records wait past the
+    offsets the job processed, or the oldest of them waited ``max_age_s`` (its timestamp). Use it in
+    an ``AssetWatcher``; a DAG scheduled on the asset runs the job::
+
+        users = Asset("upsert_kafka_users_backlog", watchers=[AssetWatcher(
+            name="users_backlog", trigger=BacklogTrigger(ref, min_records=1000, max_age_s=900))])
+
+    It fires once per set of end offsets: the ones it fired for are kept in memory and, under a
+    triggerer that offers it (Airflow 3.3), in the asset's state store, so a restarted triggerer does
+    not start a second run for data the first is still reading. A broker it cannot reach is logged
+    and asked again; a bad job reference fails the trigger."""
+
+    #: the asset state store key of the end offsets the last event was for
+    FIRED_KEY = "upsert_kafka_backlog_fired"
+
+    def __init__(
+        self,
+        ref: dict[str, Any],
+        min_records: int | None = None,
+        max_age_s: float | None = None,
+        poll_interval: float = 30.0,
+    ) -> None:
+        super().__init__()
+        Backlog(min_records=min_records, max_age_s=max_age_s)  # a bad rule fails where the DAG is parsed
+        self.ref = ref
+        self.min_records = min_records
+        self.max_age_s = max_age_s
+        self.poll_interval = poll_interval
+
+    def serialize(self) -> tuple[str, dict[str, Any]]:
+        return (
+            f"{type(self).__module__}.{type(self).__qualname__}",
+            {"ref": self.ref, "min_records": self.min_records, "max_age_s": self.max_age_s,
+             "poll_interval": self.poll_interval},
+        )  # fmt: skip
+
+    async def run(self) -> AsyncIterator[TriggerEvent]:
+        rule = {"min_records": self.min_records, "max_age_s": self.max_age_s}
+        fired = await self._stored_fired()
+        while True:
+            try:
+                verdict = await asyncio.to_thread(check_backlog, self.ref, rule)
+            except SpecError:
+                raise
+            except UpsertKafkaOpsError as exc:
+                self.log.warning("backlog unknown, asking again in %gs: %s: %s", self.poll_interval,
+                                 type(exc).__name__, exc)  # fmt: skip
+            else:
+                ends = verdict.data.end_offsets
+                if verdict.due and ends != fired:
+                    fired = ends
+                    await self._store_fired(ends)
+                    self.log.info("job %s: %s: firing", verdict.data.job, verdict.reason)
+                    yield TriggerEvent({"status": "success", "backlog": verdict.to_dict()})
+                elif verdict.due:
+                    self.log.info("job %s: %s, but already fired for these end offsets", verdict.data.job,
+                                  verdict.reason)  # fmt: skip
+                else:
+                    self.log.info("job %s: %s", verdict.data.job, verdict.reason)
+            await asyncio.sleep(self.poll_interval)
+
+    async def _stored_fired(self) -> Any:
+        store = getattr(self, "asset_state_store", None)
+        return None if store is None else await store.aget(self.FIRED_KEY)
+
+    async def _store_fired(self, ends: dict[str, dict[str, int]]) -> None:
+        store = getattr(self, "asset_state_store", None)
+        if store is not None:
+            await store.aset(self.FIRED_KEY, ends)
 
 
 class LagTrigger(BaseTrigger):

@@ -22,7 +22,7 @@ from upsert_kafka_ops.dagster._plan import (
 )
 from upsert_kafka_ops.dagster.translator import DagsterUpsertKafkaTranslator
 from upsert_kafka_ops.errors import SpecError
-from upsert_kafka_ops.jobs.gates import LagCondition, LagGate, lag_gate, new_data
+from upsert_kafka_ops.jobs.gates import Backlog, LagCondition, LagGate, backlog, lag_gate
 from upsert_kafka_ops.jobs.lag import lag_jobs
 from upsert_kafka_ops.jobs.spec import Pipeline
 from upsert_kafka_ops.kafka.evaluation import STATUS_ORDER
@@ -58,20 +58,22 @@ def new_data_sensor(
     asset_keys: Sequence[dg.AssetKey] | None = None,
     translator: DagsterUpsertKafkaTranslator | None = None,
     kafka_resources: Mapping[str, str] | None = None,
-    min_records: int = 1,
+    min_records: int | None = 1,
+    max_age_s: float | None = None,
     name: str | None = None,
     minimum_interval_seconds: int = 30,
     default_status: dg.DefaultSensorStatus = dg.DefaultSensorStatus.STOPPED,
 ) -> dg.SensorDefinition:
-    """Request a run of ``job``'s assets when at least ``min_records`` arrived in its source topics past
-    the offsets it processed. The cursor keeps the end offsets of the last request, so the same data
-    is requested once."""
+    """Request a run of ``job``'s assets when its topic calls for one (the core's
+    :class:`~upsert_kafka_ops.jobs.gates.Backlog`): at least ``min_records`` arrived in its source
+    topics past the offsets it processed, or the oldest of them waited ``max_age_s`` seconds (with
+    ``min_records=None``, age alone decides). The cursor keeps the end offsets of the last request,
+    so the same data is requested once."""
     pipe = load_pipeline(pipeline_file, pipeline)
     kres = dict(kafka_resources or {})
     check_kafka_resources(pipe, kres)
     keys = list(asset_keys) if asset_keys is not None else _keys(pipe, job, translator)
-    if min_records < 1:
-        raise SpecError("min_records", f"{min_records} is below 1.", "use 1 or more.")
+    rule = Backlog(min_records=min_records, max_age_s=max_age_s)
 
     @dg.sensor(
         name=name or definition_name("upsert_kafka_new_data", job),
@@ -85,16 +87,18 @@ def new_data_sensor(
         # the daemon's tick fills only annotated parameters, never **kwargs: read context.resources
         live = resolve_connections(pipe, kres, context.resources)
         state = _cursor(context.cursor, "new_data")
-        found = new_data(live, job)
+        verdict = backlog(live, job, rule)
+        found = verdict.data
         requested = state.get("requested")
         context.log.info(
-            f"upsert-kafka job {job!r}: {found.new_records} new record(s) "
+            f"upsert-kafka job {job!r}: {verdict.reason} "
             f"{json.dumps(found.partitions, sort_keys=True)}; never ran: {found.never_ran}"
         )
         cursor = {"end_offsets": found.end_offsets, "requested": requested}
-        if found.new_records < min_records:
-            why = f"{found.new_records} new record(s), {min_records} wanted"
-            return dg.SensorResult(skip_reason=dg.SkipReason(why), cursor=json.dumps(cursor, sort_keys=True))
+        if not verdict.due:
+            return dg.SensorResult(
+                skip_reason=dg.SkipReason(verdict.reason), cursor=json.dumps(cursor, sort_keys=True)
+            )
         if requested == found.end_offsets:
             why = "a run was already requested for these end offsets"
             return dg.SensorResult(skip_reason=dg.SkipReason(why), cursor=json.dumps(cursor, sort_keys=True))

@@ -1,7 +1,9 @@
-"""The two questions an orchestrator asks before or after running a job, answered without Spark.
+"""The questions an orchestrator asks before or after running a job, answered without Spark.
 
 - :func:`new_data`: did the job's source topics move past the offsets the job last processed? (the
   target's stored offsets, else the job's consumer group; see :mod:`upsert_kafka_ops.jobs.lag`)
+- :func:`backlog`: does what waits call for a run (:class:`Backlog`: enough records, or the oldest
+  one old enough)? What an event-driven schedule asks the topic.
 - :func:`lag_gate`: is a job's (or a consumer group's) lag within a :class:`LagCondition`: offset
   lag, time lag, and the Burrow status over a window of earlier observations that the caller keeps
   as JSON (an Airflow trigger's kwargs, a Dagster sensor cursor)?
@@ -71,6 +73,74 @@ def new_data(pipeline: Pipeline, job: str, *, timeout: float = 10.0) -> NewData:
     """What arrived in ``job``'s source topics past its processed offsets (one bounded offsets query
     per topic; no record is read). A job that never ran counts every record from the earliest."""
     return new_data_from_report(job, job_lag(pipeline, job, fetch_records=False, timeout=timeout))
+
+
+class Backlog(SpecModel):
+    """When a job's pending records call for a run: at least ``min_records`` wait, or the oldest of
+    them waited ``max_age_s``. Pending is what the lag sensors count: the records past the offsets
+    the job processed (every record, for a job that never ran)."""
+
+    min_records: int | None = Field(
+        default=None, ge=1, description="Run when at least this many records wait."
+    )
+    max_age_s: float | None = Field(
+        default=None,
+        gt=0,
+        description="Run when the oldest waiting record is this many seconds old (by its timestamp), "
+        "however few wait.",
+    )
+
+    @model_validator(mode="after")
+    def _some_limit(self) -> Backlog:
+        if self.min_records is None and self.max_age_s is None:
+            raise SpecError(
+                "min_records",
+                "a backlog rule needs a limit.",
+                "set min_records (how many records wait), max_age_s (how long the oldest waited), or both.",
+            )
+        return self
+
+
+@dataclass(frozen=True)
+class BacklogVerdict:
+    """The verdict of :func:`backlog`: whether a run is due, why, what waits and how old its oldest is."""
+
+    due: bool
+    reason: str
+    data: NewData
+    oldest_age_s: float | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "due": self.due,
+            "reason": self.reason,
+            "oldest_age_s": self.oldest_age_s,
+            **self.data.to_dict(),
+        }
+
+
+def judge_backlog(rule: Backlog, data: NewData, oldest_age_s: float | None) -> BacklogVerdict:
+    """Pure: whether ``data`` (with its oldest record ``oldest_age_s`` old) calls for a run."""
+    n = data.new_records
+    age = "their age unknown" if oldest_age_s is None else f"the oldest {oldest_age_s:.0f}s old"
+    if rule.min_records is not None and n >= rule.min_records:
+        why = f"{n} record(s) wait ({rule.min_records} or more call for a run)"
+        return BacklogVerdict(True, why, data, oldest_age_s)
+    if rule.max_age_s is not None and n and oldest_age_s is not None and oldest_age_s >= rule.max_age_s:
+        why = f"{n} record(s) wait, {age} ({rule.max_age_s:g}s or older calls for a run)"
+        return BacklogVerdict(True, why, data, oldest_age_s)
+    wanted = [f"{rule.min_records} record(s)"] if rule.min_records is not None else []
+    wanted += [f"an oldest record {rule.max_age_s:g}s old"] if rule.max_age_s is not None else []
+    state = f"{n} record(s) wait, {age}" if n else "nothing waits"
+    return BacklogVerdict(False, f"{state}; waiting for {' or '.join(wanted)}", data, oldest_age_s)
+
+
+def backlog(pipeline: Pipeline, job: str, rule: Backlog, *, timeout: float = 10.0) -> BacklogVerdict:
+    """Whether ``job``'s pending records call for a run under ``rule`` (bounded offset queries, and
+    with ``max_age_s`` one read of the record at each lagging partition's processed offset)."""
+    report = job_lag(pipeline, job, fetch_records=rule.max_age_s is not None, timeout=timeout)
+    data = new_data_from_report(job, report)
+    return judge_backlog(rule, data, report.max_time_lag_s if data.new_records else None)
 
 
 class LagCondition(SpecModel):
