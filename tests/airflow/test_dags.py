@@ -77,7 +77,8 @@ def test_pipeline_dag_runs_every_job_in_order(
 ) -> None:
     dagrun, _ = _run(demo, "upsert_kafka_demo", capfd)
     assert task_states(dagrun) == dict.fromkeys(
-        ("publish-users", "users-to-delta", "pageviews-per-region", "pageviews-per-page"), "success"
+        ("publish-users", "users-to-delta", "users-history", "pageviews-per-region", "pageviews-per-page"),
+        "success",
     )
     users = users_oracle(kafka.bootstrap_servers, USERS_VALUE)
     assert users == {u: (n, r) for u, n, r in USERS_1}
@@ -91,6 +92,7 @@ def test_pipeline_dag_runs_every_job_in_order(
     }
     results = xcoms("upsert_kafka_demo", dagrun.run_id)
     assert results["users-to-delta"]["rows_upserted"] == 4 and results["users-to-delta"]["mode"] == "full"
+    assert (results["users-history"]["rows_upserted"], results["users-history"]["mode"]) == (4, "full")
     assert spark.range(3).count() == 3  # the shared test session is alive after the DAG run
 
 

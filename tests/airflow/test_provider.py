@@ -85,6 +85,7 @@ def test_every_example_dag_imports_cleanly() -> None:
     assert {t.task_id: t.upstream_task_ids for t in factory.tasks} == {
         "publish-users": set(),
         "users-to-delta": {"publish-users"},
+        "users-history": {"publish-users"},
         "pageviews-per-region": {"publish-users"},
         "pageviews-per-page": set(),
     }

@@ -36,18 +36,22 @@ def test_definitions_hold_the_demo_assets_checks_and_sensors() -> None:
     keys = {k.to_user_string() for k in graph.get_all_asset_keys()}
     assert keys == {
         "kafka/users", "kafka/pageviews", "kafka/pageviews_per_region", "kafka/pageviews_per_page",
-        "warehouse/source/users", "warehouse/warehouse/users",
+        "warehouse/source/users", "warehouse/warehouse/users", "warehouse/warehouse/users_history",
     }  # fmt: skip
     materializable = {
         k.to_user_string() for k in graph.get_all_asset_keys() if graph.get(k).is_materializable
     }
-    assert materializable == {"kafka/users", "warehouse/warehouse/users", "kafka/pageviews_per_region",
-                              "kafka/pageviews_per_page"}  # fmt: skip
+    assert materializable == {"kafka/users", "warehouse/warehouse/users", "warehouse/warehouse/users_history",
+                              "kafka/pageviews_per_region", "kafka/pageviews_per_page"}  # fmt: skip
     parents = {
         k.to_user_string(): {p.to_user_string() for p in graph.get(k).parent_keys}
         for k in graph.get_all_asset_keys()
     }
-    assert parents["warehouse/warehouse/users"] == {"kafka/users"}
+    assert (
+        parents["warehouse/warehouse/users"]
+        == parents["warehouse/warehouse/users_history"]
+        == {"kafka/users"}
+    )
     assert parents["kafka/users"] == {
         "warehouse/source/users"
     }  # publish-users writes what users-to-delta reads
@@ -68,14 +72,20 @@ def test_definitions_hold_the_demo_assets_checks_and_sensors() -> None:
     versions = {
         graph.get(k).code_version for k in graph.get_all_asset_keys() if graph.get(k).is_materializable
     }
-    assert len(versions) == 4  # four jobs, four specs
+    assert len(versions) == 5  # five jobs, five specs
+    history = graph.get(dg.AssetKey(["warehouse", "warehouse", "users_history"]))
+    names = [c.name for c in history.metadata["dagster/column_schema"].columns]
+    assert names[:6] == ["user_id", "user_name", "region", "valid_from", "valid_to", "is_current"]
     checks = {(k.asset_key.to_user_string(), k.name) for k in graph.asset_check_keys}
     assert ("warehouse/warehouse/users", "keys_in_single_partition") in checks
     assert ("warehouse/warehouse/users", "row_count_matches_live_keys") in checks
     assert ("warehouse/warehouse/users", "matches_topic") in checks
+    # a history table holds every version: its current ones are verified, its rows are not counted
+    assert ("warehouse/warehouse/users_history", "matches_topic") in checks
+    assert ("warehouse/warehouse/users_history", "row_count_matches_live_keys") not in checks
     assert ("kafka/pageviews_per_page", "lag_within_threshold") in checks
     sensors = {s.name for s in defs.sensors or []}
-    readers = ("users_to_delta", "pageviews_per_region", "pageviews_per_page")
+    readers = ("users_to_delta", "users_history", "pageviews_per_region", "pageviews_per_page")
     assert sensors == {f"upsert_kafka_{kind}_{job}" for kind in ("new_data", "lag_status") for job in readers}
     # the file schedules users-to-delta hourly: a Dagster schedule and a freshness policy on its table
     assert {s.name: s.cron_schedule for s in defs.schedules or []} == {

@@ -61,12 +61,14 @@ def test_demo_pipeline_assets_publish_materialize_and_topic_to_topic(
     checks = upsert_kafka_verify_checks(
         pipeline_file=ROOT / "pipelines" / "demo.yaml", kafka_resources={"local": "kafka"}
     )
-    assert [c.check_key.name for c in checks] == [VERIFY_CHECK]  # the one warehouse table
+    assert [c.check_key.name for c in checks] == [VERIFY_CHECK] * 2  # the two warehouse tables
     resources = {"kafka": kafka_resource}
     r1 = dg.materialize([*assets, *checks], resources=resources, instance=instance)
     assert r1.success
-    (verified,) = [e for e in r1.get_asset_check_evaluations() if e.check_name == VERIFY_CHECK]
-    assert verified.passed and verified.metadata["table_rows"].value == 4
+    verified = {e.asset_key.to_user_string(): e for e in r1.get_asset_check_evaluations()
+                if e.check_name == VERIFY_CHECK}  # fmt: skip
+    assert set(verified) == {"warehouse/warehouse/users", "warehouse/warehouse/users_history"}
+    assert all(e.passed and e.metadata["table_rows"].value == 4 for e in verified.values())
 
     def warehouse() -> dict[int, tuple[str, str]]:
         rows = spark.read.format("delta").load(str(tmp_path / "warehouse" / "users")).collect()
@@ -105,13 +107,16 @@ def test_demo_pipeline_assets_publish_materialize_and_topic_to_topic(
     assert topic_users == {100: ("Bob", "Beijing"), 101: ("Alice", "Hangzhou"), 102: ("Greg", "Berlin")}
     assert warehouse() == topic_users
     assert json_topic_oracle(servers, "pageviews_per_region") == expected_per_region(topic_users, PAGEVIEWS)
+    assert meta(r2, "users-history")["dagster/row_count"] == 5  # Alice's old row and Richard's stay
 
     # a row deleted behind the job's back: the check alone (no run) names its key
     spark.sql(f"DELETE FROM delta.`{tmp_path / 'warehouse' / 'users'}` WHERE user_id = 100")
     r3 = dg.materialize([*assets, *checks], resources=resources, instance=instance,
                         selection=dg.AssetSelection.checks(*checks))  # fmt: skip
     assert r3.success and not r3.get_asset_materialization_events()
-    (caught,) = r3.get_asset_check_evaluations()
+    evaluated = {e.asset_key.to_user_string(): e for e in r3.get_asset_check_evaluations()}
+    assert evaluated["warehouse/warehouse/users_history"].passed  # the history table was not touched
+    caught = evaluated["warehouse/warehouse/users"]
     assert not caught.passed and caught.severity == dg.AssetCheckSeverity.ERROR
     assert caught.metadata["missing_keys"].value == 1
     assert caught.metadata["keys"].value == {"missing": [{"user_id": 100}]}

@@ -152,3 +152,63 @@ def json_int(value: Any) -> int | None:
 
 def decode_json(data: bytes) -> dict[str, Any]:
     return dict(json.loads(data))
+
+
+@dataclass
+class Version:
+    """One version of a key in a history table (SCD type 2)."""
+
+    key: Any
+    row: Any
+    valid_from: Any
+    opened: tuple[int, int]  # (partition, offset) of the record that opened it
+    valid_to: Any = None
+    closed: tuple[int, int] | None = None
+
+    @property
+    def is_current(self) -> bool:
+        return self.closed is None
+
+
+def history(
+    records: list[Record],
+    decode_key: Callable[[bytes], Any],
+    decode_value: Callable[[bytes], Any],
+    tracked: Callable[[Any], Any],
+    sequence: Callable[[Any], Any] | None = None,
+) -> list[Version]:
+    """Every version of every key, walking each key's records one by one: in changelog order with
+    the record timestamps as times, or by ``sequence`` of the decoded row (a tombstone, or a row
+    whose sequence is None, takes the largest sequence of the key's records before it in the topic;
+    ties keep the topic's order). A row equal on ``tracked`` to the current version updates it in
+    place; another opens a version and ends the current one; a tombstone ends the current one."""
+    keyed = [r for r in records if r.key is not None]
+    out: list[Version] = []
+    for k, recs in changelog_order(keyed, lambda r: decode_key(r.key)).items():  # type: ignore[arg-type]
+        steps: list[tuple[Any, int, Record, Any]] = []
+        largest = None
+        for i, rec in enumerate(recs):
+            row = None if rec.value is None else decode_value(rec.value)
+            own = None if sequence is None or row is None else sequence(row)
+            if sequence is None:
+                t = rec.timestamp
+            else:
+                t = own if own is not None else largest
+                if own is not None:
+                    largest = own if largest is None else max(largest, own)
+            steps.append((t, i, rec, row))
+        if sequence is not None:  # None first, as SQL's ascending order puts NULL
+            steps.sort(key=lambda s: (s[0] is not None, s[0] if s[0] is not None else 0, s[1]))
+        current: Version | None = None
+        for t, _, rec, row in steps:
+            at = (rec.partition, rec.offset)
+            if row is not None and current is not None and tracked(row) == tracked(current.row):
+                current.row = row
+                continue
+            if current is not None:
+                current.valid_to, current.closed = t, at
+                current = None
+            if row is not None:
+                current = Version(k, row, t, at)
+                out.append(current)
+    return out

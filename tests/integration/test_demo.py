@@ -70,6 +70,23 @@ def test_demo_runs_the_pipeline_twice_and_moves_only_what_changed(jars_dir: Path
     assert verified.endswith(
         "3 row(s) in the table, 3 live key(s) in the topic up to the stored offsets: equal."
     )
+    # the same topic as a history table: Alice's move ends her Shanghai row and opens a Hangzhou one,
+    # Richard's delete ends his; the second run writes those three rows and nothing else
+    history = _table(out.split("users_history, every version (history: scd2):")[1].split("\n\n")[0])
+    assert [(r[0], r[1], r[2], r[4] == "None", r[5]) for r in history] == [
+        ("100", "Bob", "Beijing", True, "True"),
+        ("101", "Alice", "Shanghai", False, "False"),
+        ("101", "Alice", "Hangzhou", True, "True"),
+        ("102", "Greg", "Berlin", True, "True"),
+        ("103", "Richard", "Berlin", False, "False"),
+    ]
+    assert history[1][4] == history[2][3]  # Shanghai ends when Hangzhou begins
+    r = second["users-history"]
+    assert (r["mode"], r["read"], r["upserted"], r["deleted"]) == ("incremental", "2", "3", "0")
+    verified = out.split("verify users-history: ")[1].split("\n")[0]
+    assert verified.endswith(
+        "3 row(s) in the table, 3 live key(s) in the topic up to the stored offsets: equal."
+    )
     regions = out.split("pageviews_per_region, materialized from the topic:")[1].split("\n\n")[0]
     assert _table(regions) == [["Beijing", "2", "1"], ["Berlin", "3", "1"], ["Hangzhou", "2", "1"]]
     pages = out.split("pageviews_per_page, materialized from the topic:")[1].split("\n\n")[0]

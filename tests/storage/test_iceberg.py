@@ -241,3 +241,35 @@ def test_iceberg_and_delta_on_s3_run_on_a_spark_connect_server_with_those_jar_gr
     stored = read_stored_offsets(pipeline.job("users-iceberg"), pipeline)
     assert stored is not None and stored.offsets == end_offsets(servers, topic, 2)
     assert postgres.password not in log and s3.secret_key not in log  # the server logs no secret
+
+
+def test_a_history_table_in_iceberg_matches_the_history_oracle_run_after_run_and_verifies(
+    kafka: LocalKafka,
+    new_topic: Callable[..., str],
+    s3: LocalS3,
+    postgres: LocalPostgres,
+    spark: SparkSession,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from tests.integration.test_history import T0, changes, history_table, produce_timed, versions_oracle
+
+    servers, topic, prefix = kafka.bootstrap_servers, new_topic(partitions=2), f"h{uuid.uuid4().hex[:8]}"
+    rnd, last, clock = random.Random(2027), {}, [T0]
+    catalogs = iceberg_catalogs(postgres, prefix, monkeypatch)
+    job = {"name": "users-history", "kind": "materialize", "source": source(topic, servers),
+           "target": {"kind": "iceberg", "catalog": "db", "table": "crm.users_history"},
+           "history": {"track_columns": ["region", "score"]}}  # fmt: skip
+    pipeline = Pipeline.load(pipeline_file(tmp_path, s3, servers, [job], catalogs=catalogs))
+    target = pipeline.job("users-history").target
+    assert isinstance(target, IcebergTarget)
+    for batch, n in enumerate((150, 80, 60)):
+        produce_timed(servers, topic, changes(rnd, n, 30, last), clock)
+        result = run_job(pipeline, "users-history", spark=spark)
+        assert (result.mode, result.run) == ("full" if batch == 0 else "incremental", batch + 1), (
+            result.reason
+        )
+        got = history_table(read_target(spark, pipeline, target))
+        assert got == versions_oracle(servers, topic, ["region", "score"])
+    checked = verify_job(spark, pipeline, "users-history")
+    assert checked.ok and checked.table_rows == len(oracle_table(servers, topic)), checked.summary()

@@ -161,6 +161,7 @@ def test_upstream_jobs_follow_topics_and_tables_between_jobs() -> None:
     assert upstream_jobs(demo) == {
         "publish-users": [],
         "users-to-delta": ["publish-users"],
+        "users-history": ["publish-users"],
         "pageviews-per-region": ["publish-users"],
         "pageviews-per-page": [],
     }

@@ -4,6 +4,7 @@ KRaft broker, local Spark and a local Delta warehouse.
 Round 1: the users table (a Delta table with its change data feed: Bob, Alice, Greg, Richard) is
 published to the upsert topic ``users``; the topic is folded into the warehouse table; pageviews
 arrive and PV/UV per region (snapshot path) and PV per page (streaming path) are computed.
+The same topic is also kept as a history table (every version of each user, SCD type 2).
 Round 2: Alice moves to Hangzhou and Richard is deleted in the source table, more pageviews arrive,
 and every job runs again: each one moves only what changed.
 
@@ -102,6 +103,7 @@ def _summary(folder: Path, pipeline_file: Path, pipeline: Any, seconds: float) -
         f"\ndemo: done in {seconds:.0f}s. {len(pipeline.jobs)} jobs ran twice: {jobs}.\n"
         f"  results: {folder}\n"
         f"    warehouse/users  the Delta table folded from the topic 'users'\n"
+        f"    warehouse/users_history  every version of each user (history: scd2)\n"
         f"    source/users     the Delta table published to it (with its change data feed)\n"
         f"    kafka/           the broker's data (stopped); checkpoints/ the streaming job's state\n"
         f'  read them: spark.read.format("delta").load("{folder}/warehouse/users")\n'
@@ -160,6 +162,13 @@ def run_demo(
             _show("users, in the Delta warehouse table:", warehouse, ["user_id"])
             checked = verify_job(spark, pipeline, "users-to-delta")
             print(f"\nverify: {checked.summary()}")
+            history = spark.read.format("delta").load(f"{work}/warehouse/users_history")
+            versions = history.select(
+                "user_id", "user_name", "region", "valid_from", "valid_to", "is_current"
+            )
+            _show("users_history, every version (history: scd2):", versions, ["user_id", "valid_from"])
+            checked_history = verify_job(spark, pipeline, "users-history")
+            print(f"\nverify users-history: {checked_history.summary()}")
             local = pipeline.connections["local"]
             regions = materialize(spark, _sink_table(pipeline, "pageviews-per-region"), local)
             _show("pageviews_per_region, materialized from the topic:", regions.df, ["user_region"])
@@ -171,6 +180,8 @@ def run_demo(
                 "per_region": [r.asDict() for r in regions.df.orderBy("user_region").collect()],
                 "per_page": [r.asDict() for r in pages.df.orderBy("page_id").collect()],
                 "verify": checked.to_dict(),
+                "history": [r.asDict() for r in versions.orderBy("user_id", "valid_from").collect()],
+                "verify_history": checked_history.to_dict(),
             }
         finally:
             if ours:  # before the broker stops: the session's Kafka clients go with it

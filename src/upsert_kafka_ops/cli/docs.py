@@ -20,12 +20,13 @@ from upsert_kafka_ops.jobs.tables import PipelineTable
 from upsert_kafka_ops.runtime.execute import LocalRuntime
 from upsert_kafka_ops.runtime.submit import SparkSubmitRuntime
 from upsert_kafka_ops.spec.connection import KafkaConnection, SecretRef
+from upsert_kafka_ops.spec.history import HistorySpec
 from upsert_kafka_ops.spec.iceberg import IcebergCatalog
 from upsert_kafka_ops.spec.storage import S3Storage
 from upsert_kafka_ops.spec.table import UPSERT_OPTIONS, Column, KafkaTable, UpsertKafkaTable
 
 MODELS: list[type[BaseModel]] = [
-    UpsertKafkaTable, KafkaTable, Column, KafkaConnection, SecretRef, S3Storage, IcebergCatalog,
+    UpsertKafkaTable, KafkaTable, Column, KafkaConnection, SecretRef, S3Storage, IcebergCatalog, HistorySpec,
 ]  # fmt: skip
 _FLINK_NAMES = {field: option for option, field in UPSERT_OPTIONS.items()} | {
     "topic": "topic",

@@ -16,7 +16,7 @@ from typing import Literal
 
 import dagster as dg
 from upsert_kafka_ops.jobs.datasets import Dataset
-from upsert_kafka_ops.jobs.spec import Pipeline
+from upsert_kafka_ops.jobs.spec import Pipeline, target_table
 from upsert_kafka_ops.spec.cadence import cron_expression, shortest_gap
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_\-.]")
@@ -60,6 +60,8 @@ def _written_columns(dataset: UpsertKafkaDataset) -> list[tuple[str, str]]:
     spec = dataset.pipeline.job(dataset.job)
     sink = getattr(spec, "sink", None)
     table = sink.table if sink is not None else getattr(getattr(spec, "source", None), "table", None)
+    if getattr(spec, "history", None) is not None:
+        table = target_table(spec)  # type: ignore[arg-type]
     columns = getattr(table, "columns", None) or []
     return [(c.name, c.type) for c in columns if not getattr(c, "metadata", None)]
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import uuid
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from upsert_kafka_ops.engine.warehouse import (
@@ -130,11 +131,13 @@ def iceberg_merge(
     *,
     metadata: dict[str, Any],
     rows: int | None = None,
+    close_only: Sequence[str] = (),
 ) -> dict[str, int]:
     """MERGE the last change per key (``op`` +U/-D) into the table; one commit with the state.
     With no changes, an empty append commits the state alone.
 
-    :param rows: the number of changes, when known (spares a Spark job that finds out)."""
+    :param rows: the number of changes, when known (spares a Spark job that finds out).
+    :param close_only: see :func:`~upsert_kafka_ops.engine.warehouse.merge_sql`."""
     from pyspark.sql import functions as F
 
     names = [c for c, _ in target_columns(table)]
@@ -157,7 +160,7 @@ def iceberg_merge(
     src.createOrReplaceTempView(view)
     try:
         with commit_confs(spark, _property(metadata)):
-            spark.sql(merge_sql(ref, view, table))
+            spark.sql(merge_sql(ref, view, table, close_only))
     finally:
         spark.catalog.dropTempView(view)
     return {"upserted": int(counts["u"]), "deleted": int(deleted)}

@@ -12,6 +12,7 @@ record position first, and decode only the winning values, one per live key.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 from collections.abc import Mapping
@@ -537,6 +538,59 @@ def _with_changelog_order(df: DataFrame, key_names: list[str]) -> DataFrame:
 
 
 # -- the full changelog ---------------------------------------------------------------------------
+def read_records(
+    spark: SparkSession,
+    table: UpsertKafkaTable,
+    connection: KafkaConnection | None = None,
+    *,
+    start: str | Mapping[Any, Any] = "earliest",
+    until: Any = None,
+    strict: bool = False,
+) -> Read:
+    """Every record inside the bounds, decoded: the table's columns, ``_is_null`` (a tombstone),
+    ``_topic``, ``_partition``, ``_offset``, ``_timestamp`` and ``_order`` (the order of a key's
+    records, see the module doc). A record with a null key, or one whose format skips parse errors
+    and could not be decoded, is counted and left out. The rows are cached: unpersist ``df`` after use.
+
+    :param strict: fail when a key is found in more than one partition.
+    """
+    from pyspark import StorageLevel
+    from pyspark.sql import functions as F
+
+    began = time.monotonic()
+    conn = resolve_connection(table, connection)
+    bounds = resolve_bounds(table, conn.to_librdkafka(), start, until)
+    headers = any(c.metadata == "headers" for c in table.metadata_columns)
+    raw = read_raw(spark, table, conn, bounds, headers)
+    progress.expect(bounds.span())  # scanned once into the cache below
+    key_names = [c.name for c in table.key_columns]
+    rows, stats = _decoded_records(table, raw)
+    good = rows.where("NOT _null_key AND NOT _key_error AND NOT _error")
+    if strict:
+        spread = good.groupBy(*key_names).agg(F.countDistinct("_topic", "_partition").alias("parts"))
+        if not spread.where("parts > 1").isEmpty():
+            raise DataError(
+                "A key appears in more than one partition; read with strict=False to order by timestamp."
+            )
+    ordered = _with_changelog_order(good, key_names)
+    out = ordered.select(*[c.name for c in table.columns], "_is_null", *POSITION, "_order")
+    out = out.persist(StorageLevel.MEMORY_AND_DISK)
+    out.count()  # cached from the decoded records, which are then released
+    rows.unpersist()
+    result = RunResult(
+        operation="read_records",
+        topics=sorted({t for t, _ in bounds.partitions()}),
+        records_in=int(stats["records"] or 0),
+        tombstones_in=int(stats["tombs"] or 0),
+        null_keys_dropped=int(stats["null_keys"] or 0),
+        parse_errors_skipped=int(stats["key_errors"] or 0) + int(stats["value_errors"] or 0),
+        start_offsets=offsets_to_json(bounds.start),
+        end_offsets=offsets_to_json(bounds.end),
+        duration_s=round(time.monotonic() - began, 3),
+    )
+    return Read(out, result)
+
+
 def read_changelog(
     spark: SparkSession,
     table: UpsertKafkaTable,
@@ -563,39 +617,15 @@ def read_changelog(
     if mode not in ("upsert", "retract"):
         raise SpecError("mode", f"unknown mode {mode!r}.", "use 'upsert' or 'retract'.")
     began = time.monotonic()
-    conn = resolve_connection(table, connection)
-    bounds = resolve_bounds(table, conn.to_librdkafka(), start, until)
-    headers = any(c.metadata == "headers" for c in table.metadata_columns)
-    raw = read_raw(spark, table, conn, bounds, headers)
-    progress.expect(bounds.span())  # scanned once into the cache below
+    records = read_records(spark, table, connection, start=start, until=until, strict=strict)
     key_names = [c.name for c in table.key_columns]
-    rows, stats = _decoded_records(table, raw)
-    good = rows.where("NOT _null_key AND NOT _key_error AND NOT _error")
-
     row_cols = [c.name for c in table.columns]
-    ordered = _with_changelog_order(good, key_names)
     w = Window.partitionBy(*key_names).orderBy("_order")
-    ordered = ordered.withColumn("_row", F.when(~F.col("_is_null"), F.struct(*row_cols)))
+    ordered = records.df.withColumn("_row", F.when(~F.col("_is_null"), F.struct(*row_cols)))
     ordered = ordered.withColumn("_prev", F.lag("_row").over(w))
-    if strict:
-        spread = good.groupBy(*key_names).agg(F.countDistinct("_topic", "_partition").alias("parts"))
-        if not spread.where("parts > 1").isEmpty():
-            raise DataError(
-                "A key appears in more than one partition; read with strict=False to order by timestamp."
-            )
-
     out = _changelog_events(table, ordered, mode)
-
-    result = RunResult(
-        operation=f"read_changelog:{mode}",
-        topics=sorted({t for t, _ in bounds.partitions()}),
-        records_in=int(stats["records"] or 0),
-        tombstones_in=int(stats["tombs"] or 0),
-        null_keys_dropped=int(stats["null_keys"] or 0),
-        parse_errors_skipped=int(stats["key_errors"] or 0) + int(stats["value_errors"] or 0),
-        start_offsets=offsets_to_json(bounds.start),
-        end_offsets=offsets_to_json(bounds.end),
-        duration_s=round(time.monotonic() - began, 3),
+    result = dataclasses.replace(
+        records.result, operation=f"read_changelog:{mode}", duration_s=round(time.monotonic() - began, 3)
     )
     return Read(out, result)
 

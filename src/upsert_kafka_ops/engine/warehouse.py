@@ -89,18 +89,29 @@ def columns_to_add(
     return added
 
 
-def merge_sql(target: str, view: str, table: UpsertKafkaTable) -> str:
+def merge_sql(target: str, view: str, table: UpsertKafkaTable, close_only: Sequence[str] = ()) -> str:
     """The ``MERGE INTO target`` of the last change per key in ``view`` (``op`` +U/-D): delete,
-    update or insert by the primary key."""
+    update or insert by the primary key. With ``close_only`` (a history table), a row whose ``op``
+    is ``close`` sets only those columns of the row it matches."""
     names = [c for c, _ in target_columns(table)]
     on = " AND ".join(f"t.{quote_name(k)} = s.{quote_name(k)}" for k in table.primary_key)
     cols = ", ".join(quote_name(c) for c in names)
     sets = ", ".join(f"t.{quote_name(c)} = s.{quote_name(c)}" for c in names)
+    close = ""
+    upsert = "s.op <> '-D'"
+    if close_only:
+        close = (
+            "WHEN MATCHED AND s.op = 'close' THEN UPDATE SET "
+            + ", ".join(f"t.{quote_name(c)} = s.{quote_name(c)}" for c in close_only)
+            + " "
+        )
+        upsert = "s.op NOT IN ('-D', 'close')"
     return (
         f"MERGE INTO {target} AS t USING {view} AS s ON {on} "
         "WHEN MATCHED AND s.op = '-D' THEN DELETE "
-        f"WHEN MATCHED AND s.op <> '-D' THEN UPDATE SET {sets} "
-        f"WHEN NOT MATCHED AND s.op <> '-D' THEN INSERT ({cols}) "
+        f"{close}"
+        f"WHEN MATCHED AND {upsert} THEN UPDATE SET {sets} "
+        f"WHEN NOT MATCHED AND {upsert} THEN INSERT ({cols}) "
         f"VALUES ({', '.join(f's.{quote_name(c)}' for c in names)})"
     )
 
@@ -225,11 +236,13 @@ def delta_merge(
     version: int,
     metadata: dict[str, Any],
     rows: int | None = None,
+    close_only: Sequence[str] = (),
 ) -> dict[str, int]:
     """MERGE the last change per key (``op`` +U/-D) into the Delta table; one commit with the state.
     With no changes, an empty append commits the state alone.
 
-    :param rows: the number of changes, when known (spares a Spark job that finds out)."""
+    :param rows: the number of changes, when known (spares a Spark job that finds out).
+    :param close_only: see :func:`merge_sql`."""
     import uuid
 
     names = [c for c, _ in target_columns(table)]
@@ -246,7 +259,7 @@ def delta_merge(
         view = f"upsert_kafka_ops_changes_{uuid.uuid4().hex[:12]}"
         src.createOrReplaceTempView(view)
         try:
-            merged = spark.sql(merge_sql(delta_ref(path), view, table)).first()
+            merged = spark.sql(merge_sql(delta_ref(path), view, table, close_only)).first()
         finally:
             spark.catalog.dropTempView(view)
     assert merged is not None
@@ -490,13 +503,27 @@ def stage_name(target: str, job: str) -> str:
     return f"{schema or 'public'}.{base}"
 
 
-def pg_apply_changes(conn: Any, stage: str, target: str, table: UpsertKafkaTable) -> dict[str, int]:
-    """Upsert the staged +U rows and delete the staged -D keys (inside the caller's transaction)."""
+def pg_apply_changes(
+    conn: Any, stage: str, target: str, table: UpsertKafkaTable, close_only: Sequence[str] = ()
+) -> dict[str, int]:
+    """Upsert the staged +U rows and delete the staged -D keys (inside the caller's transaction);
+    with ``close_only`` (a history table), a staged ``close`` row sets only those columns."""
     from psycopg import sql
 
     names = [n for n, _ in target_columns(table)]
     pk = table.primary_key
     non_key = [n for n in names if n not in pk]
+    match = sql.SQL(" AND ").join(sql.SQL("t.{0} = s.{0}").format(sql.Identifier(k)) for k in pk)
+    closed = 0
+    if close_only:
+        closed = conn.execute(
+            sql.SQL("UPDATE {t} AS t SET {sets} FROM {s} AS s WHERE s.op = 'close' AND {cond}").format(
+                t=_ident(target),
+                s=_ident(stage),
+                sets=sql.SQL(", ").join(sql.SQL("{0} = s.{0}").format(sql.Identifier(c)) for c in close_only),
+                cond=match,
+            )
+        ).rowcount
     update = (
         sql.SQL("DO UPDATE SET ")
         + sql.SQL(", ").join(sql.SQL("{0} = EXCLUDED.{0}").format(sql.Identifier(n)) for n in non_key)
@@ -505,7 +532,7 @@ def pg_apply_changes(conn: Any, stage: str, target: str, table: UpsertKafkaTable
     )
     upserted = conn.execute(
         sql.SQL(
-            "INSERT INTO {t} ({cols}) SELECT {casts} FROM {s} WHERE op <> '-D' ON CONFLICT ({pk}) "
+            "INSERT INTO {t} ({cols}) SELECT {casts} FROM {s} WHERE op NOT IN ('-D', 'close') ON CONFLICT ({pk}) "
         ).format(
             t=_ident(target),
             cols=sql.SQL(", ").join(sql.Identifier(n) for n in names),
@@ -517,12 +544,10 @@ def pg_apply_changes(conn: Any, stage: str, target: str, table: UpsertKafkaTable
     ).rowcount
     deleted = conn.execute(
         sql.SQL("DELETE FROM {t} AS t USING {s} AS s WHERE s.op = '-D' AND {cond}").format(
-            t=_ident(target),
-            s=_ident(stage),
-            cond=sql.SQL(" AND ").join(sql.SQL("t.{0} = s.{0}").format(sql.Identifier(k)) for k in pk),
+            t=_ident(target), s=_ident(stage), cond=match
         )
     ).rowcount
-    return {"upserted": int(upserted), "deleted": int(deleted)}
+    return {"upserted": int(upserted) + int(closed), "deleted": int(deleted)}
 
 
 def pg_fill_from_stage(conn: Any, stage: str, target: str, table: UpsertKafkaTable) -> int:

@@ -25,6 +25,7 @@ from upsert_kafka_ops.jobs.tables import PipelineTable, resolve_table_names, tab
 from upsert_kafka_ops.spec.base import SpecModel, nested
 from upsert_kafka_ops.spec.cadence import cron_expression
 from upsert_kafka_ops.spec.connection import KafkaConnection, SecretRef, for_table
+from upsert_kafka_ops.spec.history import HistorySpec
 from upsert_kafka_ops.spec.iceberg import IcebergCatalog, split_table_name
 from upsert_kafka_ops.spec.storage import S3Storage, check_table_path, is_s3
 from upsert_kafka_ops.spec.table import KafkaTable, UpsertKafkaTable
@@ -431,10 +432,28 @@ class MaterializeJob(_Job):
         default="winners",
         description="Decode only winning values, or every value (fail on the first bad one).",
     )
+    history: HistorySpec | None = Field(
+        default=None,
+        description="scd2: keep every version of a key (valid_from, valid_to, is_current) instead of the "
+        "latest row; see docs/history.md.",
+    )
 
     @model_validator(mode="after")
     def _source(self) -> MaterializeJob:
         _check_folded_source(self.source)
+        return self
+
+    @model_validator(mode="after")
+    def _history(self) -> MaterializeJob:
+        if self.history is None:
+            return self
+        if not isinstance(self.source, UpsertSource):
+            raise SpecError("history", "a history table is built from an upsert-kafka source.",
+                            "read the topic as an upsert-kafka table, or drop history.")  # fmt: skip
+        if isinstance(self.target, ParquetTarget):
+            raise SpecError("history", "a Parquet target is rewritten whole on every run; a history table is "
+                            "updated in place.", "write the history to Delta, PostgreSQL or Iceberg.")  # fmt: skip
+        self.history.check(self.source.table)
         return self
 
     @model_validator(mode="after")
@@ -545,6 +564,14 @@ def _check_folded_source(source: Any) -> None:
 def source_table(source: Any) -> UpsertKafkaTable:
     """The upsert table a warehouse job's source stands for (a CDC source: its upsert view)."""
     return source.upsert_view() if isinstance(source, AppendSource) else source.table
+
+
+def target_table(job: MaterializeJob | BackfillJob) -> UpsertKafkaTable:
+    """The table a warehouse job's target holds: its source's, or with ``history`` the history table
+    (every version, with its validity and bookkeeping columns)."""
+    table = source_table(job.source)
+    history = getattr(job, "history", None)
+    return history.table(table) if history is not None else table
 
 
 def parse_until(value: Any, field: str = "until") -> Any:

@@ -9,6 +9,7 @@ from the earliest offset and says why), folds the changelog and writes rows and 
 
 from __future__ import annotations
 
+import dataclasses
 import fcntl
 import logging
 import time
@@ -17,6 +18,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from upsert_kafka_ops.engine.hashing import quoted
+from upsert_kafka_ops.engine.history import closing_columns
 from upsert_kafka_ops.engine.warehouse import fault_point
 from upsert_kafka_ops.jobs import state as st
 from upsert_kafka_ops.jobs.continuity import check_stored, target_gaps, topic_ids
@@ -39,9 +42,11 @@ from upsert_kafka_ops.jobs.spec import (
     PostgresTarget,
     UpsertSource,
     source_table,
+    target_table,
 )
 from upsert_kafka_ops.jobs.warehouse_writes import Write, write_target
 from upsert_kafka_ops.spec.connection import KafkaConnection
+from upsert_kafka_ops.spec.history import HistorySpec
 from upsert_kafka_ops.spec.storage import S3Storage, split_s3
 
 log = logging.getLogger("upsert_kafka_ops.jobs")
@@ -51,6 +56,7 @@ if TYPE_CHECKING:
 
     from upsert_kafka_ops.engine.source import Read
     from upsert_kafka_ops.jobs.spec import Pipeline
+    from upsert_kafka_ops.spec.table import UpsertKafkaTable
 
 WarehouseJob = MaterializeJob | BackfillJob
 WarehouseTarget = DeltaTarget | PostgresTarget | ParquetTarget | IcebergTarget
@@ -153,14 +159,20 @@ def _read_and_write(
     result: JobResult,
 ) -> None:
     table = source_table(job.source)
-    mode = _choose_mode(ctx, target, table, conn, stored, mode, result)
+    history = job.history if isinstance(job, MaterializeJob) else None
+    written = target_table(job)
+    mode = _choose_mode(ctx, target, written, conn, stored, mode, result)
     run = (stored.run if stored else 0) + 1
     if txns:
         run = max(run, txns.get(job.name, 0) + 1)
     result.run = run
     why = f" ({result.reason})" if result.reason else ""
     log.info("job %s: run %d, %s into %s%s", job.name, run, mode, target.uri, why)
-    if mode == "incremental":
+    if history is not None:
+        assert isinstance(job, MaterializeJob) and not isinstance(target, ParquetTarget)
+        read = _read_history(ctx, job, target, conn, stored if mode == "incremental" else None, until, result)
+        mode = result.mode
+    elif mode == "incremental":
         assert stored is not None
         read = _read_since(ctx, job, table, conn, stored, until)
     else:
@@ -179,7 +191,8 @@ def _read_and_write(
     payload = st.state_payload(job.name, run, end, mode, topic_ids=topic_ids(conn, sorted(r.end_offsets)))
     fault_point("after-read")
     try:
-        write = Write(job, read.df, mode, run, payload, result, ctx.pipeline, r.records_out)
+        close = closing_columns(history) if history is not None else ()
+        write = Write(job, read.df, mode, run, payload, result, ctx.pipeline, r.records_out, written, close)
         write_target(ctx.spark, target, write)
     finally:
         read.df.unpersist()
@@ -236,6 +249,76 @@ def _read_since(
         strict=getattr(job, "strict", False),
         validation=getattr(job, "validation", "winners"),
     )
+
+
+def _read_history(
+    ctx: RunContext,
+    job: MaterializeJob,
+    target: DeltaTarget | PostgresTarget | IcebergTarget,
+    conn: KafkaConnection,
+    stored: st.StoredState | None,
+    until: Any,
+    result: JobResult,
+) -> Read:
+    """A history table's rows to write: every version of the keys the read touched. Incremental
+    (``stored``): the records after the stored offsets continue each key's current version, unless a
+    key's new records come before its stored history; then the run rebuilds from the earliest offset
+    and says why."""
+    from upsert_kafka_ops.engine import history as hist
+    from upsert_kafka_ops.engine.source import Read, read_records
+
+    assert isinstance(job.source, UpsertSource) and job.history is not None
+    table, spec = job.source.table, job.history
+    keys = list(table.primary_key)
+    start = stored.offsets if stored is not None else "earliest"
+    records = read_records(ctx.spark, table, conn, start=start, until=until, strict=job.strict)
+    ev = hist.events(records.df, table, spec)
+    if stored is not None:
+        from pyspark.sql import functions as F
+
+        types = {f.name: f.dataType for f in records.df.schema.fields}
+        have = stored_versions(ctx.spark, ctx.pipeline, target, table, spec)
+        have = have.select(*[F.col(quoted(c)).cast(types[c]).alias(c) if c in keys else F.col(quoted(c))
+                             for c in have.columns])  # fmt: skip
+        have = have.join(records.df.select(*[quoted(k) for k in keys]).distinct(), keys, "left_semi")
+        late = hist.late_keys(records.df, have, table, spec).count()
+        if late:
+            records.df.unpersist()
+            result.mode = "full"
+            result.reason = (
+                f"{late} key(s) got records that come before their stored history (another partition"
+                + (f", or {spec.sequence_by} below the key's largest" if spec.sequence_by else "")
+                + "): the history is rebuilt from the earliest offset"
+            )
+            log.info("job %s: %s", job.name, result.reason)
+            return _read_history(ctx, job, target, conn, None, until, result)
+        ev = ev.unionByName(hist.seeds(have.where(F.col(quoted(spec.is_current))), table, spec, ev))
+    from pyspark import StorageLevel
+
+    rows = hist.versions(ev, table, spec).persist(StorageLevel.MEMORY_AND_DISK)
+    count = rows.count()
+    records.df.unpersist()
+    return Read(rows, dataclasses.replace(records.result, operation="history", records_out=count))
+
+
+def stored_versions(
+    spark: SparkSession,
+    pipeline: Pipeline,
+    target: DeltaTarget | PostgresTarget | IcebergTarget,
+    table: UpsertKafkaTable,
+    spec: HistorySpec,
+) -> DataFrame:
+    """A history table's key, history and bookkeeping columns (not the source's values): what an
+    incremental run continues from."""
+    from upsert_kafka_ops.engine import warehouse as wh
+
+    names = [*table.primary_key, *[c.name for c in spec.table(table).columns[len(table.columns) :]]]
+    if isinstance(target, PostgresTarget):
+        select = ", ".join(wh.pg_name(n) for n in names)
+        qualified = f"{target.schema_name}.{target.table_name}"
+        return wh.jdbc_read(spark, target.jdbc_url(), f"SELECT {select} FROM {wh.pg_quote(qualified)}",
+                            target.user, target.conninfo().get("password"))  # fmt: skip
+    return read_target(spark, pipeline, target).select(*[quoted(n) for n in names])
 
 
 def _read_from_earliest(

@@ -22,6 +22,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from upsert_kafka_ops.engine.hashing import ROW_JSON, quoted, row_hash
 from upsert_kafka_ops.errors import SpecError, UpsertKafkaOpsError
 from upsert_kafka_ops.jobs.core import ConcurrentRunError
 from upsert_kafka_ops.jobs.spec import (
@@ -53,12 +54,6 @@ _SAYS = {
 _ATTEMPTS = 3
 #: the comparison's own columns, named apart from any column of a table
 _H, _H2, _N, _KIND = "__uko_hash", "__uko_hash_max", "__uko_rows", "__uko_kind"
-#: JSON of a row's values: NULLs kept, times to the microsecond (to_json's default stops at ms)
-_JSON = {
-    "ignoreNullFields": "false",
-    "timestampFormat": "yyyy-MM-dd'T'HH:mm:ss.SSSSSSXXX",
-    "timestampNTZFormat": "yyyy-MM-dd'T'HH:mm:ss.SSSSSS",
-}
 
 
 class NotVerifiableError(UpsertKafkaOpsError):
@@ -141,7 +136,8 @@ def verify_job(spark: SparkSession, pipeline: Pipeline, job_name: str, *, show: 
 
 def refusal(job: Any) -> SpecError | None:
     """Why ``job`` has no table verify can compare (None: it has one): not a materialize or backfill
-    job, a topic target, or a snapshot table."""
+    job, a topic target, a snapshot table, or a history ordered by a column (its current versions
+    are not the topic's fold; a history in the topic's order compares its current versions)."""
     if not isinstance(job, MaterializeJob | BackfillJob):
         return SpecError(
             "--job",
@@ -160,6 +156,14 @@ def refusal(job: Any) -> SpecError | None:
             f"jobs.{job.name}.target.as_of_column",
             f"{job.name!r} keeps snapshots in one table, not the topic's latest state.",
             "verify a materialize job of the same source instead.",
+        )
+    history = getattr(job, "history", None)
+    if history is not None and history.sequence_by is not None:
+        return SpecError(
+            f"jobs.{job.name}.history.sequence_by",
+            f"{job.name!r}'s current versions are the largest {history.sequence_by!r} of each key, not the "
+            "topic's latest record.",
+            "verify a materialize job of the same source, or a history ordered by the topic.",
         )
     return None
 
@@ -181,7 +185,8 @@ def _compare(
     conn = for_table(pipeline.connections[job.source.connection], table.properties)
     read = fold_source(spark, job.source, conn, until=dict(stored.offsets))
     try:
-        raw = _table_rows(spark, pipeline, target, table)
+        history = getattr(job, "history", None)
+        raw = _table_rows(spark, pipeline, target, table, history.is_current if history else None)
         absent = [f.name for f in read.df.schema if f.name not in set(raw.columns)]
         if absent:
             raise NotVerifiableError(
@@ -215,7 +220,7 @@ def _judged(topic: DataFrame, rows: DataFrame, keys: list[str], values: list[str
     ours = _hashed(topic, keys, values).alias("f")
     theirs = (
         _hashed(rows, keys, values)
-        .groupBy(*[_q(k) for k in keys])
+        .groupBy(*[quoted(k) for k in keys])
         .agg(F.count(F.lit(1)).alias(_N), F.min(_H).alias(_H), F.max(_H).alias(_H2))
         .alias("t")
     )
@@ -228,7 +233,7 @@ def _judged(topic: DataFrame, rows: DataFrame, keys: list[str], values: list[str
         .otherwise("equal")
     )
     joined = ours.join(theirs, on=keys, how="full_outer")
-    return joined.select(*[_q(k) for k in keys], kind.alias(_KIND), t_n.alias(_N))
+    return joined.select(*[quoted(k) for k in keys], kind.alias(_KIND), t_n.alias(_N))
 
 
 def _tally(
@@ -238,7 +243,7 @@ def _tally(
     from pyspark import StorageLevel
     from pyspark.sql import functions as F
 
-    order = [_q(c) for c in keys]
+    order = [quoted(c) for c in keys]
     judged.persist(StorageLevel.MEMORY_AND_DISK)
     try:
         per_kind = judged.groupBy(_KIND).agg(F.count(F.lit(1)).alias("keys"), F.sum(_N).alias("rows"))
@@ -265,17 +270,12 @@ def _plain(value: Any) -> Any:
     return str(value)
 
 
-def _q(name: str) -> str:
-    return "`" + name.replace("`", "``") + "`"
-
-
 def _hashed(df: DataFrame, keys: list[str], values: list[str]) -> DataFrame:
     """The key columns and a hash of the other columns (names included, so a NULL in one
     column never equals a value in another)."""
     from pyspark.sql import functions as F
 
-    row = F.to_json(F.struct(*[F.col(_q(v)) for v in values]), _JSON)
-    return df.select(*[F.col(_q(k)) for k in keys], F.sha2(row, 256).alias(_H))
+    return df.select(*[F.col(quoted(k)) for k in keys], row_hash(values).alias(_H))
 
 
 def _changed_columns(
@@ -286,8 +286,12 @@ def _changed_columns(
 
     if not listed:
         return []
-    wanted = topic.sparkSession.createDataFrame(listed, schema=topic.select(*[_q(k) for k in keys]).schema)
-    cols = [_q(k) for k in keys] + [F.to_json(F.struct(F.col(_q(v))), _JSON).alias(v) for v in values]
+    wanted = topic.sparkSession.createDataFrame(
+        listed, schema=topic.select(*[quoted(k) for k in keys]).schema
+    )
+    cols = [quoted(k) for k in keys] + [
+        F.to_json(F.struct(F.col(quoted(v))), ROW_JSON).alias(v) for v in values
+    ]
     mine = {tuple(r[k] for k in keys): r for r in topic.join(wanted, on=keys).select(*cols).collect()}
     theirs = {tuple(r[k] for k in keys): r for r in rows.join(wanted, on=keys).select(*cols).collect()}
     out = []
@@ -305,11 +309,11 @@ def _comparable(fold: DataFrame, raw: DataFrame, texts: set[str]) -> tuple[DataF
     from pyspark.sql import functions as F
 
     def ours(name: str) -> Column:
-        c = F.col(_q(name))
+        c = F.col(quoted(name))
         return (_canonical_json(F.to_json(c)) if name in texts else c).alias(name)
 
     def theirs(name: str, kind: Any) -> Column:
-        c = F.col(_q(name))
+        c = F.col(quoted(name))
         return (_canonical_json(c) if name in texts else c.cast(kind)).alias(name)
 
     topic = fold.select(*[ours(f.name) for f in fold.schema])
@@ -335,17 +339,27 @@ def _canonical_json(column: Column) -> Column:
     return F.udf(canonical, "string")(column)
 
 
-def _table_rows(spark: SparkSession, pipeline: Pipeline, target: Any, table: UpsertKafkaTable) -> DataFrame:
+def _table_rows(
+    spark: SparkSession, pipeline: Pipeline, target: Any, table: UpsertKafkaTable, current: str | None
+) -> DataFrame:
     """The target's rows, in the fold's column names (a PostgreSQL table's ``jsonb``, ``time`` and
-    ``char`` columns as text)."""
+    ``char`` columns as text); of a history table (``current``: its is_current column), the current
+    versions with the source's columns."""
+    from pyspark.sql import functions as F
+
     from upsert_kafka_ops.jobs.to_warehouse import read_target
 
     if isinstance(target, PostgresTarget):
-        return _postgres_rows(spark, target, table)
-    return read_target(spark, pipeline, target)
+        return _postgres_rows(spark, target, table, current)
+    rows = read_target(spark, pipeline, target)
+    if current is None:
+        return rows
+    return rows.where(F.col(quoted(current))).select(*[quoted(c.name) for c in table.columns])
 
 
-def _postgres_rows(spark: SparkSession, target: PostgresTarget, table: UpsertKafkaTable) -> DataFrame:
+def _postgres_rows(
+    spark: SparkSession, target: PostgresTarget, table: UpsertKafkaTable, current: str | None
+) -> DataFrame:
 
     from upsert_kafka_ops.engine import warehouse as wh
 
@@ -359,7 +373,8 @@ def _postgres_rows(spark: SparkSession, target: PostgresTarget, table: UpsertKaf
     return wh.jdbc_read(
         spark,
         target.jdbc_url(),
-        f"SELECT {select} FROM {wh.pg_quote(qualified)}",
+        f"SELECT {select} FROM {wh.pg_quote(qualified)}"
+        + (f" WHERE {wh.pg_name(current)}" if current else ""),
         target.user,
         target.conninfo().get("password"),
     )

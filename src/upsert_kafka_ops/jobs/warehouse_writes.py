@@ -29,13 +29,17 @@ from upsert_kafka_ops.jobs.spec import (
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
+    from upsert_kafka_ops.spec.table import UpsertKafkaTable
+
 
 @dataclass(frozen=True)
 class Write:
     """One run's write: ``df`` (the latest row per key, or an incremental run's changes) and
     ``payload`` (the offsets and run number stored with it); the counts go into ``result``.
     ``pipeline``: the run's pipeline (a target's store on S3, an Iceberg target's catalog);
-    ``rows``: how many rows ``df`` holds, when the fold counted them."""
+    ``rows``: how many rows ``df`` holds, when the fold counted them; ``table``: the table written,
+    when it is not the source's (a history table); ``close_only``: the columns a history table's
+    ``close`` rows set (see :func:`upsert_kafka_ops.engine.warehouse.merge_sql`)."""
 
     job: MaterializeJob | BackfillJob
     df: DataFrame
@@ -45,6 +49,13 @@ class Write:
     result: JobResult
     pipeline: Pipeline
     rows: int | None = None
+    table: UpsertKafkaTable | None = None
+    close_only: tuple[str, ...] = ()
+
+    @property
+    def written(self) -> UpsertKafkaTable:
+        """The table the target holds."""
+        return self.table or source_table(self.job.source)
 
 
 def write_target(
@@ -58,7 +69,7 @@ def write_target(
     elif isinstance(target, IcebergTarget):
         _write_iceberg(spark, target, w)
     elif isinstance(target, ParquetTarget):
-        wh.parquet_overwrite(w.df, target.path, source_table(w.job.source))
+        wh.parquet_overwrite(w.df, target.path, w.written)
         fault_point("after-data")
         st.write_parquet_state(target.path, w.payload, w.pipeline.storage_of(target))
     else:
@@ -69,7 +80,7 @@ def _write_delta(spark: SparkSession, target: DeltaTarget, w: Write) -> None:
     from upsert_kafka_ops.engine import warehouse as wh
 
     job, df, mode, run, payload, result = w.job, w.df, w.mode, w.run, w.payload, w.result
-    table = source_table(job.source)
+    table = w.written
     path = target.path
     as_of = target.as_of_column
     result.columns_added = wh.ensure_delta_table(spark, path, table, as_of_column=as_of)
@@ -80,9 +91,8 @@ def _write_delta(spark: SparkSession, target: DeltaTarget, w: Write) -> None:
             app_id=job.name, version=run, metadata=meta,
         )  # fmt: skip
     elif mode == "incremental":
-        counts = wh.delta_merge(
-            spark, df, path, table, app_id=job.name, version=run, metadata=meta, rows=w.rows
-        )
+        counts = wh.delta_merge(spark, df, path, table, app_id=job.name, version=run, metadata=meta,
+                                rows=w.rows, close_only=w.close_only)  # fmt: skip
     else:
         counts = wh.delta_overwrite(spark, df, path, table, app_id=job.name, version=run, metadata=meta)
     after = st.read_delta_log(path, w.pipeline.storage_of(target), app_ids=[job.name]).state
@@ -97,12 +107,14 @@ def _write_delta(spark: SparkSession, target: DeltaTarget, w: Write) -> None:
 def _write_iceberg(spark: SparkSession, target: IcebergTarget, w: Write) -> None:
     from upsert_kafka_ops.engine import iceberg as ice
 
-    table = source_table(w.job.source)
+    table = w.written
     name, _ = w.pipeline.catalog_of(target)
     ref = ice.iceberg_ref(name, target.table)
     w.result.columns_added = ice.ensure_iceberg_table(spark, ref, table)
     if w.mode == "incremental":
-        counts = ice.iceberg_merge(spark, w.df, ref, table, metadata=w.payload, rows=w.rows)
+        counts = ice.iceberg_merge(
+            spark, w.df, ref, table, metadata=w.payload, rows=w.rows, close_only=w.close_only
+        )
     else:
         counts = ice.iceberg_overwrite(spark, w.df, ref, table, metadata=w.payload)
     after = st.read_iceberg_state(w.pipeline, target)
@@ -120,7 +132,7 @@ def _write_postgres(target: PostgresTarget, w: Write) -> None:
     from upsert_kafka_ops.engine import warehouse as wh
 
     job, df, mode, run, payload, result = w.job, w.df, w.mode, w.run, w.payload, w.result
-    table = source_table(job.source)
+    table = w.written
     info = target.conninfo()
     qualified = f"{target.schema_name}.{target.table_name}"  # never resolved through search_path
     offsets = [(t, int(p), int(o)) for t, parts in payload["offsets"].items() for p, o in parts.items()]
@@ -142,7 +154,7 @@ def _write_postgres(target: PostgresTarget, w: Write) -> None:
                         f"{target.uri}: run {run} was already committed by another run; rerun this job."
                     )
                 if incremental:
-                    counts = wh.pg_apply_changes(pg, stage, qualified, table)
+                    counts = wh.pg_apply_changes(pg, stage, qualified, table, w.close_only)
                 else:
                     # TRUNCATE is transactional: readers keep the old rows until COMMIT, and grants,
                     # views and foreign keys on the table stay as they are
