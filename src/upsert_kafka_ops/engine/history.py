@@ -234,7 +234,9 @@ def as_of(
             point = F.timestamp_millis(F.lit(at))
         else:
             point = F.lit(at).cast(_time_type(table, history))
-        return versions.where((start <= point) & (end.isNull() | (end > point))).select(*names)
+        # a version opened by a value with a NULL sequence and nothing before it began at the start
+        began = start.isNull() | (start <= point)
+        return versions.where(began & (end.isNull() | (end > point))).select(*names)
     if history.sequence_by is not None:
         raise SpecError("as_of.offsets", f"versions ordered by {history.sequence_by!r} are not in the topic's "
                         "order, so offsets do not cut them.", "ask for a point of sequence_by with at=.")  # fmt: skip
