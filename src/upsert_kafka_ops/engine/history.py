@@ -171,16 +171,15 @@ def late_keys(
     records: DataFrame, stored: DataFrame, table: UpsertKafkaTable, history: HistorySpec
 ) -> DataFrame:
     """The keys whose new records (``records``: ``read_records``' rows after the stored offsets) do
-    not come after their stored history (``stored``: the history table's rows of those keys): a
-    record in another partition than the key's versions, or with ``sequence_by`` a value below the
-    key's largest sequence so far (or none: its place follows the key's earlier records). Such keys
-    need a rebuild."""
+    not come after their stored history (``stored``: the history table's rows of those keys, keys
+    typed as in ``records``): a record in another partition than the key's versions, or with
+    ``sequence_by`` a value below the key's largest sequence so far (or none: its place follows the
+    key's earlier records). Such keys need a rebuild."""
     from pyspark.sql import functions as F
 
     keys = [quoted(k) for k in table.primary_key]
-    key_types = {f.name: f.dataType for f in records.schema.fields}
     stored = stored.select(
-        *[F.col(quoted(k)).cast(key_types[k]).alias(k) for k in table.primary_key],
+        *keys,
         *[F.col(c) for c in (*OPENED, *CLOSED)],
         *([F.col(SEEN)] if history.sequence_by else []),
     )

@@ -277,12 +277,14 @@ def _read_history(
         from pyspark.sql import functions as F
 
         types = {f.name: f.dataType for f in records.df.schema.fields}
-        have = stored_versions(ctx.spark, ctx.pipeline, target, table, spec)
+        have = _stored_versions(ctx.spark, ctx.pipeline, target, table, spec)
         have = have.select(*[F.col(quoted(c)).cast(types[c]).alias(c) if c in keys else F.col(quoted(c))
                              for c in have.columns])  # fmt: skip
         have = have.join(records.df.select(*[quoted(k) for k in keys]).distinct(), keys, "left_semi")
+        have = have.persist()  # read once (over JDBC for PostgreSQL), for the check and the seeds
         late = hist.late_keys(records.df, have, table, spec).count()
         if late:
+            have.unpersist()
             records.df.unpersist()
             result.mode = "full"
             result.reason = (
@@ -298,10 +300,12 @@ def _read_history(
     rows = hist.versions(ev, table, spec).persist(StorageLevel.MEMORY_AND_DISK)
     count = rows.count()
     records.df.unpersist()
+    if stored is not None:
+        have.unpersist()
     return Read(rows, dataclasses.replace(records.result, operation="history", records_out=count))
 
 
-def stored_versions(
+def _stored_versions(
     spark: SparkSession,
     pipeline: Pipeline,
     target: DeltaTarget | PostgresTarget | IcebergTarget,
