@@ -15,12 +15,14 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+import pytest
 from confluent_kafka import Producer
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 from tests.integration.oracle import Record, changelog, decode_json, fold, json_int, read_all
 
 from upsert_kafka_ops.engine import materialize, read_changelog, read_changes
+from upsert_kafka_ops.engine.session import static_plans
 from upsert_kafka_ops.local import LocalKafka
 from upsert_kafka_ops.spec.connection import KafkaConnection
 from upsert_kafka_ops.spec.table import UpsertKafkaTable
@@ -186,3 +188,39 @@ def test_incremental_ranges_merge_to_the_full_table(
     assert state == fold(records, _key, _value)
     assert r1.end_offsets == r2.start_offsets
     assert r1.records_in + r2.records_in == len(records)
+
+
+def test_the_fold_plans_without_adaptive_execution_and_gives_the_session_its_setting_back(
+    spark: SparkSession, kafka: LocalKafka, new_topic: Callable[..., str]
+) -> None:
+    """The fold's queries run under :func:`static_plans`: the same rows whatever the session's setting,
+    which is the session's again afterwards, also after a failure and when blocks overlap (two folds
+    in two threads of one session)."""
+    key = "spark.sql.adaptive.enabled"
+    topic = new_topic(partitions=2)
+    _produce(kafka, [[(0, (1, "a", False)), (1, (2, "b", False)), (0, None)]], [topic])
+    table = _table([topic], kafka.bootstrap_servers)
+    conn = KafkaConnection(bootstrap_servers=kafka.bootstrap_servers)
+    try:
+        for setting in ("true", "false"):
+            spark.conf.set(key, setting)
+            df, _ = materialize(spark, table, conn)
+            assert sorted(map(tuple, df.collect())) == [(0, "k1", 2, "b")], setting
+            df.unpersist()
+            assert spark.conf.get(key) == setting
+
+        spark.conf.set(key, "true")
+        with pytest.raises(RuntimeError, match="inside"), static_plans(spark):
+            assert spark.conf.get(key) == "false"
+            raise RuntimeError("a failure inside the block")
+        assert spark.conf.get(key) == "true"
+
+        first, second = static_plans(spark), static_plans(spark)
+        first.__enter__()
+        second.__enter__()
+        first.__exit__(None, None, None)
+        assert spark.conf.get(key) == "false"  # the second block still runs
+        second.__exit__(None, None, None)
+        assert spark.conf.get(key) == "true"
+    finally:
+        spark.conf.set(key, "true")

@@ -325,6 +325,40 @@ def _pump(stream: Any, dropped: tuple[bytes, ...]) -> None:
             return
 
 
+#: sessions inside :func:`static_plans`: id -> (how many blocks, the setting to restore)
+_STATIC: dict[int, tuple[int, str]] = {}
+_STATIC_LOCK = threading.Lock()
+
+
+@contextmanager
+def static_plans(spark: SparkSession) -> Iterator[None]:
+    """Run the block's queries without adaptive query execution, then restore the session's setting
+    (when the last of the blocks running at once in its threads ends).
+
+    The fold's queries are chains of small aggregations over ``2 x cores`` shuffle partitions, where
+    adaptive execution has nothing to coalesce or re-plan, yet runs every shuffle stage as a job of its
+    own and plans again between them. Measured on a warm local session, 8 partitions (median of 6):
+    materialize of 100 records 2.18 s -> 1.59 s, of 1M records 4.87 s -> 4.56 s, the same rows. The
+    setting is the session's: other queries running meanwhile in other threads are planned the same
+    way (their results do not change)."""
+    key = "spark.sql.adaptive.enabled"
+    with _STATIC_LOCK:
+        blocks, before = _STATIC.get(id(spark), (0, ""))
+        if not blocks:
+            before = spark.conf.get(key) or "true"
+            spark.conf.set(key, "false")
+        _STATIC[id(spark)] = (blocks + 1, before)
+    try:
+        yield
+    finally:
+        with _STATIC_LOCK:
+            blocks, before = _STATIC.pop(id(spark))
+            if blocks > 1:
+                _STATIC[id(spark)] = (blocks - 1, before)
+            else:
+                spark.conf.set(key, before)
+
+
 def use_storage(spark: SparkSession, storage: S3Storage, bucket: str) -> None:
     """Give ``spark`` the settings of the store that holds ``bucket`` (S3A's per-bucket keys, secrets
     included: session settings, which Spark redacts wherever it shows them, never a command line).

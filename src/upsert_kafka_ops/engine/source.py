@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 from upsert_kafka_ops.engine import progress
 from upsert_kafka_ops.engine.bounds import Bounds, offsets_to_json, resolve_bounds
 from upsert_kafka_ops.engine.results import RunResult
-from upsert_kafka_ops.engine.session import use_krb5_conf_in_driver
+from upsert_kafka_ops.engine.session import static_plans, use_krb5_conf_in_driver
 from upsert_kafka_ops.errors import SpecError, UpsertKafkaOpsError
 from upsert_kafka_ops.formats.columns import Decoded
 from upsert_kafka_ops.formats.registry import FORMATS
@@ -251,33 +251,35 @@ def _fold(
     # the range is scanned once for the fold and the winning values (and first for a full check)
     progress.expect(bounds.span())
 
-    if validation == "full" and not _ignores_errors(table, "value"):
-        progress.expect(bounds.span())
-        bad = raw.where(_value_error(table, vcodec.decode(F.col("value"))))
-        if not bad.isEmpty():
-            raise first_error(bad, "value", table.value_format)
+    # the plans are small and fixed: adaptive execution adds a job per shuffle (see static_plans)
+    with static_plans(spark):
+        if validation == "full" and not _ignores_errors(table, "value"):
+            progress.expect(bounds.span())
+            bad = raw.where(_value_error(table, vcodec.decode(F.col("value"))))
+            if not bad.isEmpty():
+                raise first_error(bad, "value", table.value_format)
 
-    per_bytes = _per_key_bytes(table, raw, kcodec, key_names).persist(StorageLevel.MEMORY_AND_DISK)
-    try:
-        winners = _winners(per_bytes, key_names).persist(StorageLevel.MEMORY_AND_DISK)
+        per_bytes = _per_key_bytes(table, raw, kcodec, key_names).persist(StorageLevel.MEMORY_AND_DISK)
         try:
-            stats = _fold_stats(per_bytes, winners)
-            if stats["key_errors"] and not _ignores_errors(table, "key"):
-                raise first_error(per_bytes.where("key_error"), "key", table.key_format)
-            if strict and stats["multi"]:
-                sample = winners.where("parts > 1").select(*key_names).limit(5).collect()
-                raise DataError(
-                    f"{stats['multi']} key(s) appear in more than one partition (e.g. {[tuple(r) for r in sample]}); "
-                    "their order across partitions is not defined by Kafka. Re-key the topic, or read with strict=False "
-                    "to take the newest record by timestamp."
+            winners = _winners(per_bytes, key_names).persist(StorageLevel.MEMORY_AND_DISK)
+            try:
+                stats = _fold_stats(per_bytes, winners)
+                if stats["key_errors"] and not _ignores_errors(table, "key"):
+                    raise first_error(per_bytes.where("key_error"), "key", table.key_format)
+                if strict and stats["multi"]:
+                    sample = winners.where("parts > 1").select(*key_names).limit(5).collect()
+                    raise DataError(
+                        f"{stats['multi']} key(s) appear in more than one partition (e.g. {[tuple(r) for r in sample]}); "
+                        "their order across partitions is not defined by Kafka. Re-key the topic, or read with strict=False "
+                        "to take the newest record by timestamp."
+                    )
+                df, parse_skipped, records_out = _winning_rows(
+                    table, raw, per_bytes.select("rec.*"), winners, key_names, vcodec, keep_deletes
                 )
-            df, parse_skipped, records_out = _winning_rows(
-                table, raw, per_bytes.select("rec.*"), winners, key_names, vcodec, keep_deletes
-            )
+            finally:
+                winners.unpersist()
         finally:
-            winners.unpersist()
-    finally:
-        per_bytes.unpersist()
+            per_bytes.unpersist()
     return Read(df, _result(keep_deletes, bounds, stats, parse_skipped, records_out, began))
 
 
