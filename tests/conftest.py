@@ -10,14 +10,18 @@
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import tempfile
 from collections.abc import Generator
 from typing import Any
 
 import pytest
 
-os.environ.setdefault("AIRFLOW_HOME", tempfile.mkdtemp(prefix="uko-airflow-home-"))
+if "AIRFLOW_HOME" not in os.environ:  # a pytest process's own (xdist workers inherit their parent's)
+    os.environ["AIRFLOW_HOME"] = tempfile.mkdtemp(prefix="uko-airflow-home-")
+    atexit.register(shutil.rmtree, os.environ["AIRFLOW_HOME"], ignore_errors=True)
 # Every JVM the suite starts (brokers, Spark drivers and executors, CLI runs, Maven, the registry) is
 # short-lived: most of its CPU goes to the C2 compiler. C1 alone gives the same results with far less
 # CPU (measured on the fault and Delta job tests: 352 -> 214 CPU seconds, 249 -> 211 s), which matters

@@ -8,8 +8,10 @@ test module imports it.
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -19,6 +21,7 @@ from pathlib import Path
 import pytest
 
 _HOME = Path(tempfile.mkdtemp(prefix="uko-airflow-home-"))
+atexit.register(shutil.rmtree, _HOME, ignore_errors=True)
 ROOT = Path(__file__).resolve().parents[2]
 os.environ.update(
     {
