@@ -260,25 +260,23 @@ def _fold(
                 raise first_error(bad, "value", table.value_format)
 
         per_bytes = _per_key_bytes(table, raw, kcodec, key_names).persist(StorageLevel.MEMORY_AND_DISK)
+        winners = _winners(per_bytes, key_names).persist(StorageLevel.MEMORY_AND_DISK)
         try:
-            winners = _winners(per_bytes, key_names).persist(StorageLevel.MEMORY_AND_DISK)
-            try:
-                stats = _fold_stats(per_bytes, winners)
-                if stats["key_errors"] and not _ignores_errors(table, "key"):
-                    raise first_error(per_bytes.where("key_error"), "key", table.key_format)
-                if strict and stats["multi"]:
-                    sample = winners.where("parts > 1").select(*key_names).limit(5).collect()
-                    raise DataError(
-                        f"{stats['multi']} key(s) appear in more than one partition (e.g. {[tuple(r) for r in sample]}); "
-                        "their order across partitions is not defined by Kafka. Re-key the topic, or read with strict=False "
-                        "to take the newest record by timestamp."
-                    )
-                df, parse_skipped, records_out = _winning_rows(
-                    table, raw, per_bytes.select("rec.*"), winners, key_names, vcodec, keep_deletes
+            stats = _fold_stats(per_bytes, winners)
+            if stats["key_errors"] and not _ignores_errors(table, "key"):
+                raise first_error(per_bytes.where("key_error"), "key", table.key_format)
+            if strict and stats["multi"]:
+                sample = winners.where("parts > 1").select(*key_names).limit(5).collect()
+                raise DataError(
+                    f"{stats['multi']} key(s) appear in more than one partition (e.g. {[tuple(r) for r in sample]}); "
+                    "their order across partitions is not defined by Kafka. Re-key the topic, or read with strict=False "
+                    "to take the newest record by timestamp."
                 )
-            finally:
-                winners.unpersist()
+            df, parse_skipped, records_out = _winning_rows(
+                table, raw, per_bytes.select("rec.*"), winners, key_names, vcodec, keep_deletes
+            )
         finally:
+            winners.unpersist()
             per_bytes.unpersist()
     return Read(df, _result(keep_deletes, bounds, stats, parse_skipped, records_out, began))
 
