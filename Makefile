@@ -40,7 +40,7 @@ FLINK_VENV := .venv-flink
 FLINK_STAMP := $(FLINK_VENV)/.installed-stamp
 FLINK_VERSION := 2.2.1
 
-.PHONY: help toolchain install jars flink yarn lake-jars kerberos registry lint unit check helm minio prometheus chart integration test demo bench constraints clean
+.PHONY: help toolchain test-costs-reset install jars flink yarn lake-jars kerberos registry lint unit check helm minio prometheus chart integration test demo bench constraints clean
 
 help:
 	@echo "make demo   - install, fetch jars, run the main job on a local Kafka broker and local Spark"
@@ -152,7 +152,13 @@ registry: jars
 integration: jars flink kerberos registry yarn lake-jars prometheus minio
 	@$(TIMED) "integration, conformance, airflow and dagster tests" env UKO_FLINK_PYTHON=$(CURDIR)/$(FLINK_VENV)/bin/python UKO_PROMETHEUS_BIN=$(CURDIR)/.tools/bin UKO_MINIO=$(CURDIR)/.tools/bin/minio scripts/run-suites.sh $(BIN)/pytest build/test-logs
 
-test: jars lint unit chart integration
+# every pytest process of make test records where its time went (tests/costs.py); the suites' end
+# prints the top files and writes build/test-logs/costs.md (scripts/test_costs.py)
+test: export UKO_TEST_COSTS := $(CURDIR)/build/test-logs/costs
+test: test-costs-reset jars lint unit chart integration
+
+test-costs-reset:
+	@rm -rf build/test-logs/costs build/test-logs/costs.md
 
 demo: jars
 	$(BIN)/upsert-kafka-ops demo

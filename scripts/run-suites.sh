@@ -16,6 +16,13 @@ export SPARK_DRIVER_MEMORY=${SPARK_DRIVER_MEMORY:-3g}
 pytest=$1
 logs=$2
 mkdir -p "$logs"
+# the cost table (tests/costs.py, scripts/test_costs.py): each pytest process writes where its time went
+# (make test empties the folder first, and its unit and chart tests write there too)
+export UKO_TEST_COSTS=${UKO_TEST_COSTS:-$logs/costs}
+mkdir -p "$UKO_TEST_COSTS"
+machine_cpu() { awk '/^cpu / {print $2 + $3 + $4 + $7 + $8}' /proc/stat; }
+cpu_before=$(machine_cpu)
+began=$(date +%s)
 
 declare -A cmd=(
   [integration]="$pytest tests/integration -n 2 --dist loadfile --durations=15"
@@ -50,4 +57,7 @@ for suite in integration conformance airflow dagster; do
   fi
   echo "== phase '$suite tests': $(( $(date +%s) - ${start[$suite]} ))s (exit $code)"
 done
+echo "{\"cpu_s\": $(( ($(machine_cpu) - cpu_before) / $(getconf CLK_TCK) )), \"wall_s\": $(( $(date +%s) - began )), \"cores\": $(nproc)}" >"$UKO_TEST_COSTS/machine.json"
+echo
+"$(dirname "$pytest")/python" scripts/test_costs.py "$UKO_TEST_COSTS" --top 15 || rc=1
 exit $rc

@@ -6,6 +6,7 @@
   ``UKO_ALLOW_PARTIAL_RUN=1`` is set for a developer's focused run.
 - ``AIRFLOW_HOME`` points at a temporary folder before anything can import airflow.
 - The JVMs the suite starts run with the C1 compiler only (``JDK_JAVA_OPTIONS``; see below).
+- With ``UKO_TEST_COSTS`` set, each pytest process records where its time goes (``tests/costs.py``).
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ if "AIRFLOW_HOME" not in os.environ:  # a pytest process's own (xdist workers in
 # when the suites run side by side on 2 cores. The java launcher reads this variable.
 os.environ.setdefault("JDK_JAVA_OPTIONS", "-XX:TieredStopAtLevel=1")
 
-pytest_plugins = ["pytester"]
+pytest_plugins = ["pytester", "tests.costs"]  # tests/costs.py: the cost table (UKO_TEST_COSTS)
 
 _NO_SKIP = "Skipped and xfailed tests are not allowed in this suite (it must fail loudly instead)"
 

@@ -1,0 +1,104 @@
+#!/usr/bin/env python3
+"""test_costs.py FOLDER [--top N]: the cost table of one run of the suites, from the files the pytest
+plugin ``tests/costs.py`` wrote into FOLDER (one per pytest process).
+
+Writes FOLDER/../costs.md (the whole table: per test file, per fixture that starts a service, per kind
+of process, per suite) and prints the top N files by CPU seconds and the totals. Only the standard
+library: it runs with any Python 3.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+
+def _table(header: list[str], rows: list[list[object]]) -> list[str]:
+    def cell(value: object) -> str:
+        return f"{value:.0f}" if isinstance(value, float) else str(value)
+
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join(" --- " for _ in header) + "|"]
+    lines += ["| " + " | ".join(cell(v) for v in row) + " |" for row in rows]
+    return lines
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("folder", type=Path)
+    parser.add_argument("--top", type=int, default=15)
+    args = parser.parse_args()
+    runs = [json.loads(p.read_text()) for p in sorted(args.folder.glob("*.json")) if p.name != "machine.json"]
+    if not runs:
+        print(f"no cost files in {args.folder}", file=sys.stderr)
+        return 1
+    files: dict[str, dict[str, float]] = defaultdict(lambda: {"tests": 0, "wall_s": 0.0, "cpu_s": 0.0})
+    for run in runs:
+        for test in run["tests"]:
+            row = files[f"tests/{test['file']}" if not test["file"].startswith("tests/") else test["file"]]
+            row["tests"] += 1
+            row["wall_s"] += test["wall_s"]
+            row["cpu_s"] += test["cpu_s"]
+    fixtures: dict[str, dict[str, float]] = defaultdict(lambda: {"starts": 0, "wall_s": 0.0, "cpu_s": 0.0})
+    for run in runs:
+        for fix in run["fixtures"]:
+            row = fixtures[f"{run['suite']}: {fix['fixture']}"]
+            row["starts"] += 1
+            row["wall_s"] += fix["wall_s"]
+            row["cpu_s"] += fix["cpu_s"]
+    kinds: dict[str, dict[str, float]] = defaultdict(lambda: {"processes": 0, "jvms": 0, "cpu_s": 0.0})
+    for run in runs:
+        for kind, data in run["kinds"].items():
+            for k in ("processes", "jvms", "cpu_s"):
+                kinds[kind][k] += data[k]
+    suites: dict[str, dict[str, float]] = defaultdict(
+        lambda: {"processes": 0, "tests": 0, "wall_s": 0.0, "cpu_s": 0.0}
+    )
+    for run in runs:
+        row = suites[run["suite"]]
+        row["processes"] += 1
+        row["tests"] += len(run["tests"])
+        row["wall_s"] = max(row["wall_s"], run["wall_s"])
+        row["cpu_s"] += run["cpu_s"]
+    total_cpu = sum(r["cpu_s"] for r in runs)
+    jvms = sum(int(k["jvms"]) for k in kinds.values())
+    machine_path = args.folder / "machine.json"
+    machine = json.loads(machine_path.read_text()) if machine_path.exists() else None
+
+    by_cpu = sorted(files.items(), key=lambda kv: -kv[1]["cpu_s"])
+    lines = ["# Where the test suite's time goes", "",
+             f"{len(runs)} pytest process(es); CPU of the suites' processes and everything they started: "
+             f"**{total_cpu:.0f} s**; JVMs started: **{jvms}**." + (
+                 f" The whole machine over the suites: {machine['cpu_s']:.0f} CPU s in {machine['wall_s']:.0f} s "
+                 f"on {machine['cores']} cores." if machine else ""), "",
+             "## Suites (wall: the longest process)", ""]  # fmt: skip
+    lines += _table(["suite", "pytest processes", "tests", "wall s", "CPU s"],
+                    [[s, int(r["processes"]), int(r["tests"]), r["wall_s"], r["cpu_s"]] for s, r in sorted(suites.items())])  # fmt: skip
+    lines += ["", "## Test files, by CPU seconds (setup, call and teardown of their tests)", ""]
+    lines += _table(["file", "tests", "wall s", "CPU s"],
+                    [[f, int(r["tests"]), r["wall_s"], r["cpu_s"]] for f, r in by_cpu])  # fmt: skip
+    lines += ["", "## Fixtures that start a service or a process (their setup)", ""]
+    lines += _table(["suite: fixture", "starts", "wall s", "CPU s"],
+                    [[f, int(r["starts"]), r["wall_s"], r["cpu_s"]]
+                     for f, r in sorted(fixtures.items(), key=lambda kv: -kv[1]["cpu_s"])])  # fmt: skip
+    lines += ["", "## Processes by kind (their whole lifetime's CPU)", ""]
+    lines += _table(["kind", "processes", "JVMs", "CPU s"],
+                    [[k, int(r["processes"]), int(r["jvms"]), r["cpu_s"]]
+                     for k, r in sorted(kinds.items(), key=lambda kv: -kv[1]["cpu_s"])])  # fmt: skip
+    out = args.folder.parent / "costs.md"
+    out.write_text("\n".join(lines) + "\n")
+
+    print(
+        f"== test costs ({out}): {total_cpu:.0f} CPU s in the suites' processes, {jvms} JVMs started"
+        + (f"; the machine: {machine['cpu_s']:.0f} CPU s over {machine['wall_s']:.0f} s" if machine else "")
+    )
+    print(f"{'CPU s':>7} {'wall s':>7} {'tests':>5}  top {args.top} test files by CPU")
+    for name, row in by_cpu[: args.top]:
+        print(f"{row['cpu_s']:7.0f} {row['wall_s']:7.0f} {int(row['tests']):5d}  {name}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
