@@ -2,7 +2,7 @@
 """test_costs.py FOLDER [--top N]: the cost table of one run of the suites, from the files the pytest
 plugin ``tests/costs.py`` wrote into FOLDER (one per pytest process).
 
-Writes FOLDER/../costs.md (the whole table: per test file, per fixture that starts a service, per kind
+Writes costs.md beside FOLDER (the whole table: per test file, per fixture that starts a service, per kind
 of process, per suite) and prints the top N files by CPU seconds and the totals. Only the standard
 library: it runs with any Python 3.
 """

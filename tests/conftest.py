@@ -12,10 +12,13 @@
 from __future__ import annotations
 
 import atexit
+import importlib.util
 import os
 import shutil
+import sys
 import tempfile
 from collections.abc import Generator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -29,7 +32,20 @@ if "AIRFLOW_HOME" not in os.environ:  # a pytest process's own (xdist workers in
 # when the suites run side by side on 2 cores. The java launcher reads this variable.
 os.environ.setdefault("JDK_JAVA_OPTIONS", "-XX:TieredStopAtLevel=1")
 
-pytest_plugins = ["pytester", "tests.costs"]  # tests/costs.py: the cost table (UKO_TEST_COSTS)
+pytest_plugins = ["pytester"]
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """The cost table's recorder (``tests/costs.py``), when ``UKO_TEST_COSTS`` names its folder. Loaded
+    from its file: the suite-rule tests run this conftest in a folder of their own, without it."""
+    plugin = Path(__file__).with_name("costs.py")
+    if os.environ.get("UKO_TEST_COSTS") and plugin.is_file() and not config.getoption("collectonly"):
+        spec = importlib.util.spec_from_file_location("uko_test_costs", plugin)
+        assert spec is not None and spec.loader is not None
+        module = sys.modules["uko_test_costs"] = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        config.pluginmanager.register(module.CostPlugin(Path(os.environ["UKO_TEST_COSTS"])), "uko-test-costs")
+
 
 _NO_SKIP = "Skipped and xfailed tests are not allowed in this suite (it must fail loudly instead)"
 

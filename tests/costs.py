@@ -192,9 +192,3 @@ class CostPlugin:
                 "wall_s": time.monotonic() - self.began, "cpu_s": total, "tests": self.tests,
                 "fixtures": self.fixtures, "kinds": self.ledger.kinds()}  # fmt: skip
         (self.folder / f"{suite}-{os.getpid()}.json").write_text(json.dumps(data, indent=1))
-
-
-def pytest_configure(config: pytest.Config) -> None:
-    folder = os.environ.get(ENV_FOLDER)
-    if folder and not config.getoption("collectonly"):
-        config.pluginmanager.register(CostPlugin(Path(folder)), "uko-test-costs")
