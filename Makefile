@@ -40,12 +40,13 @@ FLINK_VENV := .venv-flink
 FLINK_STAMP := $(FLINK_VENV)/.installed-stamp
 FLINK_VERSION := 2.2.1
 
-.PHONY: help toolchain test-costs-reset install jars flink yarn lake-jars kerberos registry lint unit check helm minio prometheus chart integration test demo bench constraints clean
+.PHONY: help toolchain test-costs-reset test-quick install jars flink yarn lake-jars kerberos registry lint unit check helm minio prometheus chart integration test demo bench constraints clean
 
 help:
 	@echo "make demo   - install, fetch jars, run the main job on a local Kafka broker and local Spark"
 	@echo "make test   - install, fetch jars, lint, run the whole test suite against real Kafka and Spark"
-	@echo "make check  - lint and unit tests only (no JVM; about a minute): the quick loop"
+	@echo "make check  - lint and unit tests only (no JVM; under a minute): the quickest loop"
+	@echo "make test-quick - make check, the chart and a slice of each suite with real components (under 8 minutes)"
 	@echo "make jars   - resolve the JVM jars from Maven Central (a no-op when up to date)"
 	@echo "make bench  - engine throughput next to Kafka's perf tools, Spark's raw read and Flink's job"
 
@@ -159,6 +160,12 @@ test: test-costs-reset jars lint unit chart integration
 
 test-costs-reset:
 	@rm -rf build/test-logs/costs build/test-logs/costs.md
+
+# the inner loop with real components, under 8 minutes (CONTRIBUTING.md): make check, the chart, and a
+# slice of the integration, Airflow and Dagster suites side by side (scripts/run-suites.sh quick)
+test-quick: jars check chart
+	@rm -rf build/test-logs/quick
+	@$(TIMED) "quick suites" scripts/run-suites.sh $(BIN)/pytest build/test-logs/quick quick
 
 demo: jars
 	$(BIN)/upsert-kafka-ops demo

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# run-suites.sh PYTEST LOGDIR: the suites that need real services, side by side, each in its own pytest
+# run-suites.sh PYTEST LOGDIR [all|quick]: the suites that need real services, side by side, each in its own pytest
 # process (one broker, one PostgreSQL, one SparkSession each; Airflow and Dagster each configure their
 # framework on import, so they cannot share a process): the integration suite in two xdist workers
 # (whole files per worker, so a file's fixtures start once), the Airflow and the Dagster suites beside
@@ -7,6 +7,7 @@
 # core idle while a JVM starts or a test waits on Kafka.
 # Each suite's output goes to LOGDIR/<suite>.log; its slowest tests and summary are printed at the
 # end, and the whole log when it failed. Exits non-zero when any suite failed.
+# quick (make test-quick): a slice of each with real components, the same way (see CONTRIBUTING.md).
 set -uo pipefail
 # Four suites side by side start a dozen Spark drivers (the suites' own sessions and the runs they start
 # as subprocesses); at a quarter of the machine each, the heaps could outgrow it and the kernel kills
@@ -15,6 +16,7 @@ set -uo pipefail
 export SPARK_DRIVER_MEMORY=${SPARK_DRIVER_MEMORY:-3g}
 pytest=$1
 logs=$2
+tier=${3:-all}
 mkdir -p "$logs"
 # the cost table (tests/costs.py, scripts/test_costs.py): each pytest process writes where its time went
 # (make test empties the folder first, and its unit and chart tests write there too)
@@ -36,15 +38,30 @@ declare -A cmd=(
   [dagster]="$pytest tests/dagster --durations=5 && $pytest tests/monitoring --durations=5 && $pytest tests/storage --durations=5"
   [conformance]="$pytest tests/conformance --durations=5"
 )
+# the inner loop's slice: the engine against its oracle, a Delta and a PostgreSQL job killed at a
+# fault point and rerun, one Airflow dag.test() and one Dagster materialization
+quick_integration="tests/integration/test_engine_oracle.py
+  tests/integration/test_jobs_faults.py::test_a_run_killed_at_a_fault_point_is_repaired_by_the_rerun[delta-after-read-incremental]
+  tests/integration/test_jobs_faults.py::test_a_run_killed_at_a_fault_point_is_repaired_by_the_rerun[postgres-in-transaction-incremental]"
+declare -A quick=(
+  [integration]="$pytest $(echo $quick_integration) --durations=5"
+  [airflow]="$pytest tests/airflow/test_dags.py::test_users_to_delta_dag_moves_only_the_new_change --durations=5"
+  [dagster]="$pytest tests/dagster/test_assets.py --durations=5"
+)
+suites=(integration conformance airflow dagster)
+if [ "$tier" = quick ]; then
+  suites=(integration airflow dagster)
+  for suite in "${suites[@]}"; do cmd[$suite]=${quick[$suite]}; done
+fi
 declare -A pid start
-for suite in integration conformance airflow dagster; do
+for suite in "${suites[@]}"; do
   start[$suite]=$(date +%s)
   bash -c "${cmd[$suite]}" >"$logs/$suite.log" 2>&1 &
   pid[$suite]=$!
 done
 
 rc=0
-for suite in integration conformance airflow dagster; do
+for suite in "${suites[@]}"; do
   wait "${pid[$suite]}"
   code=$?
   echo

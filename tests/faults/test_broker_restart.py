@@ -1,7 +1,12 @@
 """The broker restarted under running jobs (issue 23, item 1): a materialize into Delta, a topic-to-topic
-job and a publish of a Delta change feed (``write_changelog``) each run as a CLI process while the
-broker is stopped (SIGTERM, or SIGKILL: a crash) at a random moment of the run, stays down up to 3 s,
-and comes back on its ports with its log folder.
+job and a publish of a Delta change feed (``write_changelog``) each run while the broker is stopped
+(SIGTERM, or SIGKILL: a crash) at a random moment of the run, stays down up to 3 s, and comes back on
+its ports with its log folder.
+
+The runs under test are ``run_job`` in a thread of this process, on its SparkSession: the broker's
+restart is the fault, not the run's process, so the run needs no JVM of its own (the CLI's process
+boundary is tested where it is the behaviour: killed runs in ``tests/integration/test_jobs_faults.py``,
+its output in ``tests/integration/test_secret_scan.py``).
 
 Each run either finishes or fails with a clear error; the rerun (in this process) converges; the
 target then equals the plain-Python fold of its source (no key lost, none doubled), and an output
@@ -17,8 +22,7 @@ from __future__ import annotations
 import json
 import os
 import random
-import subprocess
-import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -26,12 +30,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from pyspark.sql import SparkSession
 from tests.integration.jobs_support import oracle_table, pipeline, rows_as_table, source
 from tests.integration.oracle import kafka_partition, read_all
 
+from upsert_kafka_ops.errors import UpsertKafkaOpsError
 from upsert_kafka_ops.jobs import Pipeline, run_job
+from upsert_kafka_ops.jobs.core import JobResult
 from upsert_kafka_ops.local import LocalKafka
 
 TRIALS = int(os.environ.get("UKO_FAULT_TRIALS", "3"))
@@ -45,7 +50,6 @@ class Flow:
 
     name: str
     pipeline: Pipeline
-    file: Path
     change: Callable[[random.Random], None]
     check: Callable[[], None]
     seq: list[int] = field(default_factory=lambda: [0])
@@ -89,11 +93,6 @@ def _check_topic(servers: str, topic: str, partitions: int) -> None:
             last[rec.key] = seq
 
 
-def _write(file: Path, p: Pipeline) -> Path:
-    file.write_text(yaml.safe_dump(p.to_json_dict()))
-    return file
-
-
 @pytest.fixture(scope="module")
 def flows(
     kafka: LocalKafka, spark: SparkSession, tmp_path_factory: pytest.TempPathFactory
@@ -113,7 +112,7 @@ def flows(
         assert len(got) == len({r[0] for r in got}), "a key twice in the Delta table"
         return rows_as_table(got)
 
-    m = Flow("materialize", p, _write(work / "m.yaml", p), lambda rnd: None, lambda: None)
+    m = Flow("materialize", p, lambda rnd: None, lambda: None)
     m.change = lambda rnd: _produce(servers, "users-m", rnd, m.seq, 80)
     m.check = lambda: _check_equal(delta_rows(delta), oracle_table(servers, "users-m"))
     out[m.name] = m
@@ -122,7 +121,7 @@ def flows(
     p = pipeline(servers, [{"name": "copy", "kind": "topic-to-topic", "execution": "snapshot",
                             "query": "SELECT * FROM users", "sources": {"users": source("users-t", servers)},
                             "sink": source("copy-t", servers)}])  # fmt: skip
-    t = Flow("topic-to-topic", p, _write(work / "t.yaml", p), lambda rnd: None, lambda: None)
+    t = Flow("topic-to-topic", p, lambda rnd: None, lambda: None)
     t.change = lambda rnd: _produce(servers, "users-t", rnd, t.seq, 80)
 
     def check_t() -> None:
@@ -138,7 +137,7 @@ def flows(
               "USING delta TBLPROPERTIES (delta.enableChangeDataFeed = true)")  # fmt: skip
     p = pipeline(servers, [{"name": "publish", "kind": "publish", "source": {"kind": "delta-cdf", "path": str(feed)},
                             "sink": source("copy-p", servers), "state_path": str(work / "publish-state")}])  # fmt: skip
-    pub = Flow("publish", p, _write(work / "p.yaml", p), lambda rnd: None, lambda: None)
+    pub = Flow("publish", p, lambda rnd: None, lambda: None)
 
     def change_p(rnd: random.Random) -> None:
         for _ in range(3):  # three Delta versions
@@ -174,26 +173,39 @@ def _check_equal(got: dict[int, Any], want: dict[int, Any]) -> None:
     assert (lost, extra, wrong) == ([], [], []), "lost keys, extra keys, keys with another value"
 
 
-def _cli(flow: Flow, jars_dir: Path) -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        [sys.executable, "-m", "upsert_kafka_ops.cli", "run", str(flow.file), "--json", "-v"],
-        env={**os.environ, "UPSERT_KAFKA_OPS_JARS_DIR": str(jars_dir)},
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
+class _Run:
+    """``run_job`` of a flow's job in a thread: its result, or the error it ended with."""
+
+    def __init__(self, flow: Flow, spark: SparkSession) -> None:
+        self.result: JobResult | None = None
+        self.error: BaseException | None = None
+        self.thread = threading.Thread(target=self._run, args=(flow, spark), name=f"run-{flow.name}")
+        self.thread.start()
+
+    def _run(self, flow: Flow, spark: SparkSession) -> None:
+        try:
+            self.result = run_job(flow.pipeline, spark=spark)
+        except BaseException as exc:  # the test reports what the run ended with
+            self.error = exc
+
+    def wait(self, timeout: float = 600.0) -> _Run:
+        self.thread.join(timeout)
+        assert not self.thread.is_alive(), f"the run did not end within {timeout:.0f} s"
+        return self
 
 
 @pytest.mark.parametrize("kind", ["materialize", "topic-to-topic", "publish"])
 def test_a_broker_restarted_under_a_run_leaves_the_target_exact_after_a_rerun(
-    kind: str, flows: dict[str, Flow], kafka: LocalKafka, spark: SparkSession, jars_dir: Path
+    kind: str, flows: dict[str, Flow], kafka: LocalKafka, spark: SparkSession
 ) -> None:
     flow, rnd = flows[kind], random.Random(f"broker-restart-{kind}")
     # a first run without a fault: how long a run takes (the restarts fall within it)
     flow.change(rnd)
     began = time.monotonic()
-    first = _cli(flow, jars_dir)
-    _, err = first.communicate(timeout=600)
+    first = _Run(flow, spark).wait()
     span = time.monotonic() - began
-    assert first.returncode == 0, err[-3000:]
+    assert first.error is None and first.result is not None, repr(first.error)
+    assert first.result.status == "succeeded"
     if kind != "materialize":  # the writer's producer is idempotent and waits for every replica
         from upsert_kafka_ops.engine.sink import producer_options
 
@@ -205,19 +217,21 @@ def test_a_broker_restarted_under_a_run_leaves_the_target_exact_after_a_rerun(
     trials = REPORT.setdefault(kind, [])
     for trial in range(TRIALS):
         flow.change(rnd)
-        run = _cli(flow, jars_dir)
+        run = _Run(flow, spark)
         time.sleep(rnd.uniform(0, span))
-        during = run.poll() is None
+        during = run.thread.is_alive()
         kill, down = rnd.random() < 0.5, round(rnd.uniform(0, 3), 1)
         kafka.restart(down_s=down, kill=kill)
-        _, err = run.communicate(timeout=600)
-        outcome = "finished" if run.returncode == 0 else "failed"
-        if outcome == "failed":  # a clear error: the job, and what went wrong with the broker
-            assert f"job {flow.pipeline.jobs[0].name} failed" in err or "Error" in err, err[-3000:]
+        run.wait()
+        outcome = "finished" if run.error is None else "failed"
+        said = "" if run.error is None else f"{type(run.error).__name__}: {run.error}"
+        if run.error is not None:  # a clear error: the project's own, or what went wrong with the broker
+            assert isinstance(run.error, UpsertKafkaOpsError) or "Error" in said or "Exception" in said, said
+        else:
+            assert run.result is not None and run.result.status == "succeeded"
         rerun = run_job(flow.pipeline, spark=spark)
         assert rerun.status == "succeeded"
         flow.check()
-        said = [ln for ln in err.splitlines() if " failed: " in ln or "Error" in ln or "Exception" in ln]
         trials.append({"trial": trial, "during_run": during, "kill": kill, "down_s": down, "run": outcome,
-                       "error": said[0][:300] if outcome == "failed" and said else ""})  # fmt: skip
+                       "error": said.splitlines()[0][:300] if said else ""})  # fmt: skip
     assert len(trials) == TRIALS
