@@ -84,8 +84,9 @@ def test_iceberg_on_s3_runs_incrementally_from_the_cli_in_a_hadoop_and_a_jdbc_ca
         if run == 2:
             produce(servers, topic, random_changes(rnd, 200, 60))
         expected = oracle_table(servers, topic)
+        results = run_cli(file, None, jars_dir, s3.secret_key)  # both catalogs' jobs in one CLI process
         for cat in ("files", "db"):
-            result = run_cli(file, f"users-{cat}", jars_dir, s3.secret_key)
+            result = results[f"users-{cat}"]
             assert (result["status"], result["mode"], result["run"]) == (
                 "succeeded", "full" if run == 1 else "incremental", run)  # fmt: skip
             assert postgres.password not in str(result)
@@ -229,8 +230,9 @@ def test_iceberg_and_delta_on_s3_run_on_a_spark_connect_server_with_those_jar_gr
         for run in (1, 2):
             if run == 2:
                 produce(servers, topic, random_changes(rnd, 60, 40))
+            results = run_cli(file, None, jars_dir, s3.secret_key, "--remote", server.url)
             for job in ("users-iceberg", "users-delta"):
-                result = run_cli(file, job, jars_dir, s3.secret_key, "--remote", server.url)
+                result = results[job]
                 assert (result["status"], result["mode"], result["run"]) == (
                     "succeeded", "full" if run == 1 else "incremental", run), job  # fmt: skip
         log = server.log_file.read_text(errors="replace")

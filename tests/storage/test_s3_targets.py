@@ -48,10 +48,12 @@ def pipeline_file(
     return path
 
 
-def run_cli(file: Path, job: str, jars_dir: Path, secret: str, *more: str) -> dict[str, Any]:
-    """``upsert-kafka-ops run FILE --job JOB --json [MORE]``: its one result; ``secret`` in no output."""
+def run_cli(file: Path, job: str | None, jars_dir: Path, secret: str, *more: str) -> dict[str, Any]:
+    """``upsert-kafka-ops run FILE [--job JOB] --json [MORE]``: each job's result by its name (every
+    job of the file in one process when ``job`` is None); ``secret`` in no output."""
     done = subprocess.run(
-        [sys.executable, "-m", "upsert_kafka_ops.cli", "run", str(file), "--job", job, "--json", *more],
+        [sys.executable, "-m", "upsert_kafka_ops.cli", "run", str(file), *(["--job", job] if job else []),
+         "--json", *more],
         env={**os.environ, "UPSERT_KAFKA_OPS_JARS_DIR": str(jars_dir)},
         capture_output=True, text=True, timeout=600, check=False,
     )  # fmt: skip
@@ -59,8 +61,7 @@ def run_cli(file: Path, job: str, jars_dir: Path, secret: str, *more: str) -> di
         ln for ln in done.stderr.splitlines() if not ln.startswith("\tat ")
     )[-5000:]
     assert secret not in done.stdout + done.stderr  # the store's secret key, resolved in this run
-    (result,) = json.loads(done.stdout)["results"]
-    return dict(result)
+    return {r["job"]: dict(r) for r in json.loads(done.stdout)["results"]}
 
 
 def end_offsets(servers: str, topic: str, partitions: int) -> dict[tuple[str, int], int]:
@@ -94,8 +95,9 @@ def test_delta_and_parquet_on_s3_run_incrementally_from_the_cli_and_hold_the_ora
     for run in (1, 2):
         if run == 2:
             produce(servers, topic, random_changes(rnd, 200, 60))
-        first = run_cli(file, "users-delta", jars_dir, s3.secret_key)
-        second = run_cli(file, "users-parquet", jars_dir, s3.secret_key)
+        # both jobs in one CLI process, which resolves the store's secret from its environment
+        results = run_cli(file, None, jars_dir, s3.secret_key)
+        first, second = results["users-delta"], results["users-parquet"]
         assert (first["status"], first["mode"], first["run"]) == (
             "succeeded", "full" if run == 1 else "incremental", run)  # fmt: skip
         assert (second["status"], second["mode"], second["run"]) == ("succeeded", "full", run)
