@@ -6,6 +6,7 @@
   ``UKO_ALLOW_PARTIAL_RUN=1`` is set for a developer's focused run.
 - ``AIRFLOW_HOME`` points at a temporary folder before anything can import airflow.
 - The JVMs the suite starts run with the C1 compiler only (``JDK_JAVA_OPTIONS``; see below).
+- MinIO and Prometheus are found in the checkout's ``.tools/bin`` when no variable names them.
 - With ``UKO_TEST_COSTS`` set, each pytest process records where its time goes (``tests/costs.py``).
 """
 
@@ -31,6 +32,12 @@ if "AIRFLOW_HOME" not in os.environ:  # a pytest process's own (xdist workers in
 # CPU (measured on the fault and Delta job tests: 352 -> 214 CPU seconds, 249 -> 211 s), which matters
 # when the suites run side by side on 2 cores. The java launcher reads this variable.
 os.environ.setdefault("JDK_JAVA_OPTIONS", "-XX:TieredStopAtLevel=1")
+# The tools make test builds into the checkout (MinIO, Prometheus): found there when a developer runs
+# one test file with .venv/bin/pytest, as make sets them for the suites (CONTRIBUTING.md)
+_TOOLS = Path(__file__).resolve().parents[1] / ".tools" / "bin"
+for _var, _path in (("UKO_MINIO", _TOOLS / "minio"), ("UKO_PROMETHEUS_BIN", _TOOLS)):
+    if _path.exists():
+        os.environ.setdefault(_var, str(_path))
 
 pytest_plugins = ["pytester"]
 

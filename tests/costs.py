@@ -53,8 +53,13 @@ KINDS = (
     (r"\bminio\b", "minio"),
     (r"krb5kdc|kadmin|kdb5_util", "kdc"),
     (r"prometheus|pushgateway|promtool", "prometheus"),
-    (r"pytest|xdist|execnet", "pytest"),
+    (r"^\S*python\S* .*(pytest|xdist|execnet)", "pytest"),
 )
+
+
+#: kinds that may still change: the process may exec another program (``env``, a shell, a Python that
+#: runs ``os.exec*``), or its command line was not readable yet
+_UNSETTLED = ("", "?", "env", "bash", "sh", "python", "python3", "python3.11", "java")
 
 
 def _kind(cmdline: str) -> str:
@@ -97,12 +102,12 @@ class Ledger:
                 if proc is None:
                     if pid != os.getpid() and ppid not in owned_pids and _env_owner(pid) != self.owner:
                         continue
-                    cmd = _cmdline(pid)
-                    proc = _Proc(
-                        "pytest" if pid == os.getpid() else _kind(cmd), cmd.split(" ", 1)[0].endswith("java")
-                    )
-                    self.procs[key] = proc
+                    proc = self.procs[key] = _Proc("", False)
                     owned_pids.add(pid)
+                if proc.kind in _UNSETTLED:  # a launcher (env, a shell) may exec the real program later
+                    cmd = _cmdline(pid)
+                    proc.kind = "pytest" if pid == os.getpid() else _kind(cmd)
+                    proc.java = cmd.split(" ", 1)[0].endswith("java")
                 proc.cpu = cpu
             return sum(p.cpu for p in self.procs.values())
 
