@@ -45,7 +45,7 @@ quick_integration="tests/integration/test_engine_oracle.py
   tests/integration/test_jobs_faults.py::test_a_run_killed_at_a_fault_point_is_repaired_by_the_rerun[postgres-in-transaction-incremental]"
 declare -A quick=(
   [integration]="$pytest $(echo $quick_integration) --durations=5"
-  [airflow]="$pytest tests/airflow/test_dags.py::test_users_to_delta_dag_moves_only_the_new_change --durations=5"
+  [airflow]="$pytest tests/airflow/test_dags.py::test_pipeline_dag_runs_every_job_in_order --durations=5"
   [dagster]="$pytest tests/dagster/test_assets.py --durations=5"
 )
 suites=(integration conformance airflow dagster)
