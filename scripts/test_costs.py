@@ -37,7 +37,7 @@ def main() -> int:
     files: dict[str, dict[str, float]] = defaultdict(lambda: {"tests": 0, "wall_s": 0.0, "cpu_s": 0.0})
     for run in runs:
         for test in run["tests"]:
-            row = files[f"tests/{test['file']}" if not test["file"].startswith("tests/") else test["file"]]
+            row = files[test["file"]]
             row["tests"] += 1
             row["wall_s"] += test["wall_s"]
             row["cpu_s"] += test["cpu_s"]

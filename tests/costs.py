@@ -27,13 +27,12 @@ from typing import Any
 
 import pytest
 
-ENV_FOLDER = "UKO_TEST_COSTS"
 ENV_OWNER = "UKO_COST_OWNER"
 TICK = os.sysconf("SC_CLK_TCK")
 #: fixtures timed on their own: those that start a service or a process
-SERVICE_FIXTURES = ("kafka", "postgres", "spark", "s3", "schema_registry", "kdc", "kerberos", "yarn",
-                    "spark_cluster", "connect_server", "flink", "airflow_db", "prometheus",
-                    "history_server", "daemon")  # fmt: skip
+SERVICE_FIXTURES = ("kafka", "broker", "secured", "wide", "postgres", "spark", "s3", "schema_registry",
+                    "registry", "kdc", "kerberos", "yarn", "spark_cluster", "connect_server", "airflow_db",
+                    "kept_demo")  # fmt: skip
 #: a process's kind, from its command line: the first pattern that matches names it
 KINDS = (
     (r"kafka\.Kafka\b", "kafka broker"),
@@ -181,9 +180,8 @@ class CostPlugin:
             return
         wall, cpu = time.monotonic(), self.ledger.sample()
         yield
-        self.fixtures.append({"fixture": fixturedef.argname, "scope": fixturedef.scope,
-                              "module": str(getattr(fixturedef, "baseid", "")),
-                              "wall_s": time.monotonic() - wall, "cpu_s": self.ledger.sample() - cpu})  # fmt: skip
+        self.fixtures.append({"fixture": fixturedef.argname, "wall_s": time.monotonic() - wall,
+                              "cpu_s": self.ledger.sample() - cpu})  # fmt: skip
 
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         self._stop.set()
