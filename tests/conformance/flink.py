@@ -3,9 +3,13 @@ fold what Flink emitted into the table it stands for."""
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
+import queue
 import subprocess
+import threading
+import time
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -69,6 +73,75 @@ def flink_python() -> Path:
     return python
 
 
+class _Server:
+    """One ``flink_runner.py --serve`` process: jobs in on stdin, a line per case back, Flink's logs in
+    ``log``."""
+
+    def __init__(self, jars: Sequence[Path], env: Mapping[str, str] | None, log: Path) -> None:
+        self.jars, self.log = [str(j) for j in jars], log
+        with open(log, "wb") as err:
+            self.proc = subprocess.Popen(
+                [str(flink_python()), str(RUNNER), "--serve"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                stderr=err, env={**os.environ, **(env or {})}, text=True,
+            )  # fmt: skip
+        self.lines: queue.Queue[str | None] = queue.Queue()
+        threading.Thread(target=self._read, name="flink-runner-stdout", daemon=True).start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self.lines.put(line)
+        self.lines.put(None)  # the process ended
+
+    def run(self, cases: Sequence[Case], timeout: float) -> list[dict[str, Any]]:
+        job = {"jars": self.jars, "parallelism": 2,
+               "cases": [{"name": c.name, "table": c.table, "ddl": c.ddl, "more": list(c.more), "insert": c.insert}
+                         for c in cases]}  # fmt: skip
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(json.dumps(job) + "\n")
+        self.proc.stdin.flush()
+        deadline, out = time.monotonic() + timeout, []
+        while True:
+            try:
+                line = self.lines.get(timeout=max(0.0, deadline - time.monotonic()))
+            except queue.Empty:
+                self.close()
+                raise AssertionError(f"Flink gave no answer within {timeout:.0f} s:\n{self.tail()}") from None
+            if line is None:
+                raise AssertionError(f"PyFlink exited {self.proc.wait()} mid-job:\n{self.tail()}")
+            if line.startswith("{"):
+                data = json.loads(line)
+                if data.get("done"):
+                    return out
+                out.append(data)
+
+    def tail(self) -> str:
+        return "\n".join(self.log.read_text(errors="replace").splitlines()[-40:])
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            assert self.proc.stdin is not None
+            self.proc.stdin.close()
+            try:
+                self.proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+#: the running servers, one per set of jars and extra environment (this process's run keeps them)
+_SERVERS: dict[tuple[tuple[str, ...], tuple[tuple[str, str], ...]], _Server] = {}
+
+
+def close_all() -> None:
+    """Stop every PyFlink process this process started (the conformance suite's last step)."""
+    while _SERVERS:
+        _SERVERS.popitem()[1].close()
+
+
+atexit.register(close_all)
+
+
 def run(
     cases: Sequence[Case],
     jars: Sequence[Path],
@@ -76,28 +149,26 @@ def run(
     timeout: float = 600.0,
     env: Mapping[str, str] | None = None,
 ) -> dict[str, Outcome]:
-    """Run every case in one PyFlink process (one JVM start for them all); Flink's logs go to ``log``;
-    ``env`` adds to the process's environment (e.g. JVM options through ``JAVA_TOOL_OPTIONS``)."""
-    job = {"jars": [str(j) for j in jars], "parallelism": 2,
-           "cases": [{"name": c.name, "table": c.table, "ddl": c.ddl, "more": list(c.more), "insert": c.insert}
-                     for c in cases]}  # fmt: skip
-    with open(log, "wb") as err:
-        proc = subprocess.run(
-            [str(flink_python()), str(RUNNER)], input=json.dumps(job).encode(), stdout=subprocess.PIPE,
-            stderr=err, timeout=timeout, check=False, env={**os.environ, **(env or {})},
-        )  # fmt: skip
+    """Run every case in PyFlink: in the process this test run already started for the same jars and
+    ``env`` (one JVM start for every job of the run), or a new one whose Flink logs go to ``log``; ``env``
+    adds to the process's environment (e.g. JVM options through ``JAVA_TOOL_OPTIONS``)."""
+    key = (tuple(str(j) for j in jars), tuple(sorted((env or {}).items())))
+    server = _SERVERS.get(key)
+    if server is None or server.proc.poll() is not None:
+        server = _SERVERS[key] = _Server(jars, env, log)
+    elif log != server.log:
+        log.write_text(
+            f"Flink's logs for this job are in {server.log}, the log of the PyFlink process it ran in\n"
+        )
     outcomes = {}
-    for line in proc.stdout.decode().splitlines():
-        if line.startswith("{"):
-            data = json.loads(line)
-            outcomes[data["name"]] = Outcome(
-                columns=data.get("columns", []),
-                changes=[(k, cells) for k, cells in data.get("changes", [])],
-                error=data.get("error"),
-                written=bool(data.get("written")),
-            )
+    for data in server.run(cases, timeout):
+        outcomes[data["name"]] = Outcome(
+            columns=data.get("columns", []),
+            changes=[(k, cells) for k, cells in data.get("changes", [])],
+            error=data.get("error"),
+            written=bool(data.get("written")),
+        )
     missing = [c.name for c in cases if c.name not in outcomes]
-    if proc.returncode != 0 or missing:
-        tail = "\n".join(log.read_text(errors="replace").splitlines()[-40:])
-        raise AssertionError(f"PyFlink exited {proc.returncode} without results for {missing}:\n{tail}")
+    if missing:
+        raise AssertionError(f"PyFlink gave no results for {missing}:\n{server.tail()}")
     return outcomes

@@ -1,5 +1,8 @@
 """Real Flink's reading of tables, for the conformance tests. Runs inside PyFlink's own virtualenv
-(``.venv-flink``), never the project's: ``.venv-flink/bin/python flink_runner.py < job.json``.
+(``.venv-flink``), never the project's: ``.venv-flink/bin/python flink_runner.py < job.json`` runs one
+job; ``flink_runner.py --serve`` runs one job per line of stdin, each in a new table environment of the
+same JVM, and prints ``{"done": true}`` after each (the conformance suite keeps one such process for its
+whole run: one JVM start instead of one per job).
 
 The job (JSON on stdin): ``{"jars": [paths], "parallelism": 2, "cases": [{"name", "table", "ddl",
 "more", "insert"}]}``. For each case Flink runs the DDL (and ``more`` DDL) and ``SELECT * FROM table``
@@ -23,6 +26,8 @@ import os
 import re
 import sys
 import time
+import traceback
+from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
@@ -81,7 +86,21 @@ def _cell(value: object, kind: str) -> object:
 
 
 def main() -> int:
-    job = json.load(sys.stdin)
+    if sys.argv[1:] == ["--serve"]:
+        for line in sys.stdin:
+            if line.strip():
+                try:
+                    run_job(json.loads(line))
+                except Exception:  # the job's cases without a line are reported missing, with this log
+                    traceback.print_exc()
+                print(json.dumps({"done": True}), flush=True)
+        return 0
+    run_job(json.load(sys.stdin))
+    return 0
+
+
+def run_job(job: dict[str, Any]) -> None:
+    """Run a job's cases in a new table environment, printing one line per case."""
     from pyflink.table import EnvironmentSettings, TableEnvironment
 
     env = TableEnvironment.create(EnvironmentSettings.in_streaming_mode())
@@ -135,7 +154,6 @@ def main() -> int:
             finish(pending.pop(0))
     for read in pending:
         finish(read)
-    return 0
 
 
 if __name__ == "__main__":
