@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tests.jvm import long_lived
+
 ROOT = Path(__file__).resolve().parents[2]
 RUNNER = Path(__file__).with_name("flink_runner.py")
 ENV_PYTHON = "UKO_FLINK_PYTHON"
@@ -79,7 +81,7 @@ class _Server:
 
     def __init__(self, jars: Sequence[Path], env: Mapping[str, str] | None, log: Path) -> None:
         self.jars, self.log = [str(j) for j in jars], log
-        with open(log, "wb") as err:
+        with open(log, "wb") as err, long_lived():  # it serves the whole suite: tests/jvm.py
             self.proc = subprocess.Popen(
                 [str(flink_python()), str(RUNNER), "--serve"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                 stderr=err, env={**os.environ, **(env or {})}, text=True,
