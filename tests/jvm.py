@@ -6,6 +6,10 @@ only (``JDK_JAVA_OPTIONS``). A pytest process's own SparkSession and the conform
 process live for the whole suite and run hundreds of jobs: C2's code pays for itself there. Measured
 on this 2-core machine, 30 pairs of a full and an incremental Delta run in one session: 288 CPU s with
 C1 only against 229 CPU s with both tiers, the pairs at the end taking 9.8 against 5.5 CPU s each.
+
+A JVM that lives long needs a bounded heap: the suites run side by side in 24 GiB, and a JVM without
+``-Xmx`` may grow to a quarter of the machine (6 GiB). Spark's drivers get theirs from
+``spark.driver.memory``; any other (the Flink process) from ``max_heap``.
 """
 
 from __future__ import annotations
@@ -19,13 +23,19 @@ C1_ONLY = "-XX:TieredStopAtLevel=1"
 
 
 @contextmanager
-def long_lived() -> Iterator[None]:
-    """A JVM started inside this block (it inherits the environment) compiles with both tiers."""
+def long_lived(max_heap: str | None = None) -> Iterator[None]:
+    """A JVM started inside this block (it inherits the environment) compiles with both tiers, and
+    with ``max_heap`` (``"1536m"``) its heap stops there."""
     saved = os.environ.get(ENV)
-    if saved == C1_ONLY:
-        del os.environ[ENV]
+    options = [o for o in (saved or "").split() if o != C1_ONLY] + ([f"-Xmx{max_heap}"] if max_heap else [])
+    if options:
+        os.environ[ENV] = " ".join(options)
+    else:
+        os.environ.pop(ENV, None)
     try:
         yield
     finally:
-        if saved == C1_ONLY:
+        if saved is None:
+            os.environ.pop(ENV, None)
+        else:
             os.environ[ENV] = saved

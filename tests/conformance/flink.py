@@ -21,6 +21,8 @@ from tests.jvm import long_lived
 ROOT = Path(__file__).resolve().parents[2]
 RUNNER = Path(__file__).with_name("flink_runner.py")
 ENV_PYTHON = "UKO_FLINK_PYTHON"
+#: the PyFlink process's heap: its jobs read topics of at most a few thousand records
+HEAP = "1g"
 
 
 @dataclass(frozen=True)
@@ -81,7 +83,8 @@ class _Server:
 
     def __init__(self, jars: Sequence[Path], env: Mapping[str, str] | None, log: Path) -> None:
         self.jars, self.log = [str(j) for j in jars], log
-        with open(log, "wb") as err, long_lived():  # it serves the whole suite: tests/jvm.py
+        # it serves the whole suite (tests/jvm.py), with a heap to match its small jobs
+        with open(log, "wb") as err, long_lived(max_heap=HEAP):
             self.proc = subprocess.Popen(
                 [str(flink_python()), str(RUNNER), "--serve"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                 stderr=err, env={**os.environ, **(env or {})}, text=True,
@@ -131,8 +134,8 @@ class _Server:
                 self.proc.wait()
 
 
-#: the running servers, one per set of jars and extra environment (this process's run keeps them)
-_SERVERS: dict[tuple[tuple[str, ...], tuple[tuple[str, str], ...]], _Server] = {}
+#: the running servers, one per set of jars (this process's run keeps them)
+_SERVERS: dict[tuple[str, ...], _Server] = {}
 
 
 def close_all() -> None:
@@ -151,19 +154,30 @@ def run(
     timeout: float = 600.0,
     env: Mapping[str, str] | None = None,
 ) -> dict[str, Outcome]:
-    """Run every case in PyFlink: in the process this test run already started for the same jars and
-    ``env`` (one JVM start for every job of the run), or a new one whose Flink logs go to ``log``; ``env``
-    adds to the process's environment (e.g. JVM options through ``JAVA_TOOL_OPTIONS``)."""
-    key = (tuple(str(j) for j in jars), tuple(sorted((env or {}).items())))
+    """Run every case in PyFlink: in the process this test run already started for the same jars (one
+    JVM start for every job of the run), or a new one whose Flink logs go to ``log``. With ``env`` (adds
+    to the process's environment, e.g. JVM options through ``JAVA_TOOL_OPTIONS``) a process of its own
+    runs the cases and ends with the call: no second JVM stays beside the shared one."""
+    if env:
+        server = _Server(jars, env, log)
+        try:
+            return _outcomes(cases, server.run(cases, timeout), server)
+        finally:
+            server.close()
+    key = tuple(str(j) for j in jars)
     server = _SERVERS.get(key)
     if server is None or server.proc.poll() is not None:
-        server = _SERVERS[key] = _Server(jars, env, log)
+        server = _SERVERS[key] = _Server(jars, None, log)
     elif log != server.log:
         log.write_text(
             f"Flink's logs for this job are in {server.log}, the log of the PyFlink process it ran in\n"
         )
+    return _outcomes(cases, server.run(cases, timeout), server)
+
+
+def _outcomes(cases: Sequence[Case], results: list[dict[str, Any]], server: _Server) -> dict[str, Outcome]:
     outcomes = {}
-    for data in server.run(cases, timeout):
+    for data in results:
         outcomes[data["name"]] = Outcome(
             columns=data.get("columns", []),
             changes=[(k, cells) for k, cells in data.get("changes", [])],
