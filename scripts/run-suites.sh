@@ -9,11 +9,11 @@
 # end, and the whole log when it failed. Exits non-zero when any suite failed.
 # quick (make test-quick): a slice of each with real components, the same way (see CONTRIBUTING.md).
 set -uo pipefail
-# Four suites side by side start a dozen Spark drivers (the suites' own sessions and the runs they start
-# as subprocesses); at a quarter of the machine each, the heaps could outgrow it and the kernel kills
-# one mid-test. 3 GB each holds the tests' topics (the suites took as long with 2 GB as with 3 GB:
-# 2043 s and 2032 s in two CI runs; the 2 cores, not the heaps, set the pace).
-export SPARK_DRIVER_MEMORY=${SPARK_DRIVER_MEMORY:-3g}
+# Four suites side by side start a dozen Spark drivers: each suite's own session (2 GB heaps, set in
+# tests/jvm.py) and the runs tests start as processes (CLI runs, spark-submit, demos), whose heap this
+# sets: their jobs are small (5 million records run in a 1 GB heap: make bench's memory table). With
+# 3 GB heaps everywhere the kernel's OOM killer ended a suite's JVM mid-run (24 GiB, no swap).
+export SPARK_DRIVER_MEMORY=${SPARK_DRIVER_MEMORY:-1g}
 pytest=$1
 logs=$2
 tier=${3:-all}
@@ -25,6 +25,15 @@ mkdir -p "$UKO_TEST_COSTS"
 machine_cpu() { awk '/^cpu / {print $2 + $3 + $4 + $7 + $8}' /proc/stat; }
 cpu_before=$(machine_cpu)
 began=$(date +%s)
+# memory bounds the suites as much as the cores do (no swap: the OOM killer ends a JVM mid-test), so
+# the lowest available memory seen while they run goes into the cost table too
+lowest="$UKO_TEST_COSTS/lowest-available-mb"
+awk '/MemAvailable/ {print int($2 / 1024)}' /proc/meminfo >"$lowest"
+(while sleep 2; do
+  now=$(awk '/MemAvailable/ {print int($2 / 1024)}' /proc/meminfo)
+  [ "$now" -lt "$(cat "$lowest")" ] && echo "$now" >"$lowest"
+done) &
+watcher=$!
 
 declare -A cmd=(
   [integration]="$pytest tests/integration -n 2 --dist loadfile --durations=15"
@@ -74,7 +83,9 @@ for suite in "${suites[@]}"; do
   fi
   echo "== phase '$suite tests': $(( $(date +%s) - ${start[$suite]} ))s (exit $code)"
 done
-echo "{\"cpu_s\": $(( ($(machine_cpu) - cpu_before) / $(getconf CLK_TCK) )), \"wall_s\": $(( $(date +%s) - began )), \"cores\": $(nproc)}" >"$UKO_TEST_COSTS/machine.json"
+kill "$watcher" 2>/dev/null
+echo "{\"cpu_s\": $(( ($(machine_cpu) - cpu_before) / $(getconf CLK_TCK) )), \"wall_s\": $(( $(date +%s) - began )), \"cores\": $(nproc), \"memory_mb\": $(awk '/MemTotal/ {print int($2 / 1024)}' /proc/meminfo), \"lowest_available_mb\": $(cat "$lowest")}" >"$UKO_TEST_COSTS/machine.json"
+rm -f "$lowest"
 echo
 "$(dirname "$pytest")/python" scripts/test_costs.py "$UKO_TEST_COSTS" --top 15 || rc=1
 exit $rc

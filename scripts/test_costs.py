@@ -14,6 +14,14 @@ import json
 import sys
 from collections import defaultdict
 from pathlib import Path
+from typing import Any
+
+
+def _memory(machine: dict[str, Any]) -> str:
+    """The lowest memory the machine had available while the suites ran (scripts/run-suites.sh)."""
+    if "lowest_available_mb" not in machine:
+        return ""
+    return f", at least {machine['lowest_available_mb']} of {machine['memory_mb']} MB of memory available"
 
 
 def _table(header: list[str], rows: list[list[object]]) -> list[str]:
@@ -72,7 +80,7 @@ def main() -> int:
              f"{len(runs)} pytest process(es); CPU of the suites' processes and everything they started: "
              f"**{total_cpu:.0f} s**; JVMs started: **{jvms}**." + (
                  f" The whole machine over the suites: {machine['cpu_s']:.0f} CPU s in {machine['wall_s']:.0f} s "
-                 f"on {machine['cores']} cores." if machine else ""), "",
+                 f"on {machine['cores']} cores{_memory(machine)}." if machine else ""), "",
              "## Suites (wall: the longest process)", ""]  # fmt: skip
     lines += _table(["suite", "pytest processes", "tests", "wall s", "CPU s"],
                     [[s, int(r["processes"]), int(r["tests"]), r["wall_s"], r["cpu_s"]] for s, r in sorted(suites.items())])  # fmt: skip
@@ -92,7 +100,11 @@ def main() -> int:
 
     print(
         f"== test costs ({out}): {total_cpu:.0f} CPU s in the suites' processes, {jvms} JVMs started"
-        + (f"; the machine: {machine['cpu_s']:.0f} CPU s over {machine['wall_s']:.0f} s" if machine else "")
+        + (
+            f"; the machine: {machine['cpu_s']:.0f} CPU s over {machine['wall_s']:.0f} s{_memory(machine)}"
+            if machine
+            else ""
+        )
     )
     print(f"{'CPU s':>7} {'wall s':>7} {'tests':>5}  top {args.top} test files by CPU")
     for name, row in by_cpu[: args.top]:

@@ -9,7 +9,9 @@ C1 only against 229 CPU s with both tiers, the pairs at the end taking 9.8 again
 
 A JVM that lives long needs a bounded heap: the suites run side by side in 24 GiB, and a JVM without
 ``-Xmx`` may grow to a quarter of the machine (6 GiB). Spark's drivers get theirs from
-``spark.driver.memory``; any other (the Flink process) from ``max_heap``.
+``spark.driver.memory``: :data:`SESSION_HEAP` for a suite's own session, and ``SPARK_DRIVER_MEMORY``
+(``scripts/run-suites.sh``) for the drivers tests start as processes; any other JVM (the Flink
+process) from ``max_heap``.
 """
 
 from __future__ import annotations
@@ -20,6 +22,10 @@ from contextlib import contextmanager
 
 ENV = "JDK_JAVA_OPTIONS"
 C1_ONLY = "-XX:TieredStopAtLevel=1"
+#: the heap of a suite's own SparkSession: it runs hundreds of small jobs one after another, and the heap
+#: a job keeps after a full GC stays under 200 MB up to millions of records (make bench's memory table);
+#: five of them with 3 GB heaps and C2's code ran the machine out of memory
+SESSION_HEAP = "2g"
 
 
 @contextmanager

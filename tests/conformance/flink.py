@@ -23,6 +23,9 @@ RUNNER = Path(__file__).with_name("flink_runner.py")
 ENV_PYTHON = "UKO_FLINK_PYTHON"
 #: the PyFlink process's heap: its jobs read topics of at most a few thousand records
 HEAP = "1g"
+#: Flink keeps the classes it generates for each job (its metaspace passed 1 GB within the suite's first
+#: half): a process resident past this many MB is replaced by a new one before its next job
+RECYCLE_MB = 1536
 
 
 @dataclass(frozen=True)
@@ -91,6 +94,22 @@ class _Server:
             )  # fmt: skip
         self.lines: queue.Queue[str | None] = queue.Queue()
         threading.Thread(target=self._read, name="flink-runner-stdout", daemon=True).start()
+
+    def resident_mb(self) -> int:
+        """The resident memory of the process and the JVM it started, in MB."""
+        total, todo = 0, [self.proc.pid]
+        while todo:
+            pid = todo.pop()
+            try:
+                status = Path(f"/proc/{pid}/status").read_text()
+                for task in Path(f"/proc/{pid}/task").iterdir():
+                    todo += [int(c) for c in (task / "children").read_text().split()]
+            except OSError:  # it ended meanwhile
+                continue
+            total += next(
+                (int(line.split()[1]) for line in status.splitlines() if line.startswith("VmRSS:")), 0
+            )
+        return total // 1024
 
     def _read(self) -> None:
         assert self.proc.stdout is not None
@@ -166,6 +185,9 @@ def run(
             server.close()
     key = tuple(str(j) for j in jars)
     server = _SERVERS.get(key)
+    if server is not None and server.resident_mb() > RECYCLE_MB:
+        server.close()
+        server = None
     if server is None or server.proc.poll() is not None:
         server = _SERVERS[key] = _Server(jars, None, log)
     elif log != server.log:
