@@ -27,11 +27,12 @@ import pytest
 if "AIRFLOW_HOME" not in os.environ:  # a pytest process's own (xdist workers inherit their parent's)
     os.environ["AIRFLOW_HOME"] = tempfile.mkdtemp(prefix="uko-airflow-home-")
     atexit.register(shutil.rmtree, os.environ["AIRFLOW_HOME"], ignore_errors=True)
-# Every short-lived JVM the suite starts (brokers, Spark drivers of CLI runs, Maven, the registry): most
-# of its CPU would go to the C2 compiler. C1 alone gives the same results with far less CPU (measured on
-# the fault and Delta job tests: 352 -> 214 CPU seconds, 249 -> 211 s), which matters when the suites
-# run side by side on 2 cores. The java launcher reads this variable. The long-lived ones (each pytest
-# process's SparkSession, the Flink process) start without it: tests/jvm.py.
+# Every JVM the suite starts (brokers, Spark drivers and executors, CLI runs, Maven, the registry, the
+# PyFlink process) compiles with C1 only: most of a test run's code is generated per query and runs once,
+# so C2 would spend the CPU compiling. C1 alone gives the same results with far less CPU (measured on
+# the fault and Delta job tests: 352 -> 214 CPU seconds, 249 -> 211 s; both tiers in the long-lived
+# sessions measured worse too: tests/jvm.py), which matters when the suites run side by side on 2
+# cores. The java launcher reads this variable.
 os.environ.setdefault("JDK_JAVA_OPTIONS", "-XX:TieredStopAtLevel=1")
 # The tools make test builds into the checkout (MinIO, Prometheus): found there when a developer runs
 # one test file with .venv/bin/pytest, as make sets them for the suites (CONTRIBUTING.md)

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
-from tests.jvm import SESSION_HEAP, long_lived
+from tests.jvm import SESSION_HEAP
 
 from upsert_kafka_ops import jars
 from upsert_kafka_ops.local import LocalKafka
@@ -37,8 +37,7 @@ def kafka(jars_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
 
 @pytest.fixture(scope="session")
 def spark(jars_dir: Path) -> Iterator[SparkSession]:
-    with long_lived():  # this session runs the whole suite's jobs: tests/jvm.py
-        session = build_spark_session(jars_dir=jars_dir, app_name="upsert-kafka-ops-conformance",
-                                      extra={"spark.driver.memory": SESSION_HEAP})  # fmt: skip
+    session = build_spark_session(jars_dir=jars_dir, app_name="upsert-kafka-ops-conformance",
+                                  extra={"spark.driver.memory": SESSION_HEAP})  # fmt: skip
     yield session
     session.stop()

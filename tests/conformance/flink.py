@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tests.jvm import long_lived
+from tests.jvm import with_heap
 
 ROOT = Path(__file__).resolve().parents[2]
 RUNNER = Path(__file__).with_name("flink_runner.py")
@@ -25,7 +25,7 @@ ENV_PYTHON = "UKO_FLINK_PYTHON"
 HEAP = "1g"
 #: Flink keeps the classes it generates for each job (its metaspace passed 1 GB within the suite's first
 #: half): a process resident past this many MB is replaced by a new one before its next job
-RECYCLE_MB = 1536
+RECYCLE_MB = 2048
 
 
 @dataclass(frozen=True)
@@ -86,11 +86,11 @@ class _Server:
 
     def __init__(self, jars: Sequence[Path], env: Mapping[str, str] | None, log: Path) -> None:
         self.jars, self.log = [str(j) for j in jars], log
-        # it serves the whole suite (tests/jvm.py), with a heap to match its small jobs
-        with open(log, "wb") as err, long_lived(max_heap=HEAP):
+        # it serves the whole suite, with a heap to match its small jobs (tests/jvm.py)
+        with open(log, "wb") as err:
             self.proc = subprocess.Popen(
                 [str(flink_python()), str(RUNNER), "--serve"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                stderr=err, env={**os.environ, **(env or {})}, text=True,
+                stderr=err, env={**with_heap(HEAP), **(env or {})}, text=True,
             )  # fmt: skip
         self.lines: queue.Queue[str | None] = queue.Queue()
         threading.Thread(target=self._read, name="flink-runner-stdout", daemon=True).start()

@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
-from tests.jvm import long_lived
 
 from upsert_kafka_ops import jars
 from upsert_kafka_ops.local import LocalKafka
@@ -35,8 +34,7 @@ def kafka(jars_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
 def spark(jars_dir: Path) -> Iterator[SparkSession]:
     # a small driver: this suite (and the fault suite, which uses this fixture) runs beside the
     # integration, Airflow and conformance suites (a default-sized one here ran the machine out of memory)
-    with long_lived():  # this session runs the whole suite's jobs: tests/jvm.py
-        session = build_spark_session(jars_dir=jars_dir, app_name="upsert-kafka-ops-monitoring-tests",
-                                      extra={"spark.driver.memory": "1g"})  # fmt: skip
+    session = build_spark_session(jars_dir=jars_dir, app_name="upsert-kafka-ops-monitoring-tests",
+                                  extra={"spark.driver.memory": "1g"})  # fmt: skip
     yield session
     session.stop()

@@ -11,7 +11,6 @@ from typing import TYPE_CHECKING
 
 import pytest
 from tests.integration.conftest import postgres, s3  # noqa: F401
-from tests.jvm import long_lived
 
 from upsert_kafka_ops import jars
 from upsert_kafka_ops.local import LocalKafka
@@ -46,8 +45,7 @@ def new_topic(kafka: LocalKafka) -> Callable[..., str]:
 @pytest.fixture(scope="session")
 def spark(jars_dir: Path) -> Iterator[SparkSession]:
     # a small driver: the suite runs beside the others (see scripts/run-suites.sh)
-    with long_lived():  # this session runs the whole suite's jobs: tests/jvm.py
-        session = build_spark_session(jars_dir=jars_dir, app_name="upsert-kafka-ops-storage-tests",
-                                      jar_groups=("spark", "s3", "iceberg"), extra={"spark.driver.memory": "1g"})  # fmt: skip
+    session = build_spark_session(jars_dir=jars_dir, app_name="upsert-kafka-ops-storage-tests",
+                                  jar_groups=("spark", "s3", "iceberg"), extra={"spark.driver.memory": "1g"})  # fmt: skip
     yield session
     session.stop()
