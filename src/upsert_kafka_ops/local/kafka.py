@@ -189,6 +189,9 @@ class LocalKafka:
             "group.initial.rebalance.delay.ms": "0",
             "auto.create.topics.enable": "false",
             "log.cleaner.backoff.ms": "1000",
+            # the controller's no-op record every 500 ms (KIP-835's liveness signal for a quorum's
+            # followers; a one-node cluster has none) cost an idle broker 2.0% of a core, 1.3% without
+            "metadata.max.idle.interval.ms": "0",
         }
         if "SASL_PLAINTEXT" in p:
             props["sasl.enabled.mechanisms"] = ",".join(SCRAM_MECHANISMS)
