@@ -34,6 +34,7 @@ awk '/MemAvailable/ {print int($2 / 1024)}' /proc/meminfo >"$lowest"
   [ "$now" -lt "$(cat "$lowest")" ] && echo "$now" >"$lowest"
 done) &
 watcher=$!
+trap 'kill "$watcher" 2>/dev/null' EXIT  # it must not outlive this script, however it ends
 
 declare -A cmd=(
   [integration]="$pytest tests/integration -n 2 --dist loadfile --durations=15"
@@ -84,6 +85,7 @@ for suite in "${suites[@]}"; do
   echo "== phase '$suite tests': $(( $(date +%s) - ${start[$suite]} ))s (exit $code)"
 done
 kill "$watcher" 2>/dev/null
+wait "$watcher" 2>/dev/null
 echo "{\"cpu_s\": $(( ($(machine_cpu) - cpu_before) / $(getconf CLK_TCK) )), \"wall_s\": $(( $(date +%s) - began )), \"cores\": $(nproc), \"memory_mb\": $(awk '/MemTotal/ {print int($2 / 1024)}' /proc/meminfo), \"lowest_available_mb\": $(cat "$lowest")}" >"$UKO_TEST_COSTS/machine.json"
 rm -f "$lowest"
 echo

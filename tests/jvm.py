@@ -1,11 +1,11 @@
 """The heaps of the suite's long-lived JVMs.
 
-The suites run side by side in 24 GiB with no swap, and a JVM without ``-Xmx`` may grow to a quarter
-of the machine (6 GiB); five sessions with 3 GB heaps beside the Flink process ran a CI run out of
-memory (the kernel's OOM killer ended a session mid-suite). Spark's drivers get their heap from
-``spark.driver.memory``: :data:`SESSION_HEAP` for a suite's own session, and ``SPARK_DRIVER_MEMORY``
-(``scripts/run-suites.sh``) for the drivers tests start as processes; the PyFlink process from
-:func:`with_heap`.
+The suites run side by side in 24 GiB with no swap, and a JVM without ``-Xmx`` may grow to a quarter of
+the machine (6 GiB); five sessions with 3 GB heaps beside the Flink process ran a CI run out of memory
+(the kernel's OOM killer ended a session mid-suite). Spark's drivers get their heap from
+``spark.driver.memory``: :data:`SESSION_HEAP` for a suite's own session (the monitoring and storage
+suites, which run few jobs, take 1 GB), and ``SPARK_DRIVER_MEMORY`` (``scripts/run-suites.sh``) for the
+drivers tests start as processes; the PyFlink process from :func:`with_heap`.
 
 Every JVM, long-lived or not, compiles with C1 only (``tests/conftest.py``). Both tiers for the
 long-lived ones were tried and measured worse: the Spark and Flink code a test run executes is mostly
