@@ -42,11 +42,12 @@ def main() -> int:
     if not runs:
         print(f"no cost files in {args.folder}", file=sys.stderr)
         return 1
-    files: dict[str, dict[str, float]] = defaultdict(lambda: {"tests": 0, "wall_s": 0.0, "cpu_s": 0.0})
+    files: dict[str, dict[str, float]] = defaultdict(lambda: {"tests": 0, "jvms": 0, "wall_s": 0.0, "cpu_s": 0.0})
     for run in runs:
         for test in run["tests"]:
             row = files[test["file"]]
             row["tests"] += 1
+            row["jvms"] += test.get("jvms", 0)
             row["wall_s"] += test["wall_s"]
             row["cpu_s"] += test["cpu_s"]
     fixtures: dict[str, dict[str, float]] = defaultdict(lambda: {"starts": 0, "wall_s": 0.0, "cpu_s": 0.0})
@@ -85,8 +86,10 @@ def main() -> int:
     lines += _table(["suite", "pytest processes", "tests", "wall s", "CPU s"],
                     [[s, int(r["processes"]), int(r["tests"]), r["wall_s"], r["cpu_s"]] for s, r in sorted(suites.items())])  # fmt: skip
     lines += ["", "## Test files, by CPU seconds (setup, call and teardown of their tests)", ""]
-    lines += _table(["file", "tests", "wall s", "CPU s"],
-                    [[f, int(r["tests"]), r["wall_s"], r["cpu_s"]] for f, r in by_cpu])  # fmt: skip
+    lines += ["JVMs: those a file's tests started (a session or service a fixture shares is counted in the "
+              "test that started it).", ""]
+    lines += _table(["file", "tests", "JVMs", "wall s", "CPU s"],
+                    [[f, int(r["tests"]), int(r["jvms"]), r["wall_s"], r["cpu_s"]] for f, r in by_cpu])  # fmt: skip
     lines += ["", "## Fixtures that start a service or a process (their setup)", ""]
     lines += _table(["suite: fixture", "starts", "wall s", "CPU s"],
                     [[f, int(r["starts"]), r["wall_s"], r["cpu_s"]]
@@ -106,9 +109,9 @@ def main() -> int:
             else ""
         )
     )
-    print(f"{'CPU s':>7} {'wall s':>7} {'tests':>5}  top {args.top} test files by CPU")
+    print(f"{'CPU s':>7} {'wall s':>7} {'tests':>5} {'JVMs':>5}  top {args.top} test files by CPU")
     for name, row in by_cpu[: args.top]:
-        print(f"{row['cpu_s']:7.0f} {row['wall_s']:7.0f} {int(row['tests']):5d}  {name}")
+        print(f"{row['cpu_s']:7.0f} {row['wall_s']:7.0f} {int(row['tests']):5d} {int(row['jvms']):5d}  {name}")
     return 0
 
 

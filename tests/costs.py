@@ -110,6 +110,11 @@ class Ledger:
                 proc.cpu = cpu
             return sum(p.cpu for p in self.procs.values())
 
+    def jvms(self) -> int:
+        """How many owned JVMs were seen so far."""
+        with self.lock:
+            return sum(p.java for p in self.procs.values())
+
     def kinds(self) -> dict[str, dict[str, float]]:
         out: dict[str, dict[str, float]] = {}
         with self.lock:
@@ -168,10 +173,11 @@ class CostPlugin:
 
     @pytest.hookimpl(hookwrapper=True)
     def pytest_runtest_protocol(self, item: pytest.Item) -> Generator[None, Any, None]:
-        wall, cpu = time.monotonic(), self.ledger.sample()
+        wall, cpu, jvms = time.monotonic(), self.ledger.sample(), self.ledger.jvms()
         yield
         self.tests.append({"nodeid": item.nodeid, "file": item.nodeid.split("::", 1)[0],
-                           "wall_s": time.monotonic() - wall, "cpu_s": self.ledger.sample() - cpu})  # fmt: skip
+                           "wall_s": time.monotonic() - wall, "cpu_s": self.ledger.sample() - cpu,
+                           "jvms": self.ledger.jvms() - jvms})  # fmt: skip
 
     @pytest.hookimpl(hookwrapper=True)
     def pytest_fixture_setup(self, fixturedef: pytest.FixtureDef[Any]) -> Generator[None, Any, None]:
