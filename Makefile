@@ -40,7 +40,7 @@ FLINK_VENV := .venv-flink
 FLINK_STAMP := $(FLINK_VENV)/.installed-stamp
 FLINK_VERSION := 2.2.1
 
-.PHONY: help toolchain test-costs-reset test-quick install jars flink yarn lake-jars kerberos registry lint unit check helm minio prometheus chart integration test demo bench constraints clean
+.PHONY: help toolchain test-costs-reset test-quick install jars flink flink-venv flink-jars yarn lake-jars kerberos registry lint unit check helm minio prometheus chart integration test demo bench constraints clean
 
 help:
 	@echo "make demo   - install, fetch jars, run the main job on a local Kafka broker and local Spark"
@@ -84,8 +84,12 @@ $(FLINK_STAMP): constraints-flink.txt
 	$(FLINK_VENV)/bin/pip install -q -c constraints-flink.txt "apache-flink==$(FLINK_VERSION)"
 	@touch $@
 
-flink: install
+flink: flink-venv flink-jars
+
+flink-venv:
 	@$(TIMED) "flink oracle" $(MAKE) --no-print-directory $(FLINK_STAMP)
+
+flink-jars: jars
 	@$(TIMED) "flink jars" $(BIN)/upsert-kafka-ops jars fetch --group flink
 
 # Hadoop's ResourceManager and NodeManager for the YARN cluster-mode tests (LocalYarn), fetched once
@@ -154,9 +158,18 @@ integration: jars flink kerberos registry yarn lake-jars prometheus minio
 	@$(TIMED) "integration, conformance, airflow and dagster tests" env UKO_FLINK_PYTHON=$(CURDIR)/$(FLINK_VENV)/bin/python UKO_PROMETHEUS_BIN=$(CURDIR)/.tools/bin UKO_MINIO=$(CURDIR)/.tools/bin/minio scripts/run-suites.sh $(BIN)/pytest build/test-logs
 
 # every pytest process of make test records where its time went (tests/costs.py); the suites' end
-# prints the top files and writes build/test-logs/costs.md (scripts/test_costs.py)
+# prints the top files and writes build/test-logs/costs.md (scripts/test_costs.py).
+# Before the suites, two lanes side by side (each is mostly one core's work): what Maven resolves, one
+# at a time (Maven's local repository takes one writer; its output is printed when it ends), and the
+# checks with the rest. Kerberos' client build comes first: it reinstalls confluent-kafka, which the
+# unit tests import.
 test: export UKO_TEST_COSTS := $(CURDIR)/build/test-logs/costs
-test: test-costs-reset jars lint unit chart integration
+test: test-costs-reset kerberos
+	@mkdir -p build/test-logs
+	@$(MAKE) --no-print-directory jars flink-jars registry yarn lake-jars >build/test-logs/prepare.log 2>&1 & maven=$$!; \
+	  $(MAKE) --no-print-directory lint unit chart flink-venv prometheus minio; checks=$$?; \
+	  wait $$maven; resolved=$$?; cat build/test-logs/prepare.log; [ $$checks -eq 0 ] && [ $$resolved -eq 0 ]
+	@$(MAKE) --no-print-directory integration
 
 test-costs-reset:
 	@rm -rf build/test-logs/costs build/test-logs/costs.md

@@ -81,6 +81,9 @@ class Ledger:
 
     owner: str
     procs: dict[tuple[int, int], _Proc] = field(default_factory=dict)
+    #: live processes not ours, whose parent is not ours either: not read again while their pid stays
+    #: in /proc (each pytest process of make test looks at every process of the machine once a second)
+    foreign: set[int] = field(default_factory=set)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def sample(self) -> float:
@@ -88,10 +91,9 @@ class Ledger:
         keeps its last reading)."""
         with self.lock:
             owned_pids = {pid for pid, _ in self.procs}
-            for entry in os.scandir("/proc"):
-                if not entry.name.isdigit():
-                    continue
-                pid = int(entry.name)
+            live = {int(e.name) for e in os.scandir("/proc") if e.name.isdigit()}
+            self.foreign &= live
+            for pid in sorted(live - self.foreign):  # parents first, mostly (pids grow until they wrap)
                 stat = _stat(pid)
                 if stat is None:
                     continue
@@ -100,6 +102,8 @@ class Ledger:
                 proc = self.procs.get(key)
                 if proc is None:
                     if pid != os.getpid() and ppid not in owned_pids and _env_owner(pid) != self.owner:
+                        if ppid == 0 or ppid in self.foreign:  # else its parent may be found ours later
+                            self.foreign.add(pid)
                         continue
                     proc = self.procs[key] = _Proc("", False)
                     owned_pids.add(pid)

@@ -1,4 +1,4 @@
-"""The heaps of the suite's long-lived JVMs.
+"""The heaps of the suite's long-lived JVMs, and the shuffle partitions of its sessions.
 
 The suites run side by side in 24 GiB with no swap, and a JVM without ``-Xmx`` may grow to a quarter of
 the machine (6 GiB); five sessions with 3 GB heaps beside the Flink process ran a CI run out of memory
@@ -21,6 +21,11 @@ ENV = "JDK_JAVA_OPTIONS"
 #: the heap of a suite's own SparkSession: it runs hundreds of small jobs one after another, and the heap
 #: a job keeps after a full GC stays under 200 MB up to millions of records (make bench's memory table)
 SESSION_HEAP = "2g"
+#: the shuffle partitions of every suite's own session: its runs are tens to thousands of records, where
+#: each shuffle partition is a task per stage that does nearly nothing; two still split every shuffle
+#: (the product's default is twice the cores). Measured on eight warm incremental Delta runs: 34 CPU s
+#: with 4 partitions, 30 with 2, 28 with 1.
+SESSION_SHUFFLE_PARTITIONS = 2
 
 
 def with_heap(max_heap: str) -> dict[str, str]:

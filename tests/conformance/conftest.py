@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
-from tests.jvm import SESSION_HEAP
+from tests.jvm import SESSION_HEAP, SESSION_SHUFFLE_PARTITIONS
 
 from upsert_kafka_ops import jars
 from upsert_kafka_ops.local import LocalKafka
@@ -38,6 +38,7 @@ def kafka(jars_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
 @pytest.fixture(scope="session")
 def spark(jars_dir: Path) -> Iterator[SparkSession]:
     session = build_spark_session(jars_dir=jars_dir, app_name="upsert-kafka-ops-conformance",
+                                  shuffle_partitions=SESSION_SHUFFLE_PARTITIONS,
                                   extra={"spark.driver.memory": SESSION_HEAP})  # fmt: skip
     yield session
     session.stop()

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
-from tests.jvm import SESSION_HEAP
+from tests.jvm import SESSION_HEAP, SESSION_SHUFFLE_PARTITIONS
 
 from upsert_kafka_ops import jars
 from upsert_kafka_ops.local import LocalKafka, LocalPostgres, LocalS3, LocalSchemaRegistry
@@ -59,6 +59,7 @@ def spark(jars_dir: Path) -> Iterator[SparkSession]:
         jars_dir=jars_dir,
         app_name="upsert-kafka-ops-tests",
         jar_groups=("spark", "s3", "iceberg"),
+        shuffle_partitions=SESSION_SHUFFLE_PARTITIONS,
         extra={"spark.driver.memory": SESSION_HEAP},
     )
     yield session

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
+from tests.jvm import SESSION_SHUFFLE_PARTITIONS
 
 from upsert_kafka_ops import jars
 from upsert_kafka_ops.local import LocalKafka
@@ -35,6 +36,7 @@ def spark(jars_dir: Path) -> Iterator[SparkSession]:
     # a small driver: this suite (and the fault suite, which uses this fixture) runs beside the
     # integration, Airflow and conformance suites (a default-sized one here ran the machine out of memory)
     session = build_spark_session(jars_dir=jars_dir, app_name="upsert-kafka-ops-monitoring-tests",
+                                  shuffle_partitions=SESSION_SHUFFLE_PARTITIONS,
                                   extra={"spark.driver.memory": "1g"})  # fmt: skip
     yield session
     session.stop()

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 from tests.integration.conftest import postgres, s3  # noqa: F401
+from tests.jvm import SESSION_SHUFFLE_PARTITIONS
 
 from upsert_kafka_ops import jars
 from upsert_kafka_ops.local import LocalKafka
@@ -46,6 +47,7 @@ def new_topic(kafka: LocalKafka) -> Callable[..., str]:
 def spark(jars_dir: Path) -> Iterator[SparkSession]:
     # a small driver: the suite runs beside the others (see scripts/run-suites.sh)
     session = build_spark_session(jars_dir=jars_dir, app_name="upsert-kafka-ops-storage-tests",
-                                  jar_groups=("spark", "s3", "iceberg"), extra={"spark.driver.memory": "1g"})  # fmt: skip
+                                  jar_groups=("spark", "s3", "iceberg"), shuffle_partitions=SESSION_SHUFFLE_PARTITIONS,
+                                  extra={"spark.driver.memory": "1g"})  # fmt: skip
     yield session
     session.stop()
