@@ -14,6 +14,7 @@ import pytest
 from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType
 
 from upsert_kafka_ops.errors import LocalServiceError
+from upsert_kafka_ops.kafka.admin import probe
 from upsert_kafka_ops.local import LocalKafka
 from upsert_kafka_ops.local import kafka as kafka_module
 from upsert_kafka_ops.local.process import alive, free_port
@@ -59,8 +60,10 @@ def test_broker_that_dies_at_start_shows_its_log_tail(
     busy.bind(("127.0.0.1", 0))
     busy.listen()
     real_free_ports = kafka_module.free_ports
+    allocations = []
 
     def busy_first(count: int, first: int = 0) -> list[int]:  # the PLAINTEXT listener's is taken
+        allocations.append(busy.getsockname()[1])
         return [busy.getsockname()[1], *real_free_ports(count)[1:]]
 
     monkeypatch.setattr(kafka_module, "free_ports", busy_first)
@@ -74,6 +77,30 @@ def test_broker_that_dies_at_start_shows_its_log_tail(
     assert "exited with code" in text
     assert "Address already in use" in text  # from the broker's log tail
     assert broker.pid is not None and not alive(broker.pid)
+    assert len(allocations) == 3  # new ports twice, then the error
+
+
+def test_a_port_taken_by_another_broker_before_the_bind_is_replaced(
+    kafka: LocalKafka, jars_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ports are free when allocated and bound when the JVM is up, seconds later: on a busy machine
+    another broker can take one in between. Its answer on the port is not this broker's (another
+    cluster id); this one exits, and starts again on new ports."""
+    taken = kafka.ports["PLAINTEXT"]
+    real_free_ports = kafka_module.free_ports
+    allocations: list[list[int]] = []
+
+    def taken_once(count: int, first: int = 0) -> list[int]:
+        ports = real_free_ports(count)
+        allocations.append(ports if allocations else [taken, *ports[1:]])
+        return allocations[-1]
+
+    monkeypatch.setattr(kafka_module, "free_ports", taken_once)
+    with LocalKafka(tmp_path / "second", jars_dir=jars_dir, heap="256m") as broker:
+        assert len(allocations) == 2 and broker.ports["PLAINTEXT"] == allocations[1][0] != taken
+        metadata = probe(broker.client_config(), timeout=30)
+        assert metadata.cluster_id == broker.cluster_id != kafka.cluster_id
+    assert "Address already in use" in broker.stdout_file.read_text() + broker.log_file.read_text()
 
 
 def _cli(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:

@@ -56,6 +56,10 @@ def default_state_dir() -> Path:
     return Path(user_state_dir("upsert-kafka-ops")) / "local-kafka"
 
 
+#: what the JVM logs when a listener's port was taken by another process
+_PORT_TAKEN = "Address already in use"
+
+
 def _cluster_id() -> str:
     while True:
         cid = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
@@ -235,6 +239,10 @@ class LocalKafka:
         """Format the storage folder and start the broker; returns once it answers metadata requests."""
         if self._proc is not None:
             raise LocalServiceError("This broker is already started.")
+        return self._start(timeout, attempts=3)
+
+    def _start(self, timeout: float, attempts: int) -> LocalKafka:
+        fresh_ports = not self.ports and not self.port
         java = java_executable()
         classpath = str(jars.group_dir("kafka", self.jars_dir) / "*")
         jars.jar_paths("kafka", self.jars_dir)  # raises a clear error when not fetched
@@ -276,6 +284,17 @@ class LocalKafka:
         self.pid = self._proc.pid
         try:
             self._wait_ready(timeout)
+        except LocalServiceError:
+            lost_port = (
+                self._proc is not None and self._proc.poll() is not None and _PORT_TAKEN in self.log_tail()
+            )
+            self.stop()
+            if not (lost_port and fresh_ports and attempts > 1):
+                raise
+            # ports are free when allocated and bound seconds later, when the JVM is up: on a busy
+            # machine another process can take one in between; new ones are as good
+            self.ports = {}
+            return self._start(timeout, attempts - 1)
         except BaseException:
             self.stop()
             raise
@@ -312,10 +331,12 @@ class LocalKafka:
         def answers(left: float) -> bool:
             try:
                 # log_level 0: "connection refused" until the broker listens is expected, not news
-                probe(self.client_config(log_level=0), timeout=min(5.0, max(0.5, left)))
-                return True
+                metadata = probe(self.client_config(log_level=0), timeout=min(5.0, max(0.5, left)))
             except KafkaConnectionError:
                 return False
+            # this broker, not another one that took the port between its allocation and this JVM's
+            # bind (this one then exits with "Address already in use", which wait_ready reports)
+            return bool(metadata.cluster_id == self.cluster_id)
 
         wait_ready(self._proc, answers, timeout, "The Kafka broker", self.log_tail)
 
