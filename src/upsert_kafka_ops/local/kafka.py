@@ -58,6 +58,12 @@ def default_state_dir() -> Path:
 
 #: what the JVM logs when a listener's port was taken by another process
 _PORT_TAKEN = "Address already in use"
+#: starts on newly allocated ports before a taken port is reported (LocalKafka.start)
+_START_ATTEMPTS = 3
+
+
+class _PortTaken(LocalServiceError):
+    """The broker exited at start because another process had taken one of its ports."""
 
 
 def _cluster_id() -> str:
@@ -239,10 +245,19 @@ class LocalKafka:
         """Format the storage folder and start the broker; returns once it answers metadata requests."""
         if self._proc is not None:
             raise LocalServiceError("This broker is already started.")
-        return self._start(timeout, attempts=3)
+        fresh_ports = not self.ports and not self.port  # a restart, or a port the caller chose, stays
+        for _ in range(_START_ATTEMPTS - 1):
+            try:
+                return self._start(timeout)
+            except _PortTaken:
+                if not fresh_ports:
+                    raise
+                # ports are free when allocated and bound seconds later, when the JVM is up: on a busy
+                # machine another process can take one in between; new ones are as good
+                self.ports = {}
+        return self._start(timeout)
 
-    def _start(self, timeout: float, attempts: int) -> LocalKafka:
-        fresh_ports = not self.ports and not self.port
+    def _start(self, timeout: float) -> LocalKafka:
         java = java_executable()
         classpath = str(jars.group_dir("kafka", self.jars_dir) / "*")
         jars.jar_paths("kafka", self.jars_dir)  # raises a clear error when not fetched
@@ -284,17 +299,12 @@ class LocalKafka:
         self.pid = self._proc.pid
         try:
             self._wait_ready(timeout)
-        except LocalServiceError:
-            lost_port = (
-                self._proc is not None and self._proc.poll() is not None and _PORT_TAKEN in self.log_tail()
-            )
+        except LocalServiceError as exc:
+            exited = self._proc is not None and self._proc.poll() is not None
             self.stop()
-            if not (lost_port and fresh_ports and attempts > 1):
-                raise
-            # ports are free when allocated and bound seconds later, when the JVM is up: on a busy
-            # machine another process can take one in between; new ones are as good
-            self.ports = {}
-            return self._start(timeout, attempts - 1)
+            if exited and _PORT_TAKEN in self.log_tail():
+                raise _PortTaken(str(exc)) from None
+            raise
         except BaseException:
             self.stop()
             raise
