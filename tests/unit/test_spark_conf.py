@@ -77,6 +77,14 @@ def test_spark_driver_memory_sets_the_local_drivers_heap_as_with_spark_submit(
     assert "spark.driver.memory" not in spark_conf("yarn", jars_dir=jars_dir)
 
 
+def test_every_driver_keeps_a_runs_generated_classes_compiled(jars_dir: Path) -> None:
+    # Spark's default cache of 100 classes is smaller than one Delta run's (tests/integration/test_jobs_delta.py)
+    for master in ("local[*]", "yarn", "spark://host:7077"):
+        assert spark_conf(master, jars_dir=jars_dir)["spark.sql.codegen.cache.maxEntries"] == "1000"
+    own = {"spark.sql.codegen.cache.maxEntries": "50"}
+    assert spark_conf(jars_dir=jars_dir, extra=own)["spark.sql.codegen.cache.maxEntries"] == "50"
+
+
 # -- the local driver's class archive -------------------------------------------------------------
 @pytest.fixture
 def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:

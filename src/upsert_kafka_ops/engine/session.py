@@ -84,6 +84,15 @@ def log_level(level: str | None = None) -> str:
 SECRET_TEXT = r'(?i)(password|secret|token)[^=,{}\s]*=[^,}\s]*|password\s*=\s*"[^"]*"'
 
 
+#: the generated classes a JVM keeps compiled (``spark.sql.codegen.cache.maxEntries``, Spark's default
+#: 100). One incremental run into Delta compiles about 125 classes (the fold, the MERGE, the log's
+#: state), so with 100 the cache evicts each class before the next run asks for it and every run
+#: compiles them all again with Janino. Measured on a warm session, 20 runs of 10 records into Delta:
+#: 142 compilations a run with 100 entries, under 1 with 1,000; 3.98 -> 2.67 JVM CPU s and 4.07 ->
+#: 2.92 s a run, metaspace 197 -> 173 MB (fewer classes loaded and dropped).
+CODEGEN_CACHE_ENTRIES = 1000
+
+
 def spark_conf(
     master: str = "local[*]",
     *,
@@ -133,6 +142,7 @@ def spark_conf(
         "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
         "spark.sql.shuffle.partitions": str(shuffle_partitions or max(2, 2 * cores)),
         "spark.sql.session.timeZone": "UTC",
+        "spark.sql.codegen.cache.maxEntries": str(CODEGEN_CACHE_ENTRIES),
         "spark.ui.enabled": "true" if ui else "false",
         "spark.ui.showConsoleProgress": "false",
         "spark.driver.extraJavaOptions": java_opts,
