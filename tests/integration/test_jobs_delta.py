@@ -82,7 +82,8 @@ def test_a_warm_session_runs_an_incremental_run_again_without_compiling_its_code
     rnd = random.Random(11)
     p = pipeline(servers, [{"name": "users", "kind": "materialize", "source": source(topic, servers),
                             "target": {"kind": "delta", "path": str(tmp_path / "users")}}])  # fmt: skip
-    metrics = spark._jvm.org.apache.spark.metrics.source.CodegenMetrics  # type: ignore[attr-defined]
+    jvm = spark.sparkContext._jvm  # as engine/session.py reaches the driver's JVM
+    metrics = jvm.org.apache.spark.metrics.source.CodegenMetrics  # type: ignore[union-attr]
     compiled = []
     for n in (40, 10, 10):
         before = metrics.METRIC_COMPILATION_TIME().getCount()
@@ -93,8 +94,8 @@ def test_a_warm_session_runs_an_incremental_run_again_without_compiling_its_code
     # and the JIT's compiled code has room (tests/conftest.py): with C1's 48 MB a warm session's code
     # filled it (46 MB after 30 runs), and the JVM spent a fifth of each run throwing methods away and
     # compiling them again
-    pools = [b for b in spark._jvm.java.lang.management.ManagementFactory.getMemoryPoolMXBeans()  # type: ignore[attr-defined]
-             if "Code" in b.getName()]  # fmt: skip
+    beans = jvm.java.lang.management.ManagementFactory.getMemoryPoolMXBeans()  # type: ignore[union-attr]
+    pools = [b for b in beans if "Code" in b.getName()]
     used, room = sum(b.getUsage().getUsed() for b in pools), sum(b.getUsage().getMax() for b in pools)
     assert room >= 200 << 20 and used < 0.8 * room, f"compiled code {used >> 20} MB of {room >> 20} MB"
     assert _delta(spark, tmp_path / "users") == oracle_table(servers, topic)
