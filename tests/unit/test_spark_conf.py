@@ -85,6 +85,19 @@ def test_every_driver_keeps_a_runs_generated_classes_compiled(jars_dir: Path) ->
     assert spark_conf(jars_dir=jars_dir, extra=own)["spark.sql.codegen.cache.maxEntries"] == "50"
 
 
+def test_a_local_driver_collects_garbage_for_throughput_and_a_cluster_keeps_its_choice(
+    jars_dir: Path,
+) -> None:
+    # G1's marking cycles took a quarter of a long-lived session's CPU (engine.session.LOCAL_DRIVER_GC)
+    local = spark_conf(jars_dir=jars_dir)
+    assert "-XX:+UseParallelGC" in local["spark.driver.extraJavaOptions"].split()
+    for master in ("yarn", "spark://host:7077"):
+        conf = spark_conf(master, jars_dir=jars_dir)
+        assert "GC" not in conf["spark.driver.extraJavaOptions"] + conf["spark.executor.extraJavaOptions"]
+    own = {"spark.driver.extraJavaOptions": "-XX:+UseG1GC"}
+    assert "ParallelGC" not in spark_conf(jars_dir=jars_dir, extra=own)["spark.driver.extraJavaOptions"]
+
+
 # -- the local driver's class archive -------------------------------------------------------------
 @pytest.fixture
 def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
