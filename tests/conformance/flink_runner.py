@@ -5,9 +5,10 @@ same JVM, and prints ``{"done": true}`` after each (the conformance suite keeps 
 whole run: one JVM start instead of one per job).
 
 The job (JSON on stdin): ``{"jars": [paths], "parallelism": 2, "cases": [{"name", "table", "ddl",
-"more", "insert"}]}``. For each case Flink runs the DDL (and ``more`` DDL) and ``SELECT * FROM table``
-in streaming mode (the DDL bounds the read, e.g. ``'scan.bounded.mode' = 'latest-offset'``) and this
-prints one JSON line on stdout: ``{"name", "columns", "changes": [[row kind, [cells]], ...]}`` or
+"more", "insert"}]}``, its jars the job's ``pipeline.jars`` (none when they are on the JVM's class
+path, as in the suite's process: ``flink.py``). For each case Flink runs the DDL (and ``more`` DDL)
+and ``SELECT * FROM table`` in streaming mode (the DDL bounds the read, e.g.
+``'scan.bounded.mode' = 'latest-offset'``) and this prints one JSON line on stdout: ``{"name", "columns", "changes": [[row kind, [cells]], ...]}`` or
 ``{"name", "error"}`` when Flink fails the query; a case with ``insert`` runs that statement to its
 end instead and prints ``{"name", "written": true, "seconds"}`` (submit to end, mini-cluster start
 included: ``make bench`` times Flink's job with it). Cells are in :func:`values.canon`'s form.
@@ -105,7 +106,8 @@ def run_job(job: dict[str, Any]) -> None:
 
     env = TableEnvironment.create(EnvironmentSettings.in_streaming_mode())
     config = env.get_config()
-    config.set("pipeline.jars", ";".join(f"file://{jar}" for jar in job["jars"]))
+    if job["jars"]:  # else they are on the JVM's class path (the suite's process: flink.py)
+        config.set("pipeline.jars", ";".join(f"file://{jar}" for jar in job["jars"]))
     config.set("parallelism.default", str(job.get("parallelism", 2)))
     config.set("restart-strategy.type", "none")  # a failing read fails at once, with its cause
     config.set("classloader.check-leaked-classloader", "false")
