@@ -121,8 +121,8 @@ class _Server:
             self.lines.put(line)
         self.lines.put(None)  # the process ended
 
-    def run(self, cases: Sequence[Case], timeout: float) -> list[dict[str, Any]]:
-        job = {"jars": [], "parallelism": 2,
+    def run(self, cases: Sequence[Case], timeout: float, parallelism: int) -> list[dict[str, Any]]:
+        job = {"jars": [], "parallelism": parallelism,
                "cases": [{"name": c.name, "table": c.table, "ddl": c.ddl, "more": list(c.more), "insert": c.insert}
                          for c in cases]}  # fmt: skip
         assert self.proc.stdin is not None
@@ -176,15 +176,17 @@ def run(
     log: Path,
     timeout: float = 600.0,
     env: Mapping[str, str] | None = None,
+    parallelism: int = 2,
 ) -> dict[str, Outcome]:
     """Run every case in PyFlink: in the process this test run already started for the same jars (one
     JVM start for every job of the run), or a new one whose Flink logs go to ``log``. With ``env`` (adds
     to the process's environment, e.g. JVM options through ``JAVA_TOOL_OPTIONS``) a process of its own
-    runs the cases and ends with the call: no second JVM stays beside the shared one."""
+    runs the cases and ends with the call: no second JVM stays beside the shared one. ``parallelism``
+    is Flink's default for the job's operators."""
     if env:
         server = _Server(jars, env, log)
         try:
-            return _outcomes(cases, server.run(cases, timeout), server)
+            return _outcomes(cases, server.run(cases, timeout, parallelism), server)
         finally:
             server.close()
     key = tuple(str(j) for j in jars)
@@ -198,7 +200,7 @@ def run(
         log.write_text(
             f"Flink's logs for this job are in {server.log}, the log of the PyFlink process it ran in\n"
         )
-    return _outcomes(cases, server.run(cases, timeout), server)
+    return _outcomes(cases, server.run(cases, timeout, parallelism), server)
 
 
 def _outcomes(cases: Sequence[Case], results: list[dict[str, Any]], server: _Server) -> dict[str, Outcome]:
