@@ -159,7 +159,7 @@ registry: jars
 # The suites with real services, side by side in their own pytest processes (scripts/run-suites.sh);
 # the conformance suite compares the engine with real Flink.
 integration: jars flink kerberos registry yarn lake-jars prometheus minio
-	@$(TIMED) "integration, conformance, airflow and dagster tests" env UKO_FLINK_PYTHON=$(CURDIR)/$(FLINK_VENV)/bin/python UKO_PROMETHEUS_BIN=$(CURDIR)/.tools/bin UKO_MINIO=$(CURDIR)/.tools/bin/minio scripts/run-suites.sh $(BIN)/pytest build/test-logs
+	@$(TIMED) "integration, conformance, airflow, dagster and monitoring tests" env UKO_FLINK_PYTHON=$(CURDIR)/$(FLINK_VENV)/bin/python UKO_PROMETHEUS_BIN=$(CURDIR)/.tools/bin UKO_MINIO=$(CURDIR)/.tools/bin/minio scripts/run-suites.sh $(BIN)/pytest build/test-logs
 
 # every pytest process of make test records where its time went (tests/costs.py); the suites' end
 # prints the top files and writes build/test-logs/costs.md (scripts/test_costs.py).
