@@ -8,8 +8,9 @@ The job (JSON on stdin): ``{"jars": [paths], "parallelism": 2, "cases": [{"name"
 "more", "insert"}]}``, its jars the job's ``pipeline.jars`` (none when they are on the JVM's class
 path, as in the suite's process: ``flink.py``). For each case Flink runs the DDL (and ``more`` DDL)
 and ``SELECT * FROM table`` in streaming mode (the DDL bounds the read, e.g.
-``'scan.bounded.mode' = 'latest-offset'``) and this prints one JSON line on stdout: ``{"name", "columns", "changes": [[row kind, [cells]], ...]}`` or
-``{"name", "error"}`` when Flink fails the query; a case with ``insert`` runs that statement to its
+``'scan.bounded.mode' = 'latest-offset'``) and this prints one JSON line on stdout:
+``{"name", "columns", "changes": [[row kind, [cells]], ...]}`` or ``{"name", "error"}`` when Flink
+fails the query; a case with ``insert`` runs that statement to its
 end instead and prints ``{"name", "written": true, "seconds"}`` (submit to end, mini-cluster start
 included: ``make bench`` times Flink's job with it). Cells are in :func:`values.canon`'s form.
 Lines do not come in the cases' order (a failed submission's at once, reads as they are finished). Flink's own logs go to stderr.

@@ -95,16 +95,14 @@ def test_a_warm_session_runs_an_incremental_run_again_without_compiling_its_code
     # and the JIT's compiled code has room (tests/conftest.py): with C1's 48 MB a warm session's code
     # filled it (46 MB after 30 runs), and the JVM spent a fifth of each run throwing methods away and
     # compiling them again
-    beans = jvm.java.lang.management.ManagementFactory.getMemoryPoolMXBeans()  # type: ignore[union-attr]
-    pools = [b for b in beans if "Code" in b.getName()]
+    management = jvm.java.lang.management.ManagementFactory  # type: ignore[union-attr]
+    pools = [b for b in management.getMemoryPoolMXBeans() if "Code" in b.getName()]
     used, room = sum(b.getUsage().getUsed() for b in pools), sum(b.getUsage().getMax() for b in pools)
     assert room >= 200 << 20 and used < 0.8 * room, f"compiled code {used >> 20} MB of {room >> 20} MB"
     # the session collects garbage with the throughput collector (engine.session.LOCAL_DRIVER_GC): G1's
     # marking cycles, started by each large allocation once the kept classes filled the old generation,
     # took a quarter of its CPU
-    collectors = {
-        b.getName() for b in jvm.java.lang.management.ManagementFactory.getGarbageCollectorMXBeans()
-    }  # type: ignore[union-attr]
+    collectors = {b.getName() for b in management.getGarbageCollectorMXBeans()}
     assert collectors == {"PS Scavenge", "PS MarkSweep"}, collectors
     assert _delta(spark, tmp_path / "users") == oracle_table(servers, topic)
 
