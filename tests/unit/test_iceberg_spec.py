@@ -90,5 +90,7 @@ def test_a_local_hadoop_catalog_and_its_own_catalog_name() -> None:
     pipeline = _pipeline({"lake": {"type": "hadoop", "warehouse": "/data/wh", "catalog_name": "prod"}})
     name, catalog = pipeline.catalog_of(pipeline.job("u").target)  # type: ignore[arg-type]
     assert name == "prod" and "spark.sql.catalog.prod.warehouse" in catalog.spark_conf(name)
+    # a warm session sees the commits other processes made: no cached tables
+    assert catalog.spark_conf(name)["spark.sql.catalog.prod.cache-enabled"] == "false"
     assert pipeline.location_of(pipeline.job("u").target) == "file:///data/wh/crm/users"  # type: ignore[union-attr]
     assert pipeline.jar_groups("u") == ("spark", "iceberg")

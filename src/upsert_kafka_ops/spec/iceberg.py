@@ -144,6 +144,11 @@ class IcebergCatalog(SpecModel):
             prefix: "org.apache.iceberg.spark.SparkCatalog",
             f"{prefix}.type": self.type,
             f"{prefix}.warehouse": self.warehouse_uri(),
+            # every load of a table reads its current metadata: Iceberg's catalog cache (30 s by
+            # default) kept a warm session (a worker's, a Spark Connect server's) on the snapshot it
+            # loaded last, blind to a commit another process made since (a verify compared the
+            # topic with an old table; a run would plan its MERGE against an old snapshot)
+            f"{prefix}.cache-enabled": "false",
         }
         if self.type == "jdbc":
             assert self.uri is not None and self.user is not None
