@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# run-suites.sh PYTEST LOGDIR [all|quick]: the suites that need real services, side by side, each in its own pytest
-# process (one broker, one PostgreSQL, one SparkSession each; Airflow and Dagster each configure their
-# framework on import, so they cannot share a process): the integration suite in two xdist workers
-# (whole files per worker, so a file's fixtures start once), the Airflow and the Dagster suites beside
-# it, the conformance suite (the engine against real Flink) and the monitoring suite. On 2 cores one
-# suite alone leaves a core idle while a JVM starts or a test waits on Kafka.
+# run-suites.sh PYTEST LOGDIR [all|quick]: the suites that need real services, side by side in five
+# pytest processes (a SparkSession, MinIO and PostgreSQL each, and one broker for all of them:
+# tests/services.py, tests/shared_broker.py; Airflow and Dagster each configure their framework on
+# import, so they cannot share a process): the integration suite in two xdist workers (whole files per
+# worker, so a file's fixtures start once), the Airflow suite then the fault suite, the Dagster suite
+# then the object-storage suite, the conformance suite (the engine against real Flink) and the
+# monitoring suite. On 2 cores one suite alone leaves a core idle while a JVM starts or a test waits.
 # Each suite's output goes to LOGDIR/<suite>.log; its slowest tests and summary are printed at the
 # end, and the whole log when it failed. Exits non-zero when any suite failed.
 # quick (make test-quick): a slice of each with real components, the same way (see CONTRIBUTING.md).
@@ -34,16 +35,33 @@ awk '/MemAvailable/ {print int($2 / 1024)}' /proc/meminfo >"$lowest"
   [ "$now" -lt "$(cat "$lowest")" ] && echo "$now" >"$lowest"
 done) &
 watcher=$!
-trap 'kill "$watcher" 2>/dev/null' EXIT  # it must not outlive this script, however it ends
+# one broker for the suites' processes (tests/shared_broker.py: each broker a suite started was a JVM
+# start and about 0.7 CPU s a minute idle); the fault and monitoring suites keep their own
+python="$(dirname "$pytest")/python"
+shared="$logs/shared-broker"
+rm -rf "$shared" && mkdir -p "$shared"
+"$python" -m tests.shared_broker "$shared" >"$shared/runner.log" 2>&1 &
+broker=$!
+trap 'kill "$watcher" "$broker" 2>/dev/null; wait "$broker" 2>/dev/null' EXIT  # neither outlives this script
+for _ in $(seq 600); do
+  [ -f "$shared/state.json" ] || ! kill -0 "$broker" 2>/dev/null && break
+  sleep 0.2
+done
+if [ ! -f "$shared/state.json" ]; then
+  echo "the suites' shared broker did not start ($shared/runner.log):"
+  cat "$shared/runner.log"
+  exit 1
+fi
+export UKO_TEST_KAFKA="$shared/state.json"
 
 declare -A cmd=(
   [integration]="$pytest tests/integration -n 2 --dist loadfile --durations=15"
-  # the fault suite (the broker restarted under running jobs, about 14 minutes beside the others)
-  # follows the Airflow suite in its slot
-  [airflow]="$pytest tests/airflow --durations=5 && $pytest tests/faults --durations=5"
-  # the object-storage suite (tables on a real S3 server and PostgreSQL, about 9 minutes) follows the
-  # Dagster suite in its slot
-  [dagster]="$pytest tests/dagster --durations=5 && $pytest tests/storage --durations=5"
+  # the fault suite (the broker restarted under running jobs, about 5 minutes beside the others)
+  # follows the Airflow suite in its pytest process, on its SparkSession (tests/services.py)
+  [airflow]="$pytest tests/airflow tests/faults --durations=5"
+  # the object-storage suite (tables on a real S3 server and PostgreSQL, about 13 minutes) follows the
+  # Dagster suite in its pytest process, on its broker, SparkSession, MinIO and PostgreSQL
+  [dagster]="$pytest tests/dagster tests/storage --durations=5"
   [conformance]="$pytest tests/conformance --durations=5"
   # the monitoring suite in a slot of its own from the start: a real Prometheus over jobs on a
   # one-minute schedule mostly waits for the minutes to pass (541 s and 122 CPU s in a CI run), and
@@ -86,10 +104,10 @@ for suite in "${suites[@]}"; do
   fi
   echo "== phase '$suite tests': $(( $(date +%s) - ${start[$suite]} ))s (exit $code)"
 done
-kill "$watcher" 2>/dev/null
-wait "$watcher" 2>/dev/null
+kill "$watcher" "$broker" 2>/dev/null
+wait "$watcher" "$broker" 2>/dev/null  # the broker's runner writes its cost row as it stops
 echo "{\"cpu_s\": $(( ($(machine_cpu) - cpu_before) / $(getconf CLK_TCK) )), \"wall_s\": $(( $(date +%s) - began )), \"cores\": $(nproc), \"memory_mb\": $(awk '/MemTotal/ {print int($2 / 1024)}' /proc/meminfo), \"lowest_available_mb\": $(cat "$lowest")}" >"$UKO_TEST_COSTS/machine.json"
 rm -f "$lowest"
 echo
-"$(dirname "$pytest")/python" scripts/test_costs.py "$UKO_TEST_COSTS" --top 15 || rc=1
+"$python" scripts/test_costs.py "$UKO_TEST_COSTS" --top 15 || rc=1
 exit $rc

@@ -42,7 +42,9 @@ def main() -> int:
     if not runs:
         print(f"no cost files in {args.folder}", file=sys.stderr)
         return 1
-    files: dict[str, dict[str, float]] = defaultdict(lambda: {"tests": 0, "jvms": 0, "wall_s": 0.0, "cpu_s": 0.0})
+    files: dict[str, dict[str, float]] = defaultdict(
+        lambda: {"tests": 0, "jvms": 0, "wall_s": 0.0, "cpu_s": 0.0}
+    )
     for run in runs:
         for test in run["tests"]:
             row = files[test["file"]]
@@ -62,13 +64,14 @@ def main() -> int:
         for kind, data in run["kinds"].items():
             for k in ("processes", "jvms", "cpu_s"):
                 kinds[kind][k] += data[k]
-    suites: dict[str, dict[str, float]] = defaultdict(
-        lambda: {"processes": 0, "tests": 0, "wall_s": 0.0, "cpu_s": 0.0}
+    suites: dict[str, dict[str, Any]] = defaultdict(
+        lambda: {"processes": 0, "tests": defaultdict(int), "wall_s": 0.0, "cpu_s": 0.0}
     )
-    for run in runs:
+    for run in runs:  # a process that ran two suites is one row, "airflow+faults", with each one's tests
         row = suites[run["suite"]]
-        row["processes"] += 1
-        row["tests"] += len(run["tests"])
+        row["processes"] += not run.get("service")  # a service the suites share: its CPU, no pytest
+        for test in run["tests"]:
+            row["tests"][Path(test["file"]).parts[1]] += 1
         row["wall_s"] = max(row["wall_s"], run["wall_s"])
         row["cpu_s"] += run["cpu_s"]
     total_cpu = sum(r["cpu_s"] for r in runs)
@@ -78,16 +81,20 @@ def main() -> int:
 
     by_cpu = sorted(files.items(), key=lambda kv: -kv[1]["cpu_s"])
     lines = ["# Where the test suite's time goes", "",
-             f"{len(runs)} pytest process(es); CPU of the suites' processes and everything they started: "
+             f"{sum(not r.get('service') for r in runs)} pytest process(es); CPU of the suites' processes and everything they started: "
              f"**{total_cpu:.0f} s**; JVMs started: **{jvms}**." + (
                  f" The whole machine over the suites: {machine['cpu_s']:.0f} CPU s in {machine['wall_s']:.0f} s "
                  f"on {machine['cores']} cores{_memory(machine)}." if machine else ""), "",
              "## Suites (wall: the longest process)", ""]  # fmt: skip
     lines += _table(["suite", "pytest processes", "tests", "wall s", "CPU s"],
-                    [[s, int(r["processes"]), int(r["tests"]), r["wall_s"], r["cpu_s"]] for s, r in sorted(suites.items())])  # fmt: skip
+                    [[s, int(r["processes"]), " + ".join(str(n) for n in r["tests"].values()) or "0", r["wall_s"], r["cpu_s"]]
+                     for s, r in sorted(suites.items())])  # fmt: skip
     lines += ["", "## Test files, by CPU seconds (setup, call and teardown of their tests)", ""]
-    lines += ["JVMs: those a file's tests started (a session or service a fixture shares is counted in the "
-              "test that started it).", ""]
+    lines += [
+        "JVMs: those a file's tests started (a session or service a fixture shares is counted in the "
+        "test that started it).",
+        "",
+    ]
     lines += _table(["file", "tests", "JVMs", "wall s", "CPU s"],
                     [[f, int(r["tests"]), int(r["jvms"]), r["wall_s"], r["cpu_s"]] for f, r in by_cpu])  # fmt: skip
     lines += ["", "## Fixtures that start a service or a process (their setup)", ""]
@@ -111,7 +118,9 @@ def main() -> int:
     )
     print(f"{'CPU s':>7} {'wall s':>7} {'tests':>5} {'JVMs':>5}  top {args.top} test files by CPU")
     for name, row in by_cpu[: args.top]:
-        print(f"{row['cpu_s']:7.0f} {row['wall_s']:7.0f} {int(row['tests']):5d} {int(row['jvms']):5d}  {name}")
+        print(
+            f"{row['cpu_s']:7.0f} {row['wall_s']:7.0f} {int(row['tests']):5d} {int(row['jvms']):5d}  {name}"
+        )
     return 0
 
 

@@ -46,7 +46,12 @@ for _var, _path in (("UKO_MINIO", _TOOLS / "minio"), ("UKO_PROMETHEUS_BIN", _TOO
     if _path.exists():
         os.environ.setdefault(_var, str(_path))
 
-pytest_plugins = ["pytester"]
+# the real components the suites share (tests/services.py); the suite-rule tests run this conftest in a
+# folder of their own, without it
+pytest_plugins = [
+    "pytester",
+    *(["tests.services"] if Path(__file__).with_name("services.py").is_file() else []),
+]
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -61,6 +61,12 @@ KINDS = (
 _UNSETTLED = ("", "?", "env", "bash", "sh", "python", "python3", "python3.11", "java")
 
 
+def _suite(file: str) -> str:
+    """The suite of a test file: tests/<suite>/..."""
+    parts = Path(file).parts
+    return parts[1] if len(parts) > 2 and parts[0] == "tests" else parts[-1]
+
+
 def _kind(cmdline: str) -> str:
     for pattern, name in KINDS:
         if re.search(pattern, cmdline):
@@ -198,8 +204,10 @@ class CostPlugin:
         total = self.ledger.sample()
         if not self.tests and not self.fixtures:
             return  # an xdist controller, or a collection-only run
-        first = Path(self.tests[0]["file"] if self.tests else str(session.config.args[0])).parts
-        suite = first[1] if len(first) > 2 and first[0] == "tests" else first[-1]  # tests/<suite>/...
+        files = [t["file"] for t in self.tests] or [str(session.config.args[0])]
+        suite = "+".join(
+            dict.fromkeys(_suite(f) for f in files)
+        )  # e.g. "airflow+faults": one process, two suites
         self.folder.mkdir(parents=True, exist_ok=True)
         data = {"suite": suite, "pid": os.getpid(), "worker": os.environ.get("PYTEST_XDIST_WORKER", ""),
                 "wall_s": time.monotonic() - self.began, "cpu_s": total, "tests": self.tests,

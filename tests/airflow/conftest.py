@@ -1,6 +1,6 @@
 """Airflow tests: Airflow 3.3 with a SQLite metadata DB in a temporary folder, connections from
-``AIRFLOW_CONN_*``, and the real broker and Spark of the integration suite (never mocked, never
-skipped).
+``AIRFLOW_CONN_*``, and the shared real broker and Spark (``tests/services.py``; never mocked,
+never skipped).
 
 Airflow reads its configuration when first imported, so the environment is set here, before any
 test module imports it.
@@ -33,7 +33,7 @@ os.environ.update(
     }
 )
 
-from tests.integration.conftest import SCRAM_USERS, jars_dir, kafka, new_topic, s3, spark  # noqa: E402, F401
+from tests.shared_broker import SCRAM_USERS  # noqa: E402
 
 from upsert_kafka_ops.local import LocalKafka  # noqa: E402
 
@@ -68,7 +68,7 @@ def sasl_extra(broker: LocalKafka) -> dict[str, str]:
 
 
 @pytest.fixture(scope="session")
-def kafka_default(kafka: LocalKafka) -> Iterator[dict[str, str]]:  # noqa: F811
+def kafka_default(kafka: LocalKafka) -> Iterator[dict[str, str]]:
     """``kafka_default`` as an Airflow connection from the environment: SASL with a password."""
     extra = sasl_extra(kafka)
     os.environ["AIRFLOW_CONN_KAFKA_DEFAULT"] = json.dumps({"conn_type": "kafka", "extra": extra})

@@ -119,7 +119,10 @@ def test_users_to_delta_runs_in_airflow_standalone_with_a_deferral(
            "UKO_BACKLOG_MIN_RECORDS": "1", "UKO_BACKLOG_POLL_S": "2",
            # standalone's API server shares two cores with three other suites: its default 5 s
            # answer time (5 tries) failed a finished task's state update once
-           "AIRFLOW__WORKERS__EXECUTION_API_TIMEOUT": "30"}  # fmt: skip
+           "AIRFLOW__WORKERS__EXECUTION_API_TIMEOUT": "30",
+           # the DAG files do not change while it runs: parsed once, not again every 30 s (a parse of
+           # the five files is about 2 CPU s: 6 CPU s in each 150 s of the test, measured idle)
+           "AIRFLOW__DAG_PROCESSOR__MIN_FILE_PROCESS_INTERVAL": "3600"}  # fmt: skip
     log = home / "standalone.log"
     with open(log, "wb") as out:
         airflow = subprocess.Popen([str(BIN / "airflow"), "standalone"], env=env, cwd=home, stdout=out,

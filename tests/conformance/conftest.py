@@ -1,5 +1,6 @@
 """The conformance suite: the engine against real Flink (PyFlink 2.2.1 in its own virtualenv) on the
-same topics of one real broker. Nothing here skips: without PyFlink or the jars the suite fails."""
+same topics of one real broker (``tests/services.py``'s; in ``make test`` the one the suites share).
+Nothing here skips: without PyFlink or the jars the suite fails."""
 
 from __future__ import annotations
 
@@ -11,7 +12,6 @@ import pytest
 from tests.jvm import SESSION_HEAP, SESSION_SHUFFLE_PARTITIONS
 
 from upsert_kafka_ops import jars
-from upsert_kafka_ops.local import LocalKafka
 from upsert_kafka_ops.runtime import build_spark_session
 
 if TYPE_CHECKING:
@@ -27,12 +27,6 @@ def jars_dir() -> Path:
 @pytest.fixture(scope="session")
 def flink_jars(jars_dir: Path) -> list[Path]:
     return jars.jar_paths("flink", jars_dir)
-
-
-@pytest.fixture(scope="session")
-def kafka(jars_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalKafka]:
-    with LocalKafka(tmp_path_factory.mktemp("kafka"), jars_dir=jars_dir) as broker:
-        yield broker
 
 
 @pytest.fixture(scope="session")

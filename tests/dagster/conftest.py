@@ -1,12 +1,11 @@
-"""Dagster tests: the real broker and Spark of the integration suite (never mocked, never skipped),
-assets run with ``dg.materialize`` in a temporary Dagster instance."""
+"""Dagster tests: the shared real broker and Spark (``tests/services.py``; never mocked, never
+skipped), assets run with ``dg.materialize`` in a temporary Dagster instance."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 
 import pytest
-from tests.integration.conftest import jars_dir, kafka, new_topic, s3, spark  # noqa: F401
 
 import dagster as dg
 from upsert_kafka_ops.dagster import UpsertKafkaResource
@@ -20,5 +19,5 @@ def instance() -> Iterator[dg.DagsterInstance]:
 
 
 @pytest.fixture
-def kafka_resource(kafka: LocalKafka) -> UpsertKafkaResource:  # noqa: F811
+def kafka_resource(kafka: LocalKafka) -> UpsertKafkaResource:
     return UpsertKafkaResource(bootstrap_servers=kafka.bootstrap_servers)

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 from tests.dagster.support import RESOURCES, checks, metadata, one_job, produce_at
-from tests.integration.conftest import SCRAM_USERS
+from tests.shared_broker import SCRAM_USERS
 
 import dagster as dg
 from upsert_kafka_ops.dagster import (

@@ -29,7 +29,7 @@ from upsert_kafka_ops.runtime.submit import SparkSubmitRuntime, submit_command, 
 
 APP = Path(__file__).with_name("submit_app.py")
 PASSWORD_VAR = "UKO_TEST_SCRAM_PASSWORD"
-PASSWORD = "bob-secret"  # tests/integration/conftest.py SCRAM_USERS
+PASSWORD = "bob-secret"  # tests/shared_broker.py SCRAM_USERS
 
 
 @pytest.fixture(scope="module")

@@ -1,0 +1,108 @@
+"""The real components the suites share, as session fixtures (``tests/conftest.py`` registers this
+module as a plugin), each started when a test first asks for it: a broker, a SparkSession, PostgreSQL,
+MinIO and a schema registry. A suite whose tests need other settings defines its own fixture of the
+same name in its conftest (the monitoring suite: a broker and a session of its own; the conformance
+suite: a session with Flink's jars; the fault suite: a broker it restarts).
+
+In ``make test`` (``scripts/run-suites.sh``) the suites' processes attach to one broker
+(``tests/shared_broker.py``), and a process runs two suites where one follows another (the fault suite
+after the Airflow suite, the object-storage suite after the Dagster suite) on the same session,
+MinIO and PostgreSQL. Each test is isolated by its own topics, consumer groups, tables, bucket
+prefixes and databases.
+
+Nothing here skips: when Java, Maven or the jars are missing, the fixtures raise and the tests fail.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pytest
+from tests import shared_broker
+from tests.jvm import SESSION_HEAP, SESSION_SHUFFLE_PARTITIONS
+
+from upsert_kafka_ops import jars
+from upsert_kafka_ops.local import LocalKafka, LocalPostgres, LocalS3, LocalSchemaRegistry
+from upsert_kafka_ops.runtime import build_spark_session
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+
+@pytest.fixture(scope="session")
+def jars_dir() -> Path:
+    """The jar cache, fetched if needed (a no-op when `make jars` already ran), with the S3A
+    connector and Iceberg's runtime: the Airflow and Dagster suites' sessions run jobs with Delta,
+    Parquet and Iceberg targets on S3."""
+    jars.fetch(["kafka", "spark", "s3", "iceberg"], log=False)
+    return jars.default_jars_dir()
+
+
+@pytest.fixture(scope="session")
+def kafka(jars_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalKafka]:
+    """A real single-node KRaft broker with PLAINTEXT, SASL_PLAINTEXT (SCRAM) and SSL listeners: the
+    one the suites share when ``$UKO_TEST_KAFKA`` names it (``tests/shared_broker.py``), else this
+    process's own."""
+    state = os.environ.get(shared_broker.ENV)
+    if state:
+        yield shared_broker.attach(Path(state))
+        return
+    with shared_broker.broker(tmp_path_factory.mktemp("kafka"), jars_dir) as broker:
+        yield broker
+
+
+@pytest.fixture(scope="session")
+def spark(jars_dir: Path) -> Iterator[SparkSession]:
+    session = build_spark_session(
+        jars_dir=jars_dir,
+        app_name="upsert-kafka-ops-tests",
+        jar_groups=("spark", "s3", "iceberg"),
+        shuffle_partitions=SESSION_SHUFFLE_PARTITIONS,
+        extra={"spark.driver.memory": SESSION_HEAP},
+    )
+    yield session
+    session.stop()
+
+
+@pytest.fixture(scope="session")
+def schema_registry(
+    jars_dir: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[LocalSchemaRegistry]:
+    """A real Schema-Registry-compatible server (Apicurio Registry, Confluent API), built on first use."""
+    with LocalSchemaRegistry(tmp_path_factory.mktemp("registry"), jars_dir=jars_dir) as registry:
+        yield registry
+
+
+@pytest.fixture
+def new_topic(kafka: LocalKafka) -> Callable[..., str]:
+    """Create a fresh topic per call: ``new_topic(partitions=1, config=None) -> name``."""
+
+    def make(partitions: int = 1, config: dict[str, str] | None = None) -> str:
+        name = f"t-{uuid.uuid4().hex[:12]}"
+        kafka.create_topic(name, partitions=partitions, config=config)
+        return name
+
+    return make
+
+
+@pytest.fixture(scope="session")
+def postgres() -> Iterator[LocalPostgres]:
+    """A real PostgreSQL on 127.0.0.1 (password over TCP), in a temporary folder. When the server
+    programs are missing this fails with the install command; it never skips."""
+    with LocalPostgres() as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def s3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalS3]:
+    """MinIO on a free port, with a bucket ``lake``; the credentials are in this process's
+    environment for the pipelines' ``env:`` references (and the CLI runs it starts)."""
+    with LocalS3(tmp_path_factory.mktemp("s3")) as server, pytest.MonkeyPatch.context() as env:
+        for name, value in server.credentials_env().items():
+            env.setenv(name, value)
+        server.create_bucket("lake")
+        yield server
