@@ -7,7 +7,8 @@ Each broker costs a JVM start and about 0.7 CPU s a minute while it idles; the s
 ran six (the integration suite's two workers, the Airflow, Dagster, object-storage and conformance
 suites), each test isolated by topics of its own (random names) and consumer groups it names.
 The fault and monitoring suites keep brokers of their own: they restart theirs, or read every
-consumer group a broker has.
+consumer group a broker has; so does the Dagster test of the demo pipeline, whose topics have fixed
+names that the Airflow suite's example DAGs create on this one.
 """
 
 from __future__ import annotations

@@ -9,6 +9,7 @@ back."""
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +36,15 @@ from upsert_kafka_ops.dagster import (
 from upsert_kafka_ops.local import LocalKafka
 
 ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def kafka(jars_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalKafka]:
+    """A broker of this module's own: the demo pipeline's topics have fixed names
+    (``pipelines/demo.yaml``), and the Airflow suite's example DAGs create them on the broker the
+    suites share in ``make test``."""
+    with LocalKafka(tmp_path_factory.mktemp("demo-kafka"), jars_dir=jars_dir, heap="512m") as broker:
+        yield broker
 
 
 def test_demo_pipeline_assets_publish_materialize_and_topic_to_topic(

@@ -33,8 +33,8 @@ def kafka(jars_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
 
 @pytest.fixture(scope="session")
 def spark(jars_dir: Path) -> Iterator[SparkSession]:
-    # a small driver: this suite (and the fault suite, which uses this fixture) runs beside the
-    # integration, Airflow and conformance suites (a default-sized one here ran the machine out of memory)
+    # a small driver: this suite runs beside the integration, Airflow, Dagster and conformance suites
+    # (a default-sized one here ran the machine out of memory)
     session = build_spark_session(jars_dir=jars_dir, app_name="upsert-kafka-ops-monitoring-tests",
                                   shuffle_partitions=SESSION_SHUFFLE_PARTITIONS,
                                   extra={"spark.driver.memory": "1g"})  # fmt: skip
