@@ -91,6 +91,9 @@ class Ledger:
     #: in /proc (each pytest process of make test looks at every process of the machine once a second)
     foreign: set[int] = field(default_factory=set)
     lock: threading.Lock = field(default_factory=threading.Lock)
+    #: this process's command line: a child that still has it is a fork not yet exec'd (its kind
+    #: comes later), not a process matching "tests/airflow" or "pytest"
+    own_cmdline: str = field(default_factory=lambda: _cmdline(os.getpid()))
 
     def sample(self) -> float:
         """Read /proc now; the CPU seconds of every owned process seen so far (a process that ended
@@ -115,7 +118,10 @@ class Ledger:
                     owned_pids.add(pid)
                 if proc.kind in _UNSETTLED:  # a launcher (env, a shell) may exec the real program later
                     cmd = _cmdline(pid)
-                    proc.kind = "pytest" if pid == os.getpid() else _kind(cmd)
+                    if pid == os.getpid():
+                        proc.kind = "pytest"
+                    else:
+                        proc.kind = "" if cmd == self.own_cmdline else _kind(cmd)
                     proc.java = cmd.split(" ", 1)[0].endswith("java")
                 proc.cpu = cpu
             return sum(p.cpu for p in self.procs.values())
