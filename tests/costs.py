@@ -142,6 +142,12 @@ class Ledger:
         return out
 
 
+def cpu_seconds(pid: int) -> float | None:
+    """User + system CPU seconds of a live process (None once it ended)."""
+    stat = _stat(pid)
+    return None if stat is None else stat[2]
+
+
 def _stat(pid: int) -> tuple[int, int, float] | None:
     """(parent pid, start time in ticks, user + system CPU seconds) of a live process."""
     try:
@@ -211,9 +217,8 @@ class CostPlugin:
         if not self.tests and not self.fixtures:
             return  # an xdist controller, or a collection-only run
         files = [t["file"] for t in self.tests] or [str(session.config.args[0])]
-        suite = "+".join(
-            dict.fromkeys(_suite(f) for f in files)
-        )  # e.g. "airflow+faults": one process, two suites
+        # e.g. "airflow+faults": one process that ran two suites
+        suite = "+".join(dict.fromkeys(_suite(f) for f in files))
         self.folder.mkdir(parents=True, exist_ok=True)
         data = {"suite": suite, "pid": os.getpid(), "worker": os.environ.get("PYTEST_XDIST_WORKER", ""),
                 "wall_s": time.monotonic() - self.began, "cpu_s": total, "tests": self.tests,

@@ -6,9 +6,9 @@ names that file in ``$UKO_TEST_KAFKA`` attaches to it (:func:`attach`) instead o
 Each broker costs a JVM start and about 0.7 CPU s a minute while it idles; the suites of ``make test``
 ran six (the integration suite's two workers, the Airflow, Dagster, object-storage and conformance
 suites), each test isolated by topics of its own (random names) and consumer groups it names.
-The fault and monitoring suites keep brokers of their own: they restart theirs, or read every
-consumer group a broker has; so does the Dagster test of the demo pipeline, whose topics have fixed
-names that the Airflow suite's example DAGs create on this one.
+The fault and monitoring suites keep brokers of their own: their tests restart or stop them; so does
+the Dagster test of the demo pipeline, whose topics have fixed names that the Airflow suite's example
+DAGs create on this one.
 """
 
 from __future__ import annotations
@@ -19,6 +19,8 @@ import signal
 import sys
 import time
 from pathlib import Path
+
+from tests.costs import cpu_seconds
 
 from upsert_kafka_ops import jars
 from upsert_kafka_ops.local import LocalKafka
@@ -45,11 +47,6 @@ def attach(state_file: Path) -> LocalKafka:
     return found
 
 
-def _cpu_s(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def main(folder: Path) -> int:
     began = time.monotonic()
     stop = {signal.SIGTERM, signal.SIGINT}
@@ -67,7 +64,7 @@ def main(folder: Path) -> int:
         signal.sigwait(stop)
         costs = os.environ.get("UKO_TEST_COSTS")
         if costs:  # the cost table's row for it (scripts/test_costs.py): no tests, one broker
-            cpu = _cpu_s(running.pid)
+            cpu = cpu_seconds(running.pid) or 0.0
             row = {"suite": "shared broker", "service": True, "pid": os.getpid(), "worker": "",
                    "wall_s": time.monotonic() - began, "cpu_s": cpu,
                    "tests": [], "fixtures": [], "kinds": {"kafka broker": {"processes": 1, "jvms": 1, "cpu_s": cpu}}}  # fmt: skip
