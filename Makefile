@@ -30,6 +30,10 @@ MINIO_BUILT := $(TOOLS_DIR)/minio-$(MINIO_VERSION)/minio
 PROMETHEUS_DEB := 2.42.0+ds-5+deb12u1
 PUSHGATEWAY_DEB := 1.5.1-2+b5
 PROMETHEUS_BUILT := $(TOOLS_DIR)/prometheus-$(PROMETHEUS_DEB)/.extracted
+# nginx, the TLS proxy in front of the chart's Spark Connect server: the integration test runs the
+# chart's own proxy config with it. Debian's package, fetched like Prometheus (unpinned: the security
+# archive keeps only its newest build), linked as .tools/bin/nginx.
+NGINX_BUILT := $(TOOLS_DIR)/nginx/.extracted
 # Kerberos (GSSAPI) for the librdkafka clients: confluent-kafka built from source against a librdkafka
 # with Cyrus SASL (scripts/build-librdkafka.sh), once per machine into the user cache. make test needs
 # it (a real MIT KDC and a GSSAPI listener); make demo keeps the wheel.
@@ -41,7 +45,7 @@ FLINK_VENV := .venv-flink
 FLINK_STAMP := $(FLINK_VENV)/.installed-stamp
 FLINK_VERSION := 2.2.1
 
-.PHONY: help toolchain test-costs-reset test-quick install jars flink flink-venv flink-jars yarn lake-jars kerberos registry lint unit check helm minio prometheus chart integration test demo bench constraints clean
+.PHONY: help toolchain test-costs-reset test-quick install jars flink flink-venv flink-jars yarn lake-jars kerberos registry lint unit check helm minio prometheus nginx chart integration test demo bench constraints clean
 
 help:
 	@echo "make demo   - install, fetch jars, run the main job on a local Kafka broker and local Spark"
@@ -147,6 +151,17 @@ prometheus: $(PROMETHEUS_BUILT)
 	@ln -sf $(dir $(PROMETHEUS_BUILT))usr/bin/promtool .tools/bin/promtool
 	@ln -sf $(dir $(PROMETHEUS_BUILT))usr/bin/prometheus-pushgateway .tools/bin/pushgateway
 
+$(NGINX_BUILT):
+	@command -v apt-get >/dev/null && command -v dpkg-deb >/dev/null || { echo "ERROR: apt-get and dpkg-deb (Debian) fetch nginx; or put nginx on UKO_NGINX." >&2; exit 1; }
+	@rm -rf $(dir $@) && mkdir -p $(dir $@)/debs && chmod 777 $(dir $@)/debs
+	@$(TIMED) "nginx download" bash -c 'cd $(dir $@)/debs && apt-get download -q nginx 2>&1 | grep -v "^W: Download is performed unsandboxed" || true'
+	@for deb in $(dir $@)/debs/*.deb; do dpkg-deb -x $$deb $(dir $@); done
+	@test -x $(dir $@)/usr/sbin/nginx || { echo "ERROR: the nginx package did not download" >&2; exit 1; }
+	@rm -rf $(dir $@)/debs && touch $@
+
+nginx: $(NGINX_BUILT)
+	@mkdir -p .tools/bin && ln -sf $(dir $(NGINX_BUILT))usr/sbin/nginx .tools/bin/nginx
+
 # The chart: helm lint/template over a values matrix, kubernetes-validate, overlays, hadolint.
 chart: install $(HELM) prometheus
 	@$(TIMED) "chart tests" env UKO_HELM=$(CURDIR)/$(HELM) UKO_PROMETHEUS_BIN=$(CURDIR)/.tools/bin $(BIN)/pytest tests/helm
@@ -158,8 +173,8 @@ registry: jars
 
 # The suites with real services, side by side in their own pytest processes (scripts/run-suites.sh);
 # the conformance suite compares the engine with real Flink.
-integration: jars flink kerberos registry yarn lake-jars prometheus minio
-	@$(TIMED) "integration, conformance, airflow, dagster and monitoring tests" env UKO_FLINK_PYTHON=$(CURDIR)/$(FLINK_VENV)/bin/python UKO_PROMETHEUS_BIN=$(CURDIR)/.tools/bin UKO_MINIO=$(CURDIR)/.tools/bin/minio scripts/run-suites.sh $(BIN)/pytest build/test-logs
+integration: jars flink kerberos registry yarn lake-jars prometheus minio nginx $(HELM)
+	@$(TIMED) "integration, conformance, airflow, dagster and monitoring tests" env UKO_FLINK_PYTHON=$(CURDIR)/$(FLINK_VENV)/bin/python UKO_PROMETHEUS_BIN=$(CURDIR)/.tools/bin UKO_MINIO=$(CURDIR)/.tools/bin/minio UKO_NGINX=$(CURDIR)/.tools/bin/nginx UKO_HELM=$(CURDIR)/$(HELM) scripts/run-suites.sh $(BIN)/pytest build/test-logs
 
 # every pytest process of make test records where its time went (tests/costs.py); the suites' end
 # prints the top files and writes build/test-logs/costs.md (scripts/test_costs.py).
@@ -171,7 +186,7 @@ test: export UKO_TEST_COSTS := $(CURDIR)/build/test-logs/costs
 test: test-costs-reset kerberos
 	@mkdir -p build/test-logs
 	@$(MAKE) --no-print-directory jars flink-jars registry yarn lake-jars >build/test-logs/prepare.log 2>&1 & maven=$$!; \
-	  $(MAKE) --no-print-directory lint unit chart flink-venv prometheus minio; checks=$$?; \
+	  $(MAKE) --no-print-directory lint unit chart flink-venv prometheus minio nginx; checks=$$?; \
 	  wait $$maven; resolved=$$?; cat build/test-logs/prepare.log; [ $$checks -eq 0 ] && [ $$resolved -eq 0 ]
 	@$(MAKE) --no-print-directory integration
 
@@ -180,7 +195,7 @@ test-costs-reset:
 
 # the inner loop with real components, under 8 minutes (CONTRIBUTING.md): make check, the chart, and a
 # slice of the integration, Airflow and Dagster suites side by side (scripts/run-suites.sh quick)
-test-quick: jars check chart
+test-quick: jars check chart nginx
 	@rm -rf build/test-logs/quick
 	@$(TIMED) "quick suites" scripts/run-suites.sh $(BIN)/pytest build/test-logs/quick quick
 

@@ -7,7 +7,7 @@
 - ``AIRFLOW_HOME`` points at a temporary folder before anything can import airflow.
 - The JVMs the suite starts run with the C1 compiler only and room for its code (``JDK_JAVA_OPTIONS``;
   see below).
-- MinIO and Prometheus are found in the checkout's ``.tools/bin`` when no variable names them.
+- MinIO, Prometheus, nginx and helm are found in the checkout's ``.tools/bin`` when no variable names them.
 - With ``UKO_TEST_COSTS`` set, each pytest process records where its time goes (``tests/costs.py``).
 """
 
@@ -39,10 +39,11 @@ if "AIRFLOW_HOME" not in os.environ:  # a pytest process's own (xdist workers in
 # run. With room for them (a warm session keeps about 64 MB), 30 incremental Delta runs in one session:
 # 2.52 -> 1.86 JVM CPU s a run, the sweeper's and C1's threads from 0.50 s a run to under 0.06.
 os.environ.setdefault("JDK_JAVA_OPTIONS", "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=256m")
-# The tools make test builds into the checkout (MinIO, Prometheus): found there when a developer runs
+# The tools make test builds into the checkout (MinIO, Prometheus, nginx, helm): found there when a developer runs
 # one test file with .venv/bin/pytest, as make sets them for the suites (CONTRIBUTING.md)
 _TOOLS = Path(__file__).resolve().parents[1] / ".tools" / "bin"
-for _var, _path in (("UKO_MINIO", _TOOLS / "minio"), ("UKO_PROMETHEUS_BIN", _TOOLS)):
+for _var, _path in (("UKO_MINIO", _TOOLS / "minio"), ("UKO_PROMETHEUS_BIN", _TOOLS), ("UKO_NGINX", _TOOLS / "nginx"),
+                    ("UKO_HELM", _TOOLS / "helm")):  # fmt: skip
     if _path.exists():
         os.environ.setdefault(_var, str(_path))
 

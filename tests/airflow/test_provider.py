@@ -173,12 +173,14 @@ def test_the_spark_providers_connection_types_select_connect_and_spark_submit(
 
     monkeypatch.setenv("AIRFLOW_CONN_SC", json.dumps({"conn_type": "spark_connect", "host": "sc://spark-connect",
                                                       "login": "etl", "password": "tok-secret",
-                                                      "extra": {"use_ssl": True}}))  # fmt: skip
+                                                      "extra": {"use_ssl": True,
+                                                                "ca_cert": "file:/etc/uko/ca.crt"}}))  # fmt: skip
     remote = SparkRuntimeHook("sc").get_runtime()
     assert isinstance(remote, ConnectRuntime)
     assert remote.remote == "sc://spark-connect:15002/;user_id=etl;use_ssl=true"
     assert "tok-secret" not in repr(remote) and "tok-secret" not in remote.model_dump_json(exclude={"token"})
-    assert remote.url().endswith(";token=tok-secret")
+    assert remote.resolved_token() == "tok-secret" and "tok-secret" not in remote.remote
+    assert remote.ca_cert is not None and remote.ca_cert.file == "/etc/uko/ca.crt"
     monkeypatch.setenv("AIRFLOW_CONN_SPARK_PROVIDER", json.dumps({"conn_type": "spark", "host": "spark://m",
                                                                   "port": 7077,
                                                                   "extra": {"deploy-mode": "client",

@@ -1,6 +1,8 @@
-"""Runs on a Spark Connect server (``LocalSparkConnect``: pyspark's own server, started with the
-project's jars and Delta) from new client processes, as an orchestrator's tasks would: the targets
-equal the plain-Python fold of their topics, incremental runs read only what is new.
+"""Runs on a Spark Connect server (``upsert-kafka-ops spark-connect``: pyspark's own server, started
+with the project's jars and Delta, and a token it generates) from new client processes, as an
+orchestrator's tasks would: the targets equal the plain-Python fold of their topics, incremental runs
+read only what is new. Every client sends the token from a secret reference; through the chart's own
+TLS proxy config (a real nginx) only the right token gets in, and the token shows nowhere.
 
 A process holds Spark Connect sessions or a local driver, not both (pyspark switches its functions
 to the client's for the whole process), so every client here is a process of its own."""
@@ -11,9 +13,11 @@ import json
 import os
 import random
 import re
+import stat
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -28,23 +32,59 @@ from tests.integration.jobs_support import (
     source,
 )
 
-from upsert_kafka_ops.local import LocalKafka, LocalSparkConnect
+from upsert_kafka_ops.local import LocalKafka
 
 pytestmark = pytest.mark.integration
 
 
+@dataclass(frozen=True)
+class ConnectServer:
+    """The CLI's server: its URL, the file its generated token is in, its folder."""
+
+    url: str
+    token_file: Path
+    dir: Path
+
+    @property
+    def token(self) -> str:
+        return self.token_file.read_text().strip()
+
+    @property
+    def port(self) -> int:
+        return int(self.url.rsplit(":", 1)[1])
+
+
 @pytest.fixture(scope="module")
-def connect_server(jars_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalSparkConnect]:
+def connect_server(jars_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ConnectServer]:
+    """``upsert-kafka-ops spark-connect`` as a user starts it: it generates the token into a file only
+    its owner reads and prints where it is, never its value."""
+    work = tmp_path_factory.mktemp("connect")
     # progress reports every 200 ms (2 s by default), so a read of a few seconds shows its stages
-    conf = {"spark.connect.progress.reportInterval": "200ms"}
-    with LocalSparkConnect(tmp_path_factory.mktemp("connect"), master="local[2]", conf=conf) as server:
+    args = [sys.executable, "-m", "upsert_kafka_ops.cli", "spark-connect", "--master", "local[2]", "--dir", str(work),
+            "--conf", "spark.connect.progress.reportInterval=200ms"]  # fmt: skip
+    with open(work / "cli.err", "wb") as err:
+        proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=err, text=True, start_new_session=True)
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()  # printed once the server answers
+        assert line, (work / "cli.err").read_text()[-3000:]
+        printed = json.loads(line)
+        token_file = Path(printed["token"]["file"])
+        assert set(printed["token"]) == {"file"} and stat.S_IMODE(token_file.stat().st_mode) == 0o600
+        server = ConnectServer(printed["url"], token_file, work)
+        assert server.url.startswith("sc://localhost:") and server.token not in line
         yield server
+    finally:
+        proc.terminate()
+        proc.wait(60)
 
 
-def _cli(*args: str) -> dict[str, Any]:
-    done = subprocess.run([sys.executable, "-m", "upsert_kafka_ops.cli", *args, "--json"], capture_output=True,
-                          text=True, timeout=600, check=False, env=dict(os.environ))  # fmt: skip
+def _cli(server: ConnectServer, *args: str) -> dict[str, Any]:
+    done = subprocess.run([sys.executable, "-m", "upsert_kafka_ops.cli", *args, "--json", "--remote", server.url,
+                           "--token", f"file:{server.token_file}"],
+                          capture_output=True, text=True, timeout=600, check=False, env=dict(os.environ))  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
+    assert server.token not in done.stdout + done.stderr
     result: dict[str, Any] = json.loads(done.stdout)["results"][0]
     return result
 
@@ -52,7 +92,7 @@ def _cli(*args: str) -> dict[str, Any]:
 def test_materialize_and_a_topic_backfill_through_spark_connect(
     kafka: LocalKafka,
     new_topic: Callable[..., str],
-    connect_server: LocalSparkConnect,
+    connect_server: ConnectServer,
     spark: SparkSession,
     tmp_path: Path,
 ) -> None:
@@ -70,27 +110,25 @@ def test_materialize_and_a_topic_backfill_through_spark_connect(
     ])  # fmt: skip
     file = tmp_path / "pipeline.yaml"
     file.write_text(p.to_yaml())
-    remote = ("--remote", connect_server.url)
-
-    first = _cli("run", str(file), "--job", "users", *remote)
+    first = _cli(connect_server, "run", str(file), "--job", "users")
     assert (first["status"], first["mode"], first["records_read"]) == ("succeeded", "full", n)
     table = lambda: rows_as_table(spark.read.format("delta").load(str(target)).collect())  # noqa: E731
     assert table() == oracle_table(servers, topic)
 
     more = produce(servers, topic, random_changes(rnd, 12, 40))
-    second = _cli("run", str(file), "--job", "users", *remote)
+    second = _cli(connect_server, "run", str(file), "--job", "users")
     assert (second["mode"], second["run"], second["records_read"]) == ("incremental", 2, more)
     assert table() == oracle_table(servers, topic)
-    idle = _cli("run", str(file), "--job", "users", *remote)
+    idle = _cli(connect_server, "run", str(file), "--job", "users")
     assert (idle["mode"], idle["records_read"], idle["rows_upserted"]) == ("incremental", 0, 0)
 
-    copied = _cli("backfill", str(file), "--job", "copy", *remote)
+    copied = _cli(connect_server, "backfill", str(file), "--job", "copy")
     assert (copied["status"], copied["execution"]) == ("succeeded", "snapshot")
     assert oracle_table(servers, sink) == oracle_table(servers, topic)
 
 
 def test_a_long_read_on_spark_connect_logs_the_servers_stage_progress(
-    kafka: LocalKafka, new_topic: Callable[..., str], connect_server: LocalSparkConnect, tmp_path: Path
+    kafka: LocalKafka, new_topic: Callable[..., str], connect_server: ConnectServer, tmp_path: Path
 ) -> None:
     from confluent_kafka import Producer
 
@@ -109,8 +147,8 @@ def test_a_long_read_on_spark_connect_logs_the_servers_stage_progress(
     file.write_text(pipeline(kafka.bootstrap_servers, [job]).to_yaml())
     done = subprocess.run(
         [sys.executable, "-m", "upsert_kafka_ops.cli", "run", str(file), "--remote", connect_server.url, "--json"],
-        capture_output=True, text=True, timeout=600, check=False,
-        env={**os.environ, "UKO_PROGRESS_INTERVAL_S": "0.3"},
+        capture_output=True, text=True, timeout=600, check=False,  # the token from pyspark's variable
+        env={**os.environ, "UKO_PROGRESS_INTERVAL_S": "0.3", "SPARK_CONNECT_AUTHENTICATE_TOKEN": connect_server.token},
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
     assert json.loads(done.stdout)["results"][0]["records_read"] == 150_000
@@ -134,8 +172,8 @@ else:
     from upsert_kafka_ops.dagster import SparkRuntimeResource, upsert_kafka_assets
 
     assets = upsert_kafka_assets(pipeline=Pipeline.load(pipeline_file), spark_runtime="spark", row_count_check=False)
-    done = dg.materialize([a for a in assets if isinstance(a, dg.AssetsDefinition)],
-                          resources={"spark": SparkRuntimeResource(runtime="connect", master=remote)})
+    spark = SparkRuntimeResource(runtime="connect", master=remote, token=dg.EnvVar("UKO_CONNECT_TOKEN"))
+    done = dg.materialize([a for a in assets if isinstance(a, dg.AssetsDefinition)], resources={"spark": spark})
     assert done.success
     (mat,) = done.asset_materializations_for_node("upsert_kafka_users")
     out = {k: getattr(v, "value", v) for k, v in mat.metadata.items()}
@@ -149,12 +187,14 @@ def test_the_orchestrators_run_a_job_on_spark_connect(
     orchestrator: str,
     kafka: LocalKafka,
     new_topic: Callable[..., str],
-    connect_server: LocalSparkConnect,
+    connect_server: ConnectServer,
     spark: SparkSession,
     tmp_path: Path,
 ) -> None:
-    """An Airflow task (``spark_master="sc://..."``) and a Dagster run (``SparkRuntimeResource(runtime=
-    "connect")``) run the job on the server: their processes start no driver JVM."""
+    """An Airflow task (``spark_master="sc://..."``, the token in the worker's
+    ``SPARK_CONNECT_AUTHENTICATE_TOKEN`` as the chart's overlay sets it) and a Dagster run
+    (``SparkRuntimeResource(runtime="connect", token=dg.EnvVar(...))``) run the job on the server:
+    their processes start no driver JVM, and their outputs hold no token."""
     servers = kafka.bootstrap_servers
     topic = new_topic(partitions=2)
     n = produce(servers, topic, random_changes(random.Random(5), 80, 20))
@@ -163,9 +203,14 @@ def test_the_orchestrators_run_a_job_on_spark_connect(
                             "target": {"kind": "delta", "path": str(target)}}])  # fmt: skip
     file = tmp_path / "pipeline.yaml"
     file.write_text(p.to_yaml())
+    env = {k: v for k, v in os.environ.items() if k != "SPARK_CONNECT_AUTHENTICATE_TOKEN"}
+    env["SPARK_CONNECT_AUTHENTICATE_TOKEN" if orchestrator == "airflow" else "UKO_CONNECT_TOKEN"] = (
+        connect_server.token
+    )
     done = subprocess.run([sys.executable, "-c", _ORCHESTRATED, str(file), connect_server.url, orchestrator],
-                          capture_output=True, text=True, timeout=600, check=False, env=dict(os.environ))  # fmt: skip
+                          capture_output=True, text=True, timeout=600, check=False, env=env)  # fmt: skip
     assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
+    assert connect_server.token not in done.stdout + done.stderr
     (line,) = [ln for ln in done.stdout.splitlines() if ln.startswith("RESULT ")]
     result = json.loads(line[len("RESULT ") :])
     assert (result["records_read"], result["mode"]) == (n, "full")
@@ -173,3 +218,4 @@ def test_the_orchestrators_run_a_job_on_spark_connect(
     assert rows_as_table(spark.read.format("delta").load(str(target)).collect()) == oracle_table(
         servers, topic
     )
+

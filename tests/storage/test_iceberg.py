@@ -230,7 +230,9 @@ def test_iceberg_and_delta_on_s3_run_on_a_spark_connect_server_with_those_jar_gr
         for run in (1, 2):
             if run == 2:
                 produce(servers, topic, random_changes(rnd, 60, 40))
-            results = run_cli(file, None, jars_dir, s3.secret_key, "--remote", server.url)
+            monkeypatch.setenv("UKO_TEST_CONNECT_TOKEN", server.token or "")
+            results = run_cli(file, None, jars_dir, s3.secret_key, "--remote", server.url,
+                              "--token", "env:UKO_TEST_CONNECT_TOKEN")  # fmt: skip
             for job in ("users-iceberg", "users-delta"):
                 result = results[job]
                 assert (result["status"], result["mode"], result["run"]) == (
@@ -243,6 +245,7 @@ def test_iceberg_and_delta_on_s3_run_on_a_spark_connect_server_with_those_jar_gr
     stored = read_stored_offsets(pipeline.job("users-iceberg"), pipeline)
     assert stored is not None and stored.offsets == end_offsets(servers, topic, 2)
     assert postgres.password not in log and s3.secret_key not in log  # the server logs no secret
+    assert server.token and server.token not in log
 
 
 def test_a_history_table_in_iceberg_matches_the_history_oracle_run_after_run_and_verifies(

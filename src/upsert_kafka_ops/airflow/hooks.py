@@ -153,8 +153,10 @@ _SPARK_IGNORED = {"queue", "namespace"}
 
 def _connect_runtime(conn: Any, extra: dict[str, Any], where: str) -> Runtime:
     """A ``spark_connect`` connection as the Apache Spark provider reads it: host (``sc://`` optional)
-    and port (15002), login as the user id, the password as the token, extra ``use_ssl``; or an
-    ``upsert_kafka_spark`` connection with ``runtime: connect`` (host ``sc://host``)."""
+    and port (15002), login as the user id, the password as the token, extra ``use_ssl`` and
+    ``ca_cert`` (the CA bundle of the server's TLS proxy: ``file:/path/ca.crt``); or an
+    ``upsert_kafka_spark`` connection with ``runtime: connect`` (host ``sc://host``). Without a
+    password the token is ``SPARK_CONNECT_AUTHENTICATE_TOKEN`` from the worker's environment."""
     host = str(conn.host or extra.pop("remote", "") or "")
     host = host[len("sc://") :] if host.startswith("sc://") else host
     if not host:
@@ -165,6 +167,8 @@ def _connect_runtime(conn: Any, extra: dict[str, Any], where: str) -> Runtime:
     hostport = host if ":" in host else f"{host}:{conn.port or 15002}"
     remote = f"sc://{hostport}" + ("/;" + ";".join(params) if params else "")
     data: dict[str, Any] = {"remote": remote, "conf": extra.pop("conf", {})}
+    if extra.get("ca_cert"):  # a reference (file:/path/ca.crt or env:VAR), as every secret in a spec
+        data["ca_cert"] = extra.pop("ca_cert")
     if conn.password:
         mask_secret(conn.password)
         data["token"] = SecretRef.from_value(conn.password)

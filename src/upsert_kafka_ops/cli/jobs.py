@@ -13,11 +13,14 @@ import json
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from upsert_kafka_ops.errors import SpecError, UpsertKafkaOpsError
 from upsert_kafka_ops.jobs.spec import Pipeline, TopicToTopicJob, as_backfill
 from upsert_kafka_ops.spec.connection import KafkaConnection
+
+if TYPE_CHECKING:
+    from upsert_kafka_ops.runtime import ConnectRuntime
 
 
 def register(sub: Any) -> None:
@@ -28,9 +31,7 @@ def register(sub: Any) -> None:
     pr.add_argument("--mode", choices=["incremental", "full"], help="override materialize jobs' mode")
     pr.add_argument("--json", action="store_true", help="print the results as JSON")
     pr.add_argument("--lock-timeout", type=float, default=60.0, help="seconds to wait for a running run")
-    pr.add_argument(
-        "--remote", metavar="sc://HOST:PORT", help="run on this Spark Connect server (a warm driver)"
-    )
+    _remote_arguments(pr)
     pr.set_defaults(handler=run)
 
     pb = sub.add_parser("backfill", help="bounded earliest -> end rebuild of a job's target")
@@ -40,9 +41,7 @@ def register(sub: Any) -> None:
                     help="'latest' (default), epoch milliseconds, or offsets JSON {topic: {partition: offset}}")  # fmt: skip
     pb.add_argument("--rewind", action="store_true", help="allow an end older than the target's offsets")
     pb.add_argument("--json", action="store_true", help="print the result as JSON")
-    pb.add_argument(
-        "--remote", metavar="sc://HOST:PORT", help="run on this Spark Connect server (a warm driver)"
-    )
+    _remote_arguments(pb)
     pb.set_defaults(handler=backfill)
 
     pv = sub.add_parser(
@@ -103,16 +102,57 @@ def _emit(results: list[dict[str, Any]], as_json: bool) -> None:
         sys.stdout.write(results_table(results))
 
 
+def _remote_arguments(parser: Any) -> None:
+    parser.add_argument(
+        "--remote", metavar="sc://HOST:PORT", help="run on this Spark Connect server (a warm driver)"
+    )
+    parser.add_argument(
+        "--token",
+        metavar="env:VAR|file:PATH",
+        help="--remote: the server's token (default: the SPARK_CONNECT_AUTHENTICATE_TOKEN variable)",
+    )
+    parser.add_argument(
+        "--ca-cert",
+        metavar="file:PATH|env:VAR",
+        help="--remote: the CA bundle (PEM) of the server's TLS certificate; turns TLS on "
+        "(default: the file UKO_SPARK_CONNECT_CA_CERT names)",
+    )
+
+
+def _connect_runtime(args: argparse.Namespace) -> ConnectRuntime | None:
+    """``--remote`` with its ``--token`` and ``--ca-cert`` references, or None to run here."""
+    from upsert_kafka_ops.runtime import ConnectRuntime
+
+    if args.remote is None:
+        for option in ("token", "ca_cert"):
+            if getattr(args, option) is not None:
+                raise SpecError(f"--{option.replace('_', '-')}", "is given without --remote.",
+                                "add --remote sc://HOST:PORT, or drop it.")  # fmt: skip
+        return None
+    data = {"remote": args.remote, "token": args.token, "ca_cert": args.ca_cert}
+    try:
+        return ConnectRuntime.model_validate({k: v for k, v in data.items() if v is not None})
+    except SpecError as exc:
+        field = {"remote": "--remote", "token": "--token", "ca_cert": "--ca-cert"}.get(
+            exc.field.split(".")[0]
+        )
+        raise SpecError(field or exc.field, exc.message, exc.fix) from None
+
+
 def _run_many(
-    pipeline: Pipeline, names: list[str], mode: str | None, lock_timeout: float, remote: str | None = None
+    pipeline: Pipeline,
+    names: list[str],
+    mode: str | None,
+    lock_timeout: float,
+    remote: ConnectRuntime | None = None,
 ) -> list[dict[str, Any]]:
     from upsert_kafka_ops.jobs.lineage import RunLineage
     from upsert_kafka_ops.jobs.run import run_job
-    from upsert_kafka_ops.runtime import ConnectRuntime, build_spark_session
+    from upsert_kafka_ops.runtime import build_spark_session
     from upsert_kafka_ops.runtime.execute import connect_session
 
     if remote is not None:
-        spark = connect_session(ConnectRuntime(remote=remote))
+        spark = connect_session(remote)
     else:
         spark = build_spark_session(app_name="upsert-kafka-ops", jar_groups=pipeline.jar_groups(*names))
     results = []
@@ -149,7 +189,7 @@ def run(args: argparse.Namespace) -> int:
     names = args.job or [j.name for j in pipeline.jobs]
     for n in names:
         pipeline.job(n)  # unknown names fail before Spark starts
-    results = _run_many(pipeline, names, args.mode, args.lock_timeout, args.remote)
+    results = _run_many(pipeline, names, args.mode, args.lock_timeout, _connect_runtime(args))
     _emit(results, args.json)
     return 1 if any(r["status"] != "succeeded" for r in results) else 0
 
@@ -158,7 +198,7 @@ def backfill(args: argparse.Namespace) -> int:
     pipeline = Pipeline.load(args.pipeline)
     job = as_backfill(pipeline.job(args.job), args.until, args.rewind or None)
     single = Pipeline(connections=pipeline.connections, jobs=[job])
-    results = _run_many(single, [job.name], None, 60.0, args.remote)
+    results = _run_many(single, [job.name], None, 60.0, _connect_runtime(args))
     _emit(results, args.json)
     return 1 if any(r["status"] != "succeeded" for r in results) else 0
 

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import time
 from pathlib import Path
 from typing import Any
 
 from upsert_kafka_ops import jars
-from upsert_kafka_ops.errors import LocalServiceError, UpsertKafkaOpsError
+from upsert_kafka_ops.errors import LocalServiceError, SpecError, UpsertKafkaOpsError
 
 
 def register(sub: Any) -> None:
@@ -65,6 +66,23 @@ def register(sub: Any) -> None:
         "--conf", action="append", default=[], metavar="KEY=VALUE", help="Spark configuration (repeat)"
     )
     pc.add_argument("--dir", type=Path, default=None, help="folder for its log and uploaded artifacts")
+    pc.add_argument(
+        "--token",
+        metavar="env:VAR|file:PATH",
+        default=None,
+        help="the token clients must send (default: a new one, written to --token-file)",
+    )
+    pc.add_argument(
+        "--token-file",
+        type=Path,
+        default=None,
+        help="where a generated token is written, readable by its owner only (default: DIR/token)",
+    )
+    pc.add_argument(
+        "--insecure-no-token",
+        action="store_true",
+        help="run without a token: any local process can run code in the server (loopback only)",
+    )
     pc.add_argument(
         "--group",
         action="append",
@@ -154,11 +172,15 @@ def _spark_connect(args: argparse.Namespace) -> int:
         stop["now"] = True
 
     signal.signal(signal.SIGTERM, _stop)
+    token, where = _server_token(args, work)
     server = LocalSparkConnect(
-        work, master=args.master, port=args.port, conf=conf, host=args.host, jar_groups=tuple(args.group)
-    )
+        work, master=args.master, port=args.port, conf=conf, host=args.host, jar_groups=tuple(args.group),
+        token=token, insecure_no_token=args.insecure_no_token,
+    )  # fmt: skip
+    if server.token is not None and where is None:  # generated: written where only its owner reads it
+        where = {"file": str(_write_private(args.token_file or work / "token", server.token))}
     with server:
-        print(json.dumps({"url": server.url, "log": str(server.log_file)}), flush=True)
+        print(json.dumps({"url": server.url, "log": str(server.log_file), "token": where}), flush=True)
         try:
             while not stop["now"] and server.running():
                 time.sleep(1)
@@ -167,6 +189,33 @@ def _spark_connect(args: argparse.Namespace) -> int:
         if not server.running():
             raise LocalServiceError(f"The Spark Connect server stopped.\n{server.log_tail()}")
     return 0
+
+
+def _server_token(args: argparse.Namespace, work: Path) -> tuple[str | None, dict[str, str] | None]:
+    """The token ``--token`` references and its reference (printed instead of the value), or
+    (None, None) for a token to generate."""
+    from upsert_kafka_ops.spec.connection import SecretRef
+
+    if args.token is None:
+        return None, None
+    if args.insecure_no_token:
+        raise SpecError("--insecure-no-token", "is given with --token.", "give one of them.")
+    try:
+        ref = SecretRef.model_validate(args.token)
+    except SpecError as exc:
+        raise SpecError("--token", exc.message, "write env:VAR or file:PATH.") from None
+    return ref.resolve(), ref.model_dump(mode="json")
+
+
+def _write_private(path: Path, value: str) -> Path:
+    """``value`` in ``path``, created readable and writable by its owner only (mode 0600)."""
+    path = path.resolve()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as out:
+        os.fchmod(out.fileno(), 0o600)  # an existing file keeps its mode through O_CREAT
+        out.write(value + "\n")
+    return path
 
 
 def _local_registry(args: argparse.Namespace) -> int:

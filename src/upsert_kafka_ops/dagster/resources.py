@@ -60,11 +60,20 @@ class SparkRuntimeResource(dg.ConfigurableResource):  # type: ignore[type-arg]
     """Where a job's Spark work runs: ``local`` (in the run's process: the active SparkSession, else
     one built with ``master``/``conf``), ``spark-submit`` (``master``, ``deploy_mode``, ``conf``,
     ``timeout_s``) or ``connect`` (a Spark Connect server: ``master`` is its ``sc://host:port``, the
-    token a ``dg.EnvVar``; the run's process holds no driver)."""
+    token a ``dg.EnvVar``, ``ca_cert`` its TLS proxy's CA bundle; the run's process holds no driver)."""
 
     runtime: str = Field(default="local", description="local, spark-submit or connect.")
     master: str = Field(default="local[*]", description="Spark master URL (connect: sc://host:port).")
-    token: str | None = Field(default=None, description="connect: the server's token, as dg.EnvVar(...).")
+    token: str | None = Field(
+        default=None,
+        description="connect: the server's token, as dg.EnvVar(...) (default: SPARK_CONNECT_AUTHENTICATE_TOKEN "
+        "in the run's environment).",
+    )
+    ca_cert: str | None = Field(
+        default=None,
+        description="connect: the path of the CA bundle (PEM) of the server's TLS proxy; turns TLS on "
+        "(default: the file UKO_SPARK_CONNECT_CA_CERT names).",
+    )
     conf: dict[str, str] = Field(default_factory=dict, description="Extra Spark configuration.")
     deploy_mode: str = Field(default="client", description="spark-submit: client or cluster.")
     timeout_s: float | None = Field(default=None, description="spark-submit: kill the driver after this.")
@@ -96,7 +105,8 @@ class SparkRuntimeResource(dg.ConfigurableResource):  # type: ignore[type-arg]
             )  # fmt: skip
         if self.runtime == "connect":
             token = SecretRef.from_value(self.token) if self.token else None
-            return ConnectRuntime(remote=self.master, token=token, conf=dict(self.conf))
+            ca_cert = SecretRef(file=self.ca_cert) if self.ca_cert else None
+            return ConnectRuntime(remote=self.master, token=token, ca_cert=ca_cert, conf=dict(self.conf))
         raise SpecError(
             "runtime", f"{self.runtime!r} is not a runtime.", "use 'local', 'spark-submit' or 'connect'."
         )

@@ -5,6 +5,7 @@ pyspark is imported inside the functions, so importing this module needs no JVM.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import re
@@ -214,22 +215,43 @@ def application_id(spark: SparkSession) -> str:
 CONNECT_SESSION_CONF = {"spark.sql.session.timeZone": "UTC"}
 
 
-def remote_session(remote: str, conf: dict[str, str] | None = None) -> SparkSession:
-    """A Spark Connect session on ``remote`` (``sc://host:port``), with :data:`CONNECT_SESSION_CONF`
-    and ``conf`` set on it. Needs the Spark Connect client (the ``connect`` extra)."""
+def remote_session(
+    remote: str, conf: dict[str, str] | None = None, *, token: str | None = None, ca_cert: bytes | None = None
+) -> SparkSession:
+    """A Spark Connect session on ``remote`` (``sc://host:port``, no token in it), with
+    :data:`CONNECT_SESSION_CONF` and ``conf`` set on it; ``token`` and ``ca_cert`` (PEM) travel as
+    :func:`upsert_kafka_ops.engine.connect.channel_builder` says. Needs the Spark Connect client
+    (the ``connect`` extra).
+
+    :raises SpecError: the server refused the token (field ``token``), or TLS failed (``ca_cert``,
+        ``use_ssl``), or the token would go in clear text to another machine (``remote``)."""
     check_pyspark_version()
-    from pyspark.sql import SparkSession
+    from upsert_kafka_ops.engine.connect import channel_builder, refused
 
     try:
-        spark = SparkSession.builder.remote(remote).getOrCreate()
+        from pyspark.sql.connect.session import SparkSession as ConnectSession
+
+        builder = channel_builder(remote, token, ca_cert)
+        # what pyspark's builder.remote() sets: its functions and DataFrame APIs take the client's
+        # path in this process from now on
+        os.environ["SPARK_CONNECT_MODE_ENABLED"] = "1"
+        spark = ConnectSession.builder.channelBuilder(builder).getOrCreate()
     except ImportError as exc:
         raise ToolchainError(
             f"the Spark Connect client cannot load ({exc}); install the connect extra: "
             "pip install 'upsert-kafka-ops[connect]'."
         ) from None
-    for key, value in {**CONNECT_SESSION_CONF, **(conf or {})}.items():
-        spark.conf.set(key, value)
-    return spark
+    try:
+        for key, value in {**CONNECT_SESSION_CONF, **(conf or {})}.items():
+            spark.conf.set(key, value)
+    except Exception as exc:
+        error = refused(exc, builder.endpoint)
+        if error is None:
+            raise
+        with contextlib.suppress(Exception):  # the server refused it: nothing to release
+            spark.stop()
+        raise error from None
+    return spark  # type: ignore[return-value]
 
 
 def existing_session() -> SparkSession | None:

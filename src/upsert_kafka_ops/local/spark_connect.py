@@ -4,7 +4,12 @@ local run's driver: the project's jars, Delta, the session defaults and the clas
 connect to its warm driver instead of starting one each::
 
     with LocalSparkConnect(tmp_path) as server:
-        execute_job(pipeline, "users-to-delta", runtime=ConnectRuntime(remote=server.url))
+        runtime = ConnectRuntime(remote=server.url, token=SecretRef.from_value(server.token))
+        execute_job(pipeline, "users-to-delta", runtime=runtime)
+
+The server requires a bearer token (``spark.connect.authenticate.token``): the one given, or one
+generated here. It reaches the JVM through its environment (``SPARK_CONNECT_AUTHENTICATE_TOKEN``),
+never its arguments. ``insecure_no_token=True`` runs without one, on a loopback address only.
 
 The server is one JVM in its own process group, stopped by signalling that group. Its Python
 workers (``foreachBatch``) run with this interpreter.
@@ -14,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import secrets
 import socket
 import subprocess
 import sys
@@ -21,7 +27,8 @@ import tempfile
 from pathlib import Path
 from types import TracebackType
 
-from upsert_kafka_ops.errors import LocalServiceError
+from upsert_kafka_ops.engine.connect import TOKEN_ENV, is_loopback
+from upsert_kafka_ops.errors import LocalServiceError, SpecError
 from upsert_kafka_ops.local.process import free_port, java_executable, stop_group, wait_ready
 from upsert_kafka_ops.local.spark_cluster import spark_home
 
@@ -50,22 +57,37 @@ class LocalSparkConnect:
         conf: dict[str, str] | None = None,
         host: str = "127.0.0.1",
         jar_groups: tuple[str, ...] = ("spark",),
+        token: str | None = None,
+        insecure_no_token: bool = False,
     ) -> None:
+        if insecure_no_token and token is not None:
+            raise SpecError("insecure_no_token", "is set and a token is given.", "give one of them.")
+        if insecure_no_token and not is_loopback(host):
+            raise SpecError(
+                "insecure_no_token",
+                f"refused on {host}: a server without a token on an address other machines reach runs "
+                "anyone's code with everything it holds.",
+                "keep the token (clients send it), or listen on 127.0.0.1.",
+            )
         self.dir = Path(dir if dir is not None else tempfile.mkdtemp(prefix="uko-connect-")).resolve()
         self.master = master
         self.host = host
         self.port = port
         self.conf = dict(conf or {})
         self.jar_groups = ("spark", *(g for g in jar_groups if g != "spark"))
+        #: the token clients send (None with ``insecure_no_token``); never log it
+        self.token: str | None = None if insecure_no_token else (token or secrets.token_urlsafe(32))
         self._proc: subprocess.Popen[bytes] | None = None
 
     @property
     def url(self) -> str:
-        """``sc://HOST:PORT`` (loopback when listening on every address): what
-        ``SparkSession.builder.remote`` and ``ConnectRuntime`` take."""
+        """``sc://HOST:PORT`` (``localhost`` when listening on loopback or every address: pyspark's own
+        client sends a token without TLS to that name only): what ``ConnectRuntime`` takes, with the
+        token apart."""
         if self.port is None or self._proc is None:
             raise LocalServiceError("The Spark Connect server is not started.")
-        host = "127.0.0.1" if self.host in ("0.0.0.0", "::") else self.host
+        local = self.host in ("0.0.0.0", "::") or is_loopback(self.host)
+        host = "localhost" if local else self.host
         return f"sc://{host}:{self.port}"
 
     @property
@@ -76,6 +98,9 @@ class LocalSparkConnect:
         """spark-submit's arguments: the server class, the project's configuration, the binding."""
         from upsert_kafka_ops.engine.session import spark_conf
 
+        if any(key.lower() == "spark.connect.authenticate.token" for key in self.conf):
+            raise SpecError("conf", "holds spark.connect.authenticate.token: process arguments are public.",
+                            "give the token as token= (it reaches the server through its environment).")  # fmt: skip
         conf = {**spark_conf(self.master, jar_groups=self.jar_groups), **self.conf}
         conf.pop("spark.app.name", None)
         conf["spark.connect.grpc.binding.address"] = self.host
@@ -102,6 +127,9 @@ class LocalSparkConnect:
         self.dir.mkdir(parents=True, exist_ok=True)
         self.port = free_port(self.port or 0) if self.host == "127.0.0.1" else int(self.port or 15002)
         env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable}
+        env.pop(TOKEN_ENV, None)
+        if self.token is not None:
+            env[TOKEN_ENV] = self.token
         with open(self.log_file, "ab") as out:
             self._proc = subprocess.Popen(
                 self.command(), stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,

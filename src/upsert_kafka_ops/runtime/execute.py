@@ -22,6 +22,7 @@ behave alike::
 from __future__ import annotations
 
 import contextlib
+import os
 import re
 import threading
 import uuid
@@ -31,6 +32,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import Field, field_validator
 
+from upsert_kafka_ops.engine.connect import CA_CERT_ENV, TOKEN_ENV
 from upsert_kafka_ops.errors import JobFailedError, SpecError
 from upsert_kafka_ops.jobs.spec import Pipeline
 from upsert_kafka_ops.runtime.submit import SparkSubmitRuntime, SubmitHandle, submit_driver
@@ -62,16 +64,29 @@ class ConnectRuntime(SpecModel):
     """Run in this process against a Spark Connect server: its driver is already warm, so a small
     run costs its queries and not a JVM's start. The server needs the project's jars and Delta
     (``upsert_kafka_ops.local.LocalSparkConnect`` starts one; the Helm chart deploys one); this
-    process needs the ``connect`` extra (the Spark Connect client)."""
+    process needs the ``connect`` extra (the Spark Connect client).
+
+    The token and the CA bundle are secret references, resolved when the session opens; without
+    them, ``SPARK_CONNECT_AUTHENTICATE_TOKEN`` (pyspark's variable) and ``UKO_SPARK_CONNECT_CA_CERT``
+    (a PEM file's path) are read, which is what the chart's orchestrator overlays set. The token
+    goes over TLS, or to a loopback address only (:mod:`upsert_kafka_ops.engine.connect`)."""
 
     kind: Literal["connect"] = Field(default="connect", description="Runtime kind.")
     remote: str = Field(
         description="The server: sc://host:port, optionally with Spark Connect parameters "
-        "(sc://host:port/;use_ssl=true;user_id=etl); the token goes in 'token'.",
+        "(sc://host:port/;use_ssl=true;user_id=etl); the token goes in 'token', never here.",
         pattern=r"^sc://[^/;]+",
     )
     token: SecretRef | None = Field(
-        default=None, description="The server's bearer token, as a reference ({env: VAR} or {file: PATH})."
+        default=None,
+        description="The server's bearer token, as a reference ({env: VAR} or {file: PATH}); "
+        f"default: the {TOKEN_ENV} variable when set.",
+    )
+    ca_cert: SecretRef | None = Field(
+        default=None,
+        description="The CA bundle (PEM) that verifies the server's TLS certificate, as a reference "
+        f"({{file: PATH}} or {{env: VAR}}); turns TLS on. Default: the file {CA_CERT_ENV} names when "
+        "set, else the system's CAs (with use_ssl=true).",
     )
     conf: dict[str, str] = Field(
         default_factory=dict, description="Spark SQL settings for the run's session (runtime settings only)."
@@ -85,12 +100,24 @@ class ConnectRuntime(SpecModel):
                             "give it as token: {env: VAR} (or {file: PATH}).")  # fmt: skip
         return value
 
-    def url(self) -> str:
-        """The client's connection string, the token resolved into it (never log it)."""
-        if self.token is None:
-            return self.remote
-        sep = ";" if "/;" in self.remote else "/;"
-        return f"{self.remote.rstrip('/')}{sep}token={self.token.resolve()}"
+    def resolved_token(self) -> str | None:
+        """The token's value: ``token``, else ``SPARK_CONNECT_AUTHENTICATE_TOKEN``, else None."""
+        if self.token is not None:
+            return self.token.resolve()
+        return os.environ.get(TOKEN_ENV) or None
+
+    def resolved_ca_cert(self) -> bytes | None:
+        """The CA bundle's PEM: ``ca_cert``, else the file ``UKO_SPARK_CONNECT_CA_CERT`` names."""
+        if self.ca_cert is not None:
+            return self.ca_cert.resolve().encode()
+        path = os.environ.get(CA_CERT_ENV)
+        if not path:
+            return None
+        try:
+            return Path(path).read_bytes()
+        except OSError as exc:
+            raise SpecError(CA_CERT_ENV, f"names {path}, which cannot be read ({exc.strerror}).",
+                            "mount the CA bundle there, or unset the variable.") from None  # fmt: skip
 
 
 Runtime = LocalRuntime | SparkSubmitRuntime | ConnectRuntime
@@ -102,7 +129,9 @@ def connect_session(runtime: ConnectRuntime) -> SparkSession:
     whole process."""
     from upsert_kafka_ops.engine.session import remote_session
 
-    return remote_session(runtime.url(), runtime.conf)
+    return remote_session(
+        runtime.remote, runtime.conf, token=runtime.resolved_token(), ca_cert=runtime.resolved_ca_cert()
+    )
 
 
 class RunHandle:
