@@ -375,6 +375,7 @@ def main() -> int:
         # a tiny incremental task on its own driver and on a warm Spark Connect server, alternating: each a
         # new client process, as an orchestrator's task is
         with LocalSparkConnect(tmp / "connect") as server:
+            os.environ["SPARK_CONNECT_AUTHENTICATE_TOKEN"] = server.token or ""  # what the clients send
             remote = tmp / "pipeline-connect.yaml"
             _pipeline(
                 remote, servers, bench_table("bench_src", servers, bounded=False), tmp / "warehouse-connect"

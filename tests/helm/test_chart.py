@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +31,11 @@ BASE = {
     ("ConfigMap", f"{F}-pipelines"), ("ConfigMap", f"{F}-spark"), ("Role", f"{F}-spark"),
     ("RoleBinding", f"{F}-spark"), ("Service", f"{F}-driver"),
 }  # fmt: skip
-EXPORTER = {("Deployment", f"{F}-lag-exporter"), ("Service", f"{F}-lag-exporter")}
+# each server comes with its NetworkPolicy (networkPolicy.enabled is on by default)
+EXPORTER = {("Deployment", f"{F}-lag-exporter"), ("Service", f"{F}-lag-exporter"),
+            ("NetworkPolicy", f"{F}-lag-exporter")}  # fmt: skip
+CONNECT = {("Deployment", f"{F}-spark-connect"), ("Service", f"{F}-spark-connect"),
+           ("ConfigMap", f"{F}-spark-connect-proxy"), ("NetworkPolicy", f"{F}-spark-connect")}  # fmt: skip
 EXPECTED: dict[str, set[tuple[str, str]]] = {
     "minimal.yaml": BASE,
     "sasl-inline.yaml": BASE
@@ -46,8 +51,12 @@ EXPECTED: dict[str, set[tuple[str, str]]] = {
         ("ConfigMap", "uko-spark"),
     },
     "exporter-only.yaml": BASE | EXPORTER,
-    "spark-connect.yaml": BASE | {("Deployment", f"{F}-spark-connect"), ("Service", f"{F}-spark-connect")},
+    # the token Secret the chart generates
+    "spark-connect.yaml": BASE | CONNECT | {("Secret", f"{F}-spark-connect-token")},
+    # the token from the user's Secret, the certificate from cert-manager
+    "spark-connect-k8s.yaml": BASE | EXPORTER | CONNECT | {("Certificate", f"{F}-spark-connect")},
 }
+TLS_DIR = "/etc/upsert-kafka-ops/spark-connect-tls"
 
 
 def _validate(obj: dict[str, Any]) -> None:
@@ -56,6 +65,8 @@ def _validate(obj: dict[str, Any]) -> None:
     elif obj["kind"] == "PrometheusRule":  # its spec is a Prometheus rule file: promtool checks it
         assert obj["apiVersion"] == "monitoring.coreos.com/v1" and set(obj["spec"]) == {"groups"}
         promtool_check_rules(obj["spec"])
+    elif obj["kind"] == "Certificate":  # cert-manager's: no vendored schema, checked by its structure
+        _check_certificate(obj)
     else:
         kubernetes_validate.validate(obj, KUBE_VERSION, strict=True)
 
@@ -113,18 +124,24 @@ def test_the_password_is_in_the_secret_alone_never_in_another_object_or_the_note
     assert PASSWORD not in notes and "r1-upsert-kafka-ops-kafka" in notes
 
 
-def render_notes(values: Path, tmp: Path | None = None) -> str:
+def render_notes(values: Path) -> str:
     """NOTES.txt as helm renders it (helm template skips it and install needs a cluster: render a
-    copy of the chart where NOTES.txt is also an ordinary template)."""
+    copy of the chart where a template puts NOTES.txt, rendered with tpl, into a ConfigMap)."""
     import shutil
     import tempfile
 
     with tempfile.TemporaryDirectory() as d:
         copy = Path(d) / "chart"
         shutil.copytree(CHART, copy)
-        shutil.copy(copy / "templates" / "NOTES.txt", copy / "templates" / "notes-rendered.txt")
-        return helm("template", "r1", str(copy), "--namespace", "uko", "-f", str(values),
-                    "--show-only", "templates/notes-rendered.txt")  # fmt: skip
+        shutil.copy(copy / "templates" / "NOTES.txt", copy / "files" / "notes.txt")
+        (copy / "templates" / "notes-rendered.yaml").write_text(
+            "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: notes}\n"
+            'data: {notes: {{ tpl (.Files.Get "files/notes.txt") . | quote }}}\n'
+        )
+        text = helm("template", "r1", str(copy), "--namespace", "uko", "-f", str(values),
+                    "--show-only", "templates/notes-rendered.yaml")  # fmt: skip
+    notes: str = yaml.safe_load(text)["data"]["notes"]
+    return notes
 
 
 def test_spark_defaults_pass_credentials_by_secret_reference() -> None:
@@ -229,22 +246,208 @@ def test_alerts_and_dashboard_ship_as_prometheus_rule_and_sidecar_configmap() ->
             "Run duration", "Records per run"} <= titles  # fmt: skip
 
 
+def _one(objects: list[dict[str, Any]], kind: str, name: str) -> dict[str, Any]:
+    (obj,) = [o for o in objects if o["kind"] == kind and o["metadata"]["name"] == name]
+    return obj
+
+
+def _connect_containers(objects: list[dict[str, Any]]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The Spark Connect pod's server and proxy containers."""
+    pod = _one(objects, "Deployment", f"{F}-spark-connect")["spec"]["template"]["spec"]
+    server, proxy = pod["containers"]
+    assert (server["name"], proxy["name"]) == ("spark-connect", "tls-proxy")
+    return server, proxy
+
+
 def test_the_spark_connect_server_listens_where_its_service_points() -> None:
     objects = render(VALUES / "spark-connect.yaml")
-    (deployment,) = [o for o in objects if o["kind"] == "Deployment"]
-    (container,) = deployment["spec"]["template"]["spec"]["containers"]
+    deployment = _one(objects, "Deployment", f"{F}-spark-connect")
+    pod = deployment["spec"]["template"]["spec"]
+    server, proxy = _connect_containers(objects)
     from upsert_kafka_ops.cli import build_parser
 
-    args = build_parser().parse_args(container["args"])  # the image's entrypoint is upsert-kafka-ops
-    assert (args.host, args.port, args.master) == ("0.0.0.0", 15002, "local[4]")
+    args = build_parser().parse_args(server["args"])  # the image's entrypoint is upsert-kafka-ops
+    # the server on the pod's loopback only, on the backend port; the token by reference
+    assert (args.host, args.port, args.master) == ("127.0.0.1", 15003, "local[4]")
+    assert args.token == "env:SPARK_CONNECT_AUTHENTICATE_TOKEN" and not args.insecure_no_token
     assert args.conf == ["spark.sql.shuffle.partitions=8"]
     assert args.group == ["s3", "iceberg"]  # the image's S3A and Iceberg jars, for those targets' runs
-    assert container["ports"] == [{"name": "grpc", "containerPort": 15002}]
-    (service,) = [
-        o for o in objects if o["kind"] == "Service" and o["metadata"]["name"] == f"{F}-spark-connect"
-    ]
+    assert "ports" not in server  # nothing of it is reachable from outside the pod
+    probe = server["readinessProbe"]["exec"]["command"]  # in the container, where loopback is its own
+    assert probe[:2] == ["python", "-c"] and "('127.0.0.1', 15003)" in probe[2]
+    # the proxy terminates TLS on the Service's port and forwards to the server
+    assert proxy["ports"] == [{"name": "grpc", "containerPort": 15002}]
+    assert proxy["readinessProbe"]["tcpSocket"] == {"port": "grpc"}
+    service = _one(objects, "Service", f"{F}-spark-connect")
     assert service["spec"]["ports"] == [{"name": "grpc", "port": 15002, "targetPort": "grpc"}]
     assert service["spec"]["selector"] == deployment["spec"]["template"]["metadata"]["labels"]
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    mounts = {m["mountPath"]: m for m in proxy["volumeMounts"]}
+    assert volumes[mounts[TLS_DIR]["name"]]["secret"] == {"secretName": "spark-connect-tls"}
+    assert mounts[TLS_DIR]["readOnly"] is True
+    assert "emptyDir" in volumes[mounts["/tmp/nginx"]["name"]]  # a non-root nginx writes only there
+    assert proxy["securityContext"]["readOnlyRootFilesystem"] is True
+    config_dir = next(m for p, m in mounts.items() if p.endswith("spark-connect-proxy"))
+    assert volumes[config_dir["name"]]["configMap"]["name"] == f"{F}-spark-connect-proxy"
+    conf_path = f"{config_dir['mountPath']}/nginx.conf"
+    assert (
+        'nginx -p /tmp/nginx -c "$conf"' in proxy["command"][2] and f"conf={conf_path}" in proxy["command"][2]
+    )
+    conf = _one(objects, "ConfigMap", f"{F}-spark-connect-proxy")["data"]["nginx.conf"]
+    directives = {line.strip() for line in conf.splitlines() if not line.strip().startswith("#")}
+    assert {
+        "listen 15002 ssl http2;",
+        "grpc_pass grpc://127.0.0.1:15003;",
+        f"ssl_certificate {TLS_DIR}/tls.crt;",
+        f"ssl_certificate_key {TLS_DIR}/tls.key;",
+        "ssl_protocols TLSv1.2 TLSv1.3;",
+        "client_max_body_size 0;",
+        "pid /tmp/nginx/nginx.pid;",
+        "error_log stderr notice;",
+        "access_log off;",
+    } <= directives
+    temp_paths = [d for d in directives if "_temp_path " in d]
+    assert len(temp_paths) == 5 and all(" /tmp/nginx/" in d for d in temp_paths)
+    # a change of the file rolls the pod
+    assert deployment["spec"]["template"]["metadata"]["annotations"]["checksum/proxy-config"]
+
+
+def test_the_spark_connect_token_is_generated_once_kept_and_passed_by_reference() -> None:
+    objects = render(VALUES / "spark-connect.yaml")
+    secret = _one(objects, "Secret", f"{F}-spark-connect-token")
+    assert secret["metadata"]["annotations"] == {"helm.sh/resource-policy": "keep"}  # an uninstall keeps it
+    assert set(secret["data"]) == {"token"}
+    token = base64.b64decode(secret["data"]["token"]).decode()
+    assert len(token) == 48 and token.isalnum()
+    server, proxy = _connect_containers(objects)
+    env = {e["name"]: e for e in server["env"]}
+    assert env["SPARK_CONNECT_AUTHENTICATE_TOKEN"] == {
+        "name": "SPARK_CONNECT_AUTHENTICATE_TOKEN",
+        "valueFrom": {"secretKeyRef": {"name": f"{F}-spark-connect-token", "key": "token"}},
+    }
+    # the value is in the Secret alone: no argument, no ConfigMap, no other object
+    leaks = [f"{o['kind']}/{o['metadata']['name']}" for o in objects
+             if o is not secret and (token in json.dumps(o) or secret["data"]["token"] in json.dumps(o))]  # fmt: skip
+    assert leaks == []
+    assert "env" not in proxy  # the proxy passes the client's header on, it needs no token
+    # the user's Secret instead: no Secret rendered, the reference names theirs
+    mine = render(VALUES / "spark-connect.yaml",
+                  sets=("sparkConnect.auth.existingSecret=connect-token", "sparkConnect.auth.existingSecretKey=value"))  # fmt: skip
+    assert ("Secret", f"{F}-spark-connect-token") not in kinds_and_names(mine)
+    server, _ = _connect_containers(mine)
+    (ref,) = [
+        e["valueFrom"]["secretKeyRef"]
+        for e in server["env"]
+        if e["name"] == "SPARK_CONNECT_AUTHENTICATE_TOKEN"
+    ]
+    assert ref == {"name": "connect-token", "key": "value"}
+    # NOTES say where the token is (the Secret and key), never what it is
+    notes = render_notes(VALUES / "spark-connect.yaml")
+    assert f"Secret {F}-spark-connect-token, key token" in notes
+    assert f"get secret {F}-spark-connect-token -o jsonpath='{{.data.token}}' | base64 -d" in notes
+    assert "UKO_SPARK_CONNECT_CA_CERT" in notes and "use_ssl=true" in notes
+
+
+def _check_certificate(cert: dict[str, Any]) -> None:
+    """A cert-manager Certificate (cert-manager.io/v1): the fields the chart sets, with their types."""
+    assert cert["apiVersion"] == "cert-manager.io/v1"
+    spec = cert["spec"]
+    assert set(spec) == {"secretName", "duration", "dnsNames", "issuerRef"}
+    assert isinstance(spec["secretName"], str) and spec["secretName"]
+    assert re.fullmatch(r"(\d+(\.\d+)?(h|m|s|ms))+", spec["duration"])  # a Go duration
+    assert spec["dnsNames"] and all(isinstance(n, str) and n for n in spec["dnsNames"])
+    ref = spec["issuerRef"]
+    assert (
+        set(ref) == {"name", "kind", "group"} and ref["name"] and ref["kind"] in ("Issuer", "ClusterIssuer")
+    )
+
+
+def test_cert_manager_issues_the_proxy_certificate_for_the_service_names() -> None:
+    objects = render(VALUES / "spark-connect-k8s.yaml")
+    cert = _one(objects, "Certificate", f"{F}-spark-connect")
+    _check_certificate(cert)
+    assert cert["spec"]["secretName"] == f"{F}-spark-connect-tls"
+    assert cert["spec"]["issuerRef"] == {
+        "name": "internal-ca",
+        "kind": "ClusterIssuer",
+        "group": "cert-manager.io",
+    }
+    service = f"{F}-spark-connect"
+    assert _one(objects, "Service", service)
+    assert cert["spec"]["dnsNames"] == [
+        service,
+        f"{service}.uko",
+        f"{service}.uko.svc",
+        f"{service}.uko.svc.cluster.local",
+    ]
+    pod = _one(objects, "Deployment", service)["spec"]["template"]["spec"]
+    (tls,) = [v for v in pod["volumes"] if "secret" in v]
+    assert tls["secret"]["secretName"] == cert["spec"]["secretName"]
+    # the proxy listens on sparkConnect.port and forwards to backendPort, where the server listens
+    server, proxy = _connect_containers(objects)
+    assert proxy["ports"] == [{"name": "grpc", "containerPort": 15443}]
+    assert server["args"][server["args"].index("--port") + 1] == "16000"
+    conf = _one(objects, "ConfigMap", f"{F}-spark-connect-proxy")["data"]["nginx.conf"]
+    assert "listen 15443 ssl http2;" in conf and "grpc_pass grpc://127.0.0.1:16000;" in conf
+    named = render(
+        VALUES / "spark-connect-k8s.yaml", sets=("sparkConnect.tls.certManager.dnsNames={connect.example}",)
+    )
+    assert _one(named, "Certificate", service)["spec"]["dnsNames"] == ["connect.example"]
+
+
+def _pod_labels(objects: list[dict[str, Any]], name: str) -> dict[str, str]:
+    labels: dict[str, str] = _one(objects, "Deployment", name)["spec"]["template"]["metadata"]["labels"]
+    return labels
+
+
+def test_network_policies_admit_only_the_configured_peers_to_each_servers_port() -> None:
+    values = yaml.safe_load((VALUES / "spark-connect-k8s.yaml").read_text())
+    objects = render(VALUES / "spark-connect-k8s.yaml")
+    connect = _one(objects, "NetworkPolicy", f"{F}-spark-connect")["spec"]
+    assert connect["podSelector"] == {"matchLabels": _pod_labels(objects, f"{F}-spark-connect")}
+    assert connect["policyTypes"] == ["Ingress"]  # egress untouched
+    clients, executors = connect["ingress"]
+    assert clients == {
+        "from": values["networkPolicy"]["sparkConnect"]["from"],
+        "ports": [{"protocol": "TCP", "port": 15443}],
+    }
+    # k8s:// master: the executors the server starts (the labels it gives them) reach the driver ports
+    server, _ = _connect_containers(objects)
+    from upsert_kafka_ops.cli import build_parser
+
+    conf = dict(c.split("=", 1) for c in build_parser().parse_args(server["args"]).conf)
+    prefix = "spark.kubernetes.executor.label."
+    labels = {k.removeprefix(prefix): v for k, v in conf.items() if k.startswith(prefix)}
+    assert executors["from"] == [{"podSelector": {"matchLabels": labels}}]  # the release's namespace only
+    assert (
+        labels["app.kubernetes.io/component"] == "spark-connect-executor"
+        and labels["app.kubernetes.io/instance"] == "r1"
+    )
+    ports = {int(conf["spark.driver.port"]), int(conf["spark.driver.blockManager.port"])}
+    assert ports == {7100, 7079}  # sparkConnect.conf's driver port, spark.driverService's block manager port
+    assert {p["port"] for p in executors["ports"]} == ports
+    assert conf["spark.driver.host"] == "$(UKO_POD_IP)" and conf["spark.driver.bindAddress"] == "0.0.0.0"
+    assert {e["name"] for e in server["env"]} >= {"UKO_POD_IP", "UKO_POD_NAME"}
+    exporter = _one(objects, "NetworkPolicy", f"{F}-lag-exporter")["spec"]
+    assert exporter["podSelector"] == {"matchLabels": _pod_labels(objects, f"{F}-lag-exporter")}
+    assert exporter["policyTypes"] == ["Ingress"]
+    assert exporter["ingress"] == [{
+        "from": [{"podSelector": {"matchLabels": {"app.kubernetes.io/name": "prometheus"}}, "namespaceSelector": {}}],
+        "ports": [{"protocol": "TCP", "port": 9308}],
+    }]  # fmt: skip
+    (lag,) = _one(objects, "Deployment", f"{F}-lag-exporter")["spec"]["template"]["spec"]["containers"]
+    assert lag["args"][lag["args"].index("--host") + 1] == "::"  # lagExporter.host
+    # the default peers: the orchestrators' pods (the overlays' label) from any namespace; a local master
+    # has no executors to admit
+    default = _one(render(VALUES / "spark-connect.yaml"), "NetworkPolicy", f"{F}-spark-connect")["spec"]
+    assert default["ingress"] == [{
+        "from": [{"podSelector": {"matchLabels": {"upsert-kafka-ops/spark-driver": "true"}}, "namespaceSelector": {}}],
+        "ports": [{"protocol": "TCP", "port": 15002}],
+    }]  # fmt: skip
+    off = render(VALUES / "spark-connect-k8s.yaml", sets=("networkPolicy.enabled=false",))
+    assert [o for o in off if o["kind"] == "NetworkPolicy"] == []
+    assert kinds_and_names(off) == EXPECTED["spark-connect-k8s.yaml"] - {
+        ("NetworkPolicy", f"{F}-spark-connect"), ("NetworkPolicy", f"{F}-lag-exporter")}  # fmt: skip
 
 
 @pytest.mark.parametrize(
@@ -266,6 +469,18 @@ def test_the_spark_connect_server_listens_where_its_service_points() -> None:
         (("objectStorage.accessKeyId=AK",), "objectStorage.accessKeyId and objectStorage.secretAccessKey go together"),
         (("objectStorage.existingSecret=s3", "objectStorage.secretAccessKey=x", "objectStorage.accessKeyId=y"),
          "objectStorage.existingSecret and objectStorage.accessKeyId/secretAccessKey are both set"),
+        (("sparkConnect.enabled=true",),
+         "sparkConnect.enabled needs a TLS certificate for its proxy: set sparkConnect.tls.secretName to a Secret "
+         "with tls.crt, tls.key and ca.crt, or sparkConnect.tls.certManager.enabled=true"),
+        (("sparkConnect.enabled=true", "sparkConnect.tls.secretName=s", "sparkConnect.tls.certManager.enabled=true"),
+         "sparkConnect.tls.secretName and sparkConnect.tls.certManager.enabled are both set"),
+        (("sparkConnect.enabled=true", "sparkConnect.tls.certManager.enabled=true"),
+         "sparkConnect.tls.certManager.issuerRef.name is required"),
+        (("sparkConnect.enabled=true", "sparkConnect.tls.secretName=s", "sparkConnect.backendPort=15002"),
+         "sparkConnect.port and sparkConnect.backendPort are both 15002"),
+        (("sparkConnect.enabled=true", "sparkConnect.tls.secretName=s", "sparkConnect.conf.spark\\.connect\\.authenticate\\.token=x"),
+         "sparkConnect.conf.spark.connect.authenticate.token looks like a secret"),
+        (("sparkConnect.tls.certManager.issuerRef.kind=Cluster",), "/sparkConnect/tls/certManager/issuerRef/kind"),
     ],
 )  # fmt: skip
 def test_invalid_values_fail_naming_the_value(sets: tuple[str, ...], message: str) -> None:

@@ -23,7 +23,7 @@ AIRFLOW_KEYS = {
     "dags", "dags.gitSync", "dags.gitSync.enabled", "config", "config.core", "config.core.dags_folder",
     *(f"{c}.{k}" for c in ("scheduler", "dagProcessor", "triggerer", "workers") for k in ("extraVolumes", "extraVolumeMounts")),
     "scheduler", "dagProcessor", "triggerer", "workers", "workers.labels",
-    "workers.serviceAccount", "workers.serviceAccount.create", "workers.serviceAccount.name",
+    "workers.serviceAccount", "workers.serviceAccount.create", "workers.serviceAccount.name", "workers.env",
 }  # fmt: skip
 DAGSTER_KEYS = {
     "dagster-user-deployments", "dagster-user-deployments.enabled", "dagster-user-deployments.deployments",
@@ -75,10 +75,13 @@ def test_overlay_keys_are_keys_of_the_official_charts() -> None:
 
 
 def _release_objects() -> dict[tuple[str, str], dict[str, Any]]:
-    # the overlays name a release `uko`: render it under that name
+    # the overlays name a release `uko`: render it under that name (with the Spark Connect server and a
+    # certificate from cert-manager, whose Secrets the overlays refer to as well)
     text = helm(
-        "template", "uko", str(CHART), "--kube-version", KUBE_VERSION, "-f", str(VALUES / "sasl-inline.yaml")
-    )
+        "template", "uko", str(CHART), "--kube-version", KUBE_VERSION, "-f", str(VALUES / "sasl-inline.yaml"),
+        "--set", "sparkConnect.enabled=true", "--set", "sparkConnect.tls.certManager.enabled=true",
+        "--set", "sparkConnect.tls.certManager.issuerRef.name=ca",
+    )  # fmt: skip
     objects = [d for d in yaml.safe_load_all(text) if d]
     return {(o["kind"], o["metadata"]["name"]): o for o in objects}
 
@@ -96,27 +99,58 @@ def test_overlays_reference_what_the_chart_creates() -> None:
         assert ref["secretName"] in secrets and ref["secretKey"] in secrets[ref["secretName"]]["data"]
     env_from = yaml.safe_load(airflow["extraEnvFrom"])
     assert ("ConfigMap", env_from[0]["configMapRef"]["name"]) in made
-    for volume in airflow["workers"]["extraVolumes"]:
+    for volume in airflow["scheduler"]["extraVolumes"]:
         assert ("ConfigMap", volume["configMap"]["name"]) in made
-    mounts = {m["mountPath"] for m in airflow["workers"]["extraVolumeMounts"]}
+    mounts = {m["mountPath"] for m in airflow["scheduler"]["extraVolumeMounts"]}
     env = made[("ConfigMap", "uko-upsert-kafka-ops-env")]["data"]
     assert {env["UKO_PIPELINES_DIR"], env["SPARK_CONF_DIR"]} == mounts
     driver = made[("Service", "uko-upsert-kafka-ops-driver")]
     assert driver["spec"]["selector"].items() <= airflow["workers"]["labels"].items()
+    workers = airflow["workers"]
+    _spark_connect_client(made, workers["env"], workers["extraVolumes"], workers["extraVolumeMounts"], mounts)
 
     (deployment,) = _load("dagster-values.yaml")["dagster-user-deployments"]["deployments"]
     assert all(("ConfigMap", c["name"]) in made for c in deployment["envConfigMaps"])
-    refs = {e["name"]: e["valueFrom"]["secretKeyRef"] for e in deployment["env"]}
-    # what dagster_defs reads, the S3 keys and the Iceberg catalog password
+    refs = {e["name"]: e["valueFrom"]["secretKeyRef"] for e in deployment["env"] if "valueFrom" in e}
+    # what dagster_defs reads, the S3 keys, the Iceberg catalog password and the Spark Connect token
     assert set(refs) == {
         "UKO_KAFKA_USERNAME",
         "UKO_KAFKA_PASSWORD",
         "UKO_S3_ACCESS_KEY_ID",
         "UKO_S3_SECRET_ACCESS_KEY",
         "UKO_ICEBERG_CATALOG_PASSWORD",
+        "SPARK_CONNECT_AUTHENTICATE_TOKEN",
     }
     for ref in refs.values():
         assert ref["name"] in secrets and ref["key"] in secrets[ref["name"]]["data"]
-    assert {m["mountPath"] for m in deployment["volumeMounts"]} == mounts
+    _spark_connect_client(made, deployment["env"], deployment["volumes"], deployment["volumeMounts"], mounts)
     assert driver["spec"]["selector"].items() <= deployment["labels"].items()
     assert Path(deployment["codeServerArgs"][1]).name == "definitions.py"
+
+
+def _spark_connect_client(
+    made: dict[tuple[str, str], dict[str, Any]],
+    env: list[dict[str, Any]],
+    volumes: list[dict[str, Any]],
+    volume_mounts: list[dict[str, Any]],
+    config_mounts: set[str],
+) -> None:
+    """The two variables the project's Spark Connect client reads: the token from the chart's token
+    Secret, and the path of the TLS Secret's ca.crt, mounted there (both optional: the pods start
+    without a Spark Connect server)."""
+    by_name = {e["name"]: e for e in env}
+    token = by_name["SPARK_CONNECT_AUTHENTICATE_TOKEN"]["valueFrom"]["secretKeyRef"]
+    secret = made[("Secret", token["name"])]
+    assert token["key"] in secret["data"] and token["optional"] is True
+    assert secret["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep"
+    ca = Path(by_name["UKO_SPARK_CONNECT_CA_CERT"]["value"])
+    (certificate,) = [o for (kind, _), o in made.items() if kind == "Certificate"]
+    (tls,) = [v for v in volumes if "secret" in v]
+    assert (
+        tls["secret"]["secretName"] == certificate["spec"]["secretName"] and tls["secret"]["optional"] is True
+    )
+    assert tls["secret"]["items"] == [{"key": "ca.crt", "path": ca.name}]
+    (mount,) = [m for m in volume_mounts if m["name"] == tls["name"]]
+    assert mount["mountPath"] == str(ca.parent) and mount["readOnly"] is True
+    assert {m["mountPath"] for m in volume_mounts if m is not mount} == config_mounts
+    assert all(("ConfigMap", v["configMap"]["name"]) in made for v in volumes if "configMap" in v)

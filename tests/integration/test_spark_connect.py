@@ -9,10 +9,12 @@ to the client's for the whole process), so every client here is a process of its
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import random
 import re
+import socket
 import stat
 import subprocess
 import sys
@@ -176,8 +178,9 @@ else:
     done = dg.materialize([a for a in assets if isinstance(a, dg.AssetsDefinition)], resources={"spark": spark})
     assert done.success
     (mat,) = done.asset_materializations_for_node("upsert_kafka_users")
-    out = {k: getattr(v, "value", v) for k, v in mat.metadata.items()}
-    out = {"records_read": out["upsert_kafka/records_read"], "mode": out["upsert_kafka/mode"]}
+    metadata = {k: getattr(v, "value", v) for k, v in mat.metadata.items()}
+    out = {"records_read": metadata["upsert_kafka/records_read"], "mode": metadata["upsert_kafka/mode"],
+           "metadata": metadata, "resource": repr(spark)}  # printed: the token must be in neither
 print("RESULT " + json.dumps(out, default=str))
 """
 
@@ -219,3 +222,134 @@ def test_the_orchestrators_run_a_job_on_spark_connect(
         servers, topic
     )
 
+
+_THROUGH_THE_PROXY = """
+import json, os, sys
+from pyspark.sql.connect.session import SparkSession
+from upsert_kafka_ops.errors import SpecError
+from upsert_kafka_ops.jobs import Pipeline
+from upsert_kafka_ops.runtime import ConnectRuntime, execute_job
+from upsert_kafka_ops.runtime.execute import connect_session
+
+pipeline_file, remote, ca = sys.argv[1:4]
+out = {}
+plain = SparkSession.builder.remote(remote + "/;use_ssl=true").getOrCreate()
+try:  # pyspark's own client, no token: the server refuses it
+    plain.range(1).count()
+except Exception as exc:
+    out["pyspark"] = str(exc)
+finally:
+    plain.stop()
+cases = {"no token": {"ca_cert": "file:" + ca}, "wrong token": {"token": "env:WRONG", "ca_cert": "file:" + ca},
+         "no CA": {"token": "env:RIGHT"}}
+for case, data in cases.items():
+    try:
+        connect_session(ConnectRuntime.model_validate({"remote": remote + "/;use_ssl=true", **data}))
+    except SpecError as exc:
+        out[case] = {"field": exc.field, "message": str(exc)}
+os.environ["SPARK_CONNECT_AUTHENTICATE_TOKEN"] = os.environ["RIGHT"]  # what the chart's overlays set
+os.environ["UKO_SPARK_CONNECT_CA_CERT"] = ca
+result = execute_job(Pipeline.load(pipeline_file), "users", runtime=ConnectRuntime(remote=remote + "/;use_ssl=true"))
+out["run"] = {"status": result.status, "records_read": result.records_read}
+print("RESULT " + json.dumps(out))
+"""
+
+
+def _chart_proxy_config() -> str:
+    """The nginx.conf the chart renders for its Spark Connect server's TLS proxy."""
+    import yaml
+
+    root = Path(__file__).resolve().parents[2]
+    helm = os.environ.get("UKO_HELM") or str(root / ".tools" / "bin" / "helm")
+    done = subprocess.run([helm, "template", "r1", str(root / "charts" / "upsert-kafka-ops"), "--namespace", "uko",
+                           "-f", str(root / "tests" / "helm" / "values" / "spark-connect.yaml")],
+                          capture_output=True, text=True, timeout=120, check=False)  # fmt: skip
+    assert done.returncode == 0, f"helm template ({helm}; make helm builds it): {done.stderr[-2000:]}"
+    (config,) = [o for o in yaml.safe_load_all(done.stdout) if o and o["kind"] == "ConfigMap"
+                 and o["metadata"]["name"].endswith("-spark-connect-proxy")]  # fmt: skip
+    (text,) = config["data"].values()
+    return str(text)
+
+
+def test_through_the_charts_tls_proxy_only_the_right_token_gets_in_and_it_shows_nowhere(
+    kafka: LocalKafka,
+    new_topic: Callable[..., str],
+    connect_server: ConnectServer,
+    spark: SparkSession,
+    tmp_path: Path,
+) -> None:
+    """The chart's proxy config, run by a real nginx with a certificate made here, in front of the
+    server: pyspark's own client without a token and the project's runtime with a wrong one are refused
+    naming the setting, a CA bundle that does not verify fails at once, and the right token from the
+    variables the chart's overlays set runs a job whose table equals the fold of its topic. The token
+    is in no process's arguments, no output and no log of the client, the proxy or the server."""
+    from tests.integration.test_secret_scan import ProcessList
+
+    from upsert_kafka_ops.local.process import free_port, wait_ready
+    from upsert_kafka_ops.local.tls import generate
+
+    tls = generate(tmp_path / "tls")
+    for name in ("tls.crt", "tls.key"):  # the keystore holds the key, the certificate and the CA
+        (tmp_path / "tls" / name).write_bytes(tls.server_keystore.read_bytes())
+    nginx_dir, port = tmp_path / "nginx", free_port()
+    nginx_dir.mkdir()
+    config = _chart_proxy_config()
+    assert "/etc/upsert-kafka-ops/spark-connect-tls/" in config and "15002" in config and "15003" in config
+    config = (config.replace("/etc/upsert-kafka-ops/spark-connect-tls/", f"{tmp_path}/tls/")
+              .replace("/tmp/nginx/", f"{nginx_dir}/").replace("15002", str(port))
+              .replace("15003", str(connect_server.port)))  # fmt: skip
+    (nginx_dir / "nginx.conf").write_text(config)
+    nginx = os.environ.get("UKO_NGINX") or "nginx"
+    with open(nginx_dir / "nginx.log", "wb") as log:
+        proxy = subprocess.Popen(  # the config says daemon off
+            [nginx, "-p", str(nginx_dir), "-c", str(nginx_dir / "nginx.conf"), "-e", "stderr"],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+
+    def answers(left: float) -> bool:
+        with contextlib.suppress(OSError):
+            socket.create_connection(("127.0.0.1", port), timeout=min(1.0, left)).close()
+            return True
+        return False
+
+    try:
+        wait_ready(proxy, answers, 30, "nginx", lambda: (nginx_dir / "nginx.log").read_text())
+        servers = kafka.bootstrap_servers
+        topic = new_topic(partitions=2)
+        n = produce(servers, topic, random_changes(random.Random(44), 60, 15))
+        target = tmp_path / "users"
+        file = tmp_path / "pipeline.yaml"
+        file.write_text(pipeline(servers, [{"name": "users", "kind": "materialize", "source": source(topic, servers),
+                                            "target": {"kind": "delta", "path": str(target)}}]).to_yaml())  # fmt: skip
+        token = connect_server.token
+        env = {
+            k: v
+            for k, v in os.environ.items()
+            if k not in ("SPARK_CONNECT_AUTHENTICATE_TOKEN", "UKO_SPARK_CONNECT_CA_CERT")
+        }
+        env |= {"RIGHT": token, "WRONG": token[::-1], "GRPC_DEFAULT_SSL_ROOTS_FILE_PATH": str(tls.ca_cert)}
+        with ProcessList([token]) as ps:
+            done = ps.run([sys.executable, "-c", _THROUGH_THE_PROXY, str(file), f"sc://localhost:{port}",
+                           str(tls.ca_cert)], env, timeout=600)  # fmt: skip
+    finally:
+        proxy.terminate()
+        proxy.wait(30)
+    assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
+    (line,) = [ln for ln in done.stdout.splitlines() if ln.startswith("RESULT ")]
+    out = json.loads(line[len("RESULT ") :])
+    assert "UNAUTHENTICATED" in out["pyspark"] and "No authentication token provided" in out["pyspark"]
+    assert out["no token"]["field"] == "token" and "none was sent" in out["no token"]["message"]
+    assert out["wrong token"]["field"] == "token" and "refused the token" in out["wrong token"]["message"]
+    assert "spark.connect.authenticate.token" in out["wrong token"]["message"]
+    assert out["no CA"]["field"] == "ca_cert" and "does not verify" in out["no CA"]["message"]
+    assert out["run"] == {"status": "succeeded", "records_read": n}
+    assert rows_as_table(spark.read.format("delta").load(str(target)).collect()) == oracle_table(
+        servers, topic
+    )
+    assert ps.marked and not ps.seen  # the client was seen running; no process showed the token
+    logs = [done.stdout, done.stderr, (nginx_dir / "nginx.log").read_text(errors="replace")]
+    logs += [p.read_text(errors="replace") for p in connect_server.dir.glob("*.log")]
+    logs += [(connect_server.dir / "cli.err").read_text(errors="replace")]
+    assert len(logs) >= 5 and not [text[:200] for text in logs if token in text]

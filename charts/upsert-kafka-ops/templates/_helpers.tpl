@@ -67,3 +67,40 @@ from the object-storage Secret. */}}
   valueFrom:
     secretKeyRef: {name: {{ include "uko.objectStorageSecretName" . }}, key: {{ .Values.objectStorage.secretKeys.icebergCatalogPassword }}, optional: true}
 {{- end -}}
+
+{{/* The Spark Connect server's token Secret (generated, or sparkConnect.auth.existingSecret) and key. */}}
+{{- define "uko.sparkConnectTokenSecretName" -}}
+{{- default (printf "%s-spark-connect-token" (include "uko.fullname" .)) .Values.sparkConnect.auth.existingSecret -}}
+{{- end -}}
+
+{{- define "uko.sparkConnectTokenSecretKey" -}}
+{{- if .Values.sparkConnect.auth.existingSecret -}}
+{{- .Values.sparkConnect.auth.existingSecretKey -}}
+{{- else -}}
+token
+{{- end -}}
+{{- end -}}
+
+{{/* The TLS Secret the Spark Connect proxy serves: sparkConnect.tls.secretName, or cert-manager's. */}}
+{{- define "uko.sparkConnectTlsSecretName" -}}
+{{- if .Values.sparkConnect.tls.certManager.enabled -}}
+{{- printf "%s-spark-connect-tls" (include "uko.fullname" .) -}}
+{{- else -}}
+{{- .Values.sparkConnect.tls.secretName -}}
+{{- end -}}
+{{- end -}}
+
+{{/* With a k8s:// master, the driver ports of the Spark Connect server (sparkConnect.conf's, else
+spark.driverService's) and the labels its executors get (the NetworkPolicy admits them). */}}
+{{- define "uko.sparkConnectDriverPort" -}}
+{{- index .Values.sparkConnect.conf "spark.driver.port" | default .Values.spark.driverService.port -}}
+{{- end -}}
+
+{{- define "uko.sparkConnectBlockManagerPort" -}}
+{{- index .Values.sparkConnect.conf "spark.driver.blockManager.port" | default .Values.spark.driverService.blockManagerPort -}}
+{{- end -}}
+
+{{- define "uko.sparkConnectExecutorLabels" -}}
+{{ include "uko.selectorLabels" . }}
+app.kubernetes.io/component: spark-connect-executor
+{{- end -}}

@@ -5,7 +5,7 @@ Commands:
 - ``jars fetch [--dir D] [--group kafka|spark]``: resolve the JVM jars from Maven Central.
 - ``jars path [--group G]``: print a group's folder (for scripts).
 - ``run PIPELINE [--job NAME] [--mode full|incremental] [--json] [--remote sc://HOST:PORT]``: run a
-  pipeline's jobs (on a Spark Connect server with ``--remote``).
+  pipeline's jobs (on a Spark Connect server with ``--remote``, its token from ``--token REF``).
 - ``backfill PIPELINE --job NAME [--until latest|MILLIS|OFFSETS_JSON] [--rewind] [--json]``: a bounded
   earliest -> end rebuild of a job's target.
 - ``verify PIPELINE --job NAME [--show N] [--json]``: compare a job's warehouse table with the fold of
@@ -18,8 +18,9 @@ Commands:
   as a pipeline file on stdout; what has no equivalent is reported with its line and column.
 - ``docs config``: print the configuration reference (docs/configuration.md); ``docs helm-schema``:
   the Helm chart's values.schema.json.
-- ``spark-connect [--host H] [--port P] [--master M] [--conf K=V]``: a Spark Connect server with the
-  project's jars and Delta, in the foreground (the Helm chart's ``sparkConnect``).
+- ``spark-connect [--host H] [--port P] [--master M] [--conf K=V] [--token REF | --insecure-no-token]``:
+  a Spark Connect server with the project's jars and Delta, in the foreground (the Helm chart's
+  ``sparkConnect``); it requires a token, generated into a file only its user reads unless given.
 - ``demo [--keep [--port P]]``: the main job on the embedded default (local broker, local Spark); with
   ``--keep``, the demo's broker and data left running for Airflow and Dagster.
 

@@ -192,6 +192,11 @@ class LagExporter(_Values):
         "container on one port (each series labelled with its pipeline and pipeline_job).",
     )
     port: int = Field(default=9308, ge=1, le=65000, description="Port of the metrics endpoint.")
+    host: str = Field(
+        default="0.0.0.0",
+        description="Address the metrics endpoint binds in its pod (--host; 0.0.0.0: the pod's address, "
+        "which the Service and Prometheus reach; networkPolicy.lagExporter says who may).",
+    )
     min_interval: float = Field(
         default=15.0,
         gt=0,
@@ -216,17 +221,104 @@ class LagExporter(_Values):
 JarGroupName = Literal["s3", "iceberg"]
 
 
+class SparkConnectAuth(_Values):
+    existing_secret: str = Field(
+        default="",
+        description="Use the token in this Secret (key existingSecretKey) instead of the one the chart "
+        "generates: a Secret <fullname>-spark-connect-token with key token, 48 random characters made "
+        "once and kept across upgrades and uninstalls (helm.sh/resource-policy: keep). The server requires "
+        "it either way (there is no option to run without one).",
+    )
+    existing_secret_key: str = Field(default="token", description="Key of the token in existingSecret.")
+
+
+class CertManagerIssuerRef(_Values):
+    name: str = Field(
+        default="", description="The Issuer or ClusterIssuer that signs the certificate (required)."
+    )
+    kind: Literal["Issuer", "ClusterIssuer"] = Field(default="Issuer", description="Its kind.")
+    group: str = Field(default="cert-manager.io", description="Its API group.")
+
+
+class SparkConnectCertManager(_Values):
+    enabled: bool = Field(
+        default=False,
+        description="Render a cert-manager Certificate (cert-manager.io/v1) whose Secret "
+        "<fullname>-spark-connect-tls the proxy serves (instead of tls.secretName); clients verify against "
+        "its ca.crt, which CA and self-signed issuers write (with a public ACME issuer, clients use the "
+        "system's CAs: leave UKO_SPARK_CONNECT_CA_CERT unset).",
+    )
+    issuer_ref: CertManagerIssuerRef = Field(
+        default_factory=CertManagerIssuerRef, description="The certificate's issuerRef."
+    )
+    duration: str = Field(default="2160h", description="The certificate's lifetime (cert-manager renews it).")
+    dns_names: list[str] = Field(
+        default_factory=list,
+        description="The certificate's names (empty: the Service's: <fullname>-spark-connect, and that with "
+        ".<namespace>, .<namespace>.svc and .<namespace>.svc.cluster.local).",
+    )
+
+
+class SparkConnectTls(_Values):
+    secret_name: str = Field(
+        default="",
+        description="A kubernetes.io/tls Secret the proxy serves: tls.crt and tls.key, and ca.crt for the "
+        "clients (the overlays mount it at /etc/upsert-kafka-ops/spark-connect-tls). This or "
+        "certManager.enabled is required with sparkConnect.enabled.",
+    )
+    cert_manager: SparkConnectCertManager = Field(
+        default_factory=SparkConnectCertManager, description="A certificate from cert-manager instead."
+    )
+
+
+class ProxyImage(_Values):
+    repository: str = Field(
+        default="nginxinc/nginx-unprivileged",
+        description="The TLS proxy's image: an nginx (1.22 or later) that runs as a non-root user.",
+    )
+    tag: str = Field(
+        default="1.30-alpine", description="Its tag (the stable line; pin a digest if you mirror it)."
+    )
+    pull_policy: Literal["Always", "IfNotPresent", "Never"] = Field(
+        default="IfNotPresent", description="Kubernetes imagePullPolicy."
+    )
+
+
+class SparkConnectProxy(_Values):
+    image: ProxyImage = Field(default_factory=ProxyImage, description="The proxy's image.")
+    resources: dict[str, Any] = Field(
+        default_factory=dict, description="Container resources (requests/limits) of the proxy container."
+    )
+
+
 class SparkConnect(_Values):
     enabled: bool = Field(
         default=False,
         description="Run a Spark Connect server (upsert-kafka-ops spark-connect: the project's jars and "
-        "Delta) and its Service: tasks with spark_master=sc://<fullname>-spark-connect:<port> (Airflow) or "
-        "SparkRuntimeResource(runtime='connect') (Dagster) run on its warm driver.",
+        "Delta) and its Service: tasks with spark_master=sc://<fullname>-spark-connect:<port>/;use_ssl=true "
+        "(Airflow) or SparkRuntimeResource(runtime='connect') (Dagster) run on its warm driver. It requires "
+        "a token (auth) and is reached over TLS only (tls: required).",
     )
-    port: int = Field(default=15002, ge=1, le=65000, description="The server's gRPC port.")
+    port: int = Field(
+        default=15002,
+        ge=1,
+        le=65000,
+        description="The TLS port: where the proxy (nginx, in the server's pod) listens and the Service "
+        "points.",
+    )
+    backend_port: int = Field(
+        default=15003,
+        ge=1,
+        le=65000,
+        description="The server's own gRPC port, on the pod's loopback (127.0.0.1) only: the proxy forwards "
+        "to it.",
+    )
     master: str = Field(
         default="local[*]",
-        description="The server's Spark master (local[*]: the pod's cores run every query).",
+        description="The server's Spark master (local[*]: the pod's cores run every query). With k8s://... "
+        "the driver in the pod starts executors with the release's spark-defaults, on the driver ports of "
+        "spark.driverService (unless conf sets spark.driver.port / spark.driver.blockManager.port), and "
+        "labels them so networkPolicy admits them to those ports.",
     )
     conf: dict[str, str] = Field(
         default_factory=dict,
@@ -240,6 +332,64 @@ class SparkConnect(_Values):
         default_factory=lambda: list[JarGroupName](["s3", "iceberg"]),
         description="Jar groups more on the server's class path (--group; the image has them): s3 for tables "
         "on S3, iceberg for Iceberg targets.",
+    )
+    auth: SparkConnectAuth = Field(
+        default_factory=SparkConnectAuth,
+        description="The token clients send: the server gets it as SPARK_CONNECT_AUTHENTICATE_TOKEN from a "
+        "Secret (never in its arguments or a ConfigMap); clients read the same variable.",
+    )
+    tls: SparkConnectTls = Field(default_factory=SparkConnectTls, description="The proxy's certificate.")
+    proxy: SparkConnectProxy = Field(
+        default_factory=SparkConnectProxy,
+        description="The TLS proxy: an nginx container in the server's pod, terminating TLS on port and "
+        "forwarding gRPC to 127.0.0.1:backendPort (its nginx.conf: ConfigMap <fullname>-spark-connect-proxy "
+        "from files/spark-connect-proxy.conf).",
+    )
+
+
+class NetworkPolicySparkConnect(_Values):
+    from_: list[dict[str, Any]] = Field(
+        default_factory=lambda: [
+            {
+                "podSelector": {"matchLabels": {"upsert-kafka-ops/spark-driver": "true"}},
+                "namespaceSelector": {},
+            }
+        ],
+        alias="from",
+        description="NetworkPolicyPeer objects (podSelector, namespaceSelector, ipBlock) admitted to the "
+        "Spark Connect TLS port (sparkConnect.port); default: the pods with the label the overlays put on "
+        "Airflow workers and Dagster run pods, in any namespace. With a k8s:// master, the release's "
+        "executors (labelled by the chart) are admitted to the driver ports as well.",
+    )
+
+
+class NetworkPolicyLagExporter(_Values):
+    from_: list[dict[str, Any]] = Field(
+        default_factory=lambda: [
+            {
+                "podSelector": {"matchLabels": {"app.kubernetes.io/name": "prometheus"}},
+                "namespaceSelector": {},
+            }
+        ],
+        alias="from",
+        description="NetworkPolicyPeer objects admitted to the lag exporter's metrics port; default: "
+        "Prometheus pods (app.kubernetes.io/name: prometheus, as the Prometheus Operator labels them) in any "
+        "namespace.",
+    )
+
+
+class NetworkPolicy(_Values):
+    enabled: bool = Field(
+        default=True,
+        description="A NetworkPolicy for each server the chart runs (Spark Connect, the lag exporter) that "
+        "admits ingress to its port from the peers below only. Ingress only: egress is left as it is. "
+        "Needs a network plugin that enforces NetworkPolicy.",
+    )
+    spark_connect: NetworkPolicySparkConnect = Field(
+        default_factory=NetworkPolicySparkConnect, description="Who reaches the Spark Connect server."
+    )
+    lag_exporter: NetworkPolicyLagExporter = Field(
+        default_factory=NetworkPolicyLagExporter, description="Who scrapes the lag exporter."
     )
 
 
@@ -269,6 +419,9 @@ class HelmValues(_Values):
     lag_exporter: LagExporter = Field(default_factory=LagExporter, description="The lag exporter.")
     spark_connect: SparkConnect = Field(
         default_factory=SparkConnect, description="A Spark Connect server: a warm driver for every run."
+    )
+    network_policy: NetworkPolicy = Field(
+        default_factory=NetworkPolicy, description="NetworkPolicies of the chart's servers (ingress only)."
     )
 
 
