@@ -273,6 +273,7 @@ def test_the_spark_connect_server_listens_where_its_service_points() -> None:
     assert args.conf == ["spark.sql.shuffle.partitions=8"]
     assert args.group == ["s3", "iceberg"]  # the image's S3A and Iceberg jars, for those targets' runs
     assert "ports" not in server  # nothing of it is reachable from outside the pod
+    assert pod["automountServiceAccountToken"] is False  # local[4]: no use for the namespace's API
     probe = server["readinessProbe"]["exec"]["command"]  # in the container, where loopback is its own
     assert probe[:2] == ["python", "-c"] and "('127.0.0.1', 15003)" in probe[2]
     # the proxy terminates TLS on the Service's port and forwards to the server
@@ -435,8 +436,13 @@ def test_network_policies_admit_only_the_configured_peers_to_each_servers_port()
         "from": [{"podSelector": {"matchLabels": {"app.kubernetes.io/name": "prometheus"}}, "namespaceSelector": {}}],
         "ports": [{"protocol": "TCP", "port": 9308}],
     }]  # fmt: skip
-    (lag,) = _one(objects, "Deployment", f"{F}-lag-exporter")["spec"]["template"]["spec"]["containers"]
+    lag_pod = _one(objects, "Deployment", f"{F}-lag-exporter")["spec"]["template"]["spec"]
+    (lag,) = lag_pod["containers"]
     assert lag["args"][lag["args"].index("--host") + 1] == "::"  # lagExporter.host
+    assert lag_pod["automountServiceAccountToken"] is False  # it never calls Kubernetes' API
+    # a k8s:// Connect server starts executors: it keeps its API token
+    connect_pod = _one(objects, "Deployment", f"{F}-spark-connect")["spec"]["template"]["spec"]
+    assert connect_pod["automountServiceAccountToken"] is True
     # the default peers: the orchestrators' pods (the overlays' label) from any namespace; a local master
     # has no executors to admit
     default = _one(render(VALUES / "spark-connect.yaml"), "NetworkPolicy", f"{F}-spark-connect")["spec"]

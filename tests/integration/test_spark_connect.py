@@ -73,6 +73,7 @@ def connect_server(jars_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> 
         printed = json.loads(line)
         token_file = Path(printed["token"]["file"])
         assert set(printed["token"]) == {"file"} and stat.S_IMODE(token_file.stat().st_mode) == 0o600
+        assert stat.S_IMODE(Path(printed["log"]).stat().st_mode) == 0o600  # Spark may write the token there
         server = ConnectServer(printed["url"], token_file, work)
         assert server.url.startswith("sc://localhost:") and server.token not in line
         yield server
@@ -180,7 +181,7 @@ else:
     (mat,) = done.asset_materializations_for_node("upsert_kafka_users")
     metadata = {k: getattr(v, "value", v) for k, v in mat.metadata.items()}
     out = {"records_read": metadata["upsert_kafka/records_read"], "mode": metadata["upsert_kafka/mode"],
-           "metadata": metadata, "resource": repr(spark)}  # printed: the token must be in neither
+           "metadata": repr(metadata), "resource": repr(spark)}  # printed: the token must be in neither
 print("RESULT " + json.dumps(out, default=str))
 """
 

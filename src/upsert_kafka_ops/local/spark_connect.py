@@ -130,7 +130,9 @@ class LocalSparkConnect:
         env.pop(TOKEN_ENV, None)
         if self.token is not None:
             env[TOKEN_ENV] = self.token
-        with open(self.log_file, "ab") as out:
+        # its owner's alone: Spark writes a foreachBatch worker's URL, token included, into it
+        log = os.open(self.log_file, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        with os.fdopen(log, "ab") as out:
             self._proc = subprocess.Popen(
                 self.command(), stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
                 cwd=self.dir, start_new_session=True,  # the server leaves ./artifacts in its folder
