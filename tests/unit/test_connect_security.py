@@ -54,8 +54,10 @@ def test_the_runtime_takes_the_token_from_a_reference_or_pysparks_variable(
     assert ConnectRuntime(remote="sc://h:15002").resolved_token() == "from-env"
     monkeypatch.setenv("UKO_SPARK_CONNECT_CA_CERT", str(tmp_path / "missing.crt"))
     with pytest.raises(SpecError) as missing:
-        ConnectRuntime(remote="sc://h:15002").resolved_ca_cert()
+        ConnectRuntime(remote="sc://h:15002/;use_ssl=true").resolved_ca_cert()
     assert missing.value.field == "UKO_SPARK_CONNECT_CA_CERT"
+    # the variable verifies a TLS connection; it does not turn TLS on for a plain one (a local server)
+    assert ConnectRuntime(remote="sc://localhost:15002").resolved_ca_cert() is None
 
 
 @pytest.fixture(scope="module")

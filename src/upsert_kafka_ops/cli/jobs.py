@@ -115,7 +115,7 @@ def _remote_arguments(parser: Any) -> None:
         "--ca-cert",
         metavar="file:PATH|env:VAR",
         help="--remote: the CA bundle (PEM) of the server's TLS certificate; turns TLS on "
-        "(default: the file UKO_SPARK_CONNECT_CA_CERT names)",
+        "(default, with use_ssl=true: the file UKO_SPARK_CONNECT_CA_CERT names)",
     )
 
 

@@ -72,7 +72,7 @@ class SparkRuntimeResource(dg.ConfigurableResource):  # type: ignore[type-arg]
     ca_cert: str | None = Field(
         default=None,
         description="connect: the path of the CA bundle (PEM) of the server's TLS proxy; turns TLS on "
-        "(default: the file UKO_SPARK_CONNECT_CA_CERT names).",
+        "(default, with use_ssl=true: the file UKO_SPARK_CONNECT_CA_CERT names).",
     )
     conf: dict[str, str] = Field(default_factory=dict, description="Extra Spark configuration.")
     deploy_mode: str = Field(default="client", description="spark-submit: client or cluster.")

@@ -85,8 +85,8 @@ class ConnectRuntime(SpecModel):
     ca_cert: SecretRef | None = Field(
         default=None,
         description="The CA bundle (PEM) that verifies the server's TLS certificate, as a reference "
-        f"({{file: PATH}} or {{env: VAR}}); turns TLS on. Default: the file {CA_CERT_ENV} names when "
-        "set, else the system's CAs (with use_ssl=true).",
+        f"({{file: PATH}} or {{env: VAR}}); turns TLS on. Default, with use_ssl=true: the file {CA_CERT_ENV} "
+        "names when set, else the system's CAs.",
     )
     conf: dict[str, str] = Field(
         default_factory=dict, description="Spark SQL settings for the run's session (runtime settings only)."
@@ -107,11 +107,12 @@ class ConnectRuntime(SpecModel):
         return os.environ.get(TOKEN_ENV) or None
 
     def resolved_ca_cert(self) -> bytes | None:
-        """The CA bundle's PEM: ``ca_cert``, else the file ``UKO_SPARK_CONNECT_CA_CERT`` names."""
+        """The CA bundle's PEM: ``ca_cert``, else (with ``use_ssl=true`` in ``remote``: the variable
+        verifies, it does not turn TLS on) the file ``UKO_SPARK_CONNECT_CA_CERT`` names."""
         if self.ca_cert is not None:
             return self.ca_cert.resolve().encode()
         path = os.environ.get(CA_CERT_ENV)
-        if not path:
+        if not path or not re.search(r";\s*use_ssl\s*=\s*true", self.remote, re.IGNORECASE):
             return None
         try:
             return Path(path).read_bytes()
