@@ -62,10 +62,6 @@ def channel_builder(remote: str, token: str | None, ca_cert: bytes | None) -> An
         def token(self) -> str | None:
             return token
 
-        @property
-        def secure(self) -> bool:
-            return self.use_ssl or ca_cert is not None or token is not None
-
         def toChannel(self) -> Any:
             if self.use_ssl or ca_cert is not None:
                 creds = grpc.ssl_channel_credentials(root_certificates=ca_cert)
