@@ -1,6 +1,8 @@
 """JVM artifacts from Maven Central: the Kafka broker (and its perf tools) and Spark's connectors.
 
-The Maven coordinates live here, inside the package, so a wheel install knows them too.
+The Maven coordinates live here, inside the package, so a wheel install knows them too. The groups
+Spark loads follow the Spark that runs: its connectors at its release, Delta, Iceberg and Hadoop's S3A
+at what its line needs (:mod:`upsert_kafka_ops.spark_lines`), each resolved into a folder named for it.
 :func:`fetch` resolves each group with Maven into its own folder of a cache directory (separate
 classpaths: the broker never sees Spark's jars and the other way round), and writes a manifest; a
 second call with the same coordinates finds the manifest and does nothing.
@@ -26,12 +28,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from xml.sax.saxutils import escape
 
+from upsert_kafka_ops import spark_lines
 from upsert_kafka_ops.errors import JarsError, ToolchainError
 
-#: The pyspark release whose JVM connectors are resolved. Must equal the installed pyspark.
-SPARK_VERSION = "4.0.0"
-#: Delta's JVM artifact matching the ``delta-spark`` Python package.
-DELTA_VERSION = "4.0.0"
 #: Apache Kafka broker and tools (KRaft only, Java 17+).
 KAFKA_VERSION = "4.3.1"
 POSTGRESQL_JDBC_VERSION = "42.7.8"
@@ -39,12 +38,6 @@ POSTGRESQL_JDBC_VERSION = "42.7.8"
 FLINK_KAFKA_CONNECTOR_VERSION = "5.0.0-2.2"
 FLINK_AVRO_VERSION = "2.2.0"
 LOG4J_VERSION = "2.25.4"
-#: Hadoop's release in pyspark's jars (hadoop-client-api); the local YARN cluster runs the same.
-HADOOP_VERSION = "3.4.1"
-AWS_SDK_VERSION = "2.24.5"
-#: Apache Iceberg's Spark runtime for Spark 4.0 (1.11.0: the first to take a commit's snapshot
-#: properties from the session, which a SQL MERGE needs; its classes need Java 17).
-ICEBERG_VERSION = "1.11.0"
 
 MAVEN_CENTRAL = "https://repo.maven.apache.org/maven2"
 ENV_JARS_DIR = "UPSERT_KAFKA_OPS_JARS_DIR"
@@ -73,6 +66,13 @@ class JarGroup:
     artifacts: tuple[Artifact, ...]
     #: ``group:artifact`` (``*`` allowed for the artifact) left out of the transitive closure.
     exclusions: tuple[str, ...] = field(default=())
+    #: the cache folder's name: the group's name, with the release it was resolved for when that
+    #: follows the Spark that runs (``spark-4.1.1``), so switching lines keeps each line's jars
+    folder: str = ""
+
+    @property
+    def dir_name(self) -> str:
+        return self.folder or self.name
 
     def fingerprint(self) -> str:
         text = json.dumps([[str(a) for a in self.artifacts], list(self.exclusions)])
@@ -89,31 +89,53 @@ KAFKA_GROUP = JarGroup(
     ),
 )
 
-SPARK_GROUP = JarGroup(
-    name="spark",
-    artifacts=(
-        Artifact("org.apache.spark", "spark-sql-kafka-0-10_2.13", SPARK_VERSION),
-        Artifact("org.apache.spark", "spark-avro_2.13", SPARK_VERSION),
-        Artifact("io.delta", "delta-spark_2.13", DELTA_VERSION),
-        Artifact("org.postgresql", "postgresql", POSTGRESQL_JDBC_VERSION),
-    ),
-    # Already in pyspark/jars (checked by tests/integration/test_jars.py against the installed
-    # pyspark): keep one copy of each on the classpath.
-    exclusions=(
-        "org.apache.hadoop:*",
-        "org.scala-lang:*",
-        "org.scala-lang.modules:*",
-        "org.lz4:*",
-        "org.xerial.snappy:*",
-        "com.github.luben:*",
-        "org.slf4j:*",
-        "com.google.code.findbugs:*",
-        "org.apache.spark:spark-tags_2.13",
-        "org.antlr:*",
-        "org.checkerframework:*",
-        "org.tukaani:*",
-    ),
+#: Already in pyspark/jars (checked by tests/integration/test_jars.py against the installed pyspark):
+#: kept out of the Spark group so the class path holds one copy of each.
+_IN_PYSPARK = (
+    "org.apache.hadoop:*",
+    "org.scala-lang:*",
+    "org.scala-lang.modules:*",
+    "org.lz4:*",
+    "org.xerial.snappy:*",
+    "com.github.luben:*",
+    "org.slf4j:*",
+    "com.google.code.findbugs:*",
+    "org.antlr:*",
+    "org.checkerframework:*",
+    "org.tukaani:*",
+    # Delta 4.4's kernel and Unity Catalog client declare these at older releases than pyspark 4.1's
+    "com.fasterxml.jackson.core:*",
+    "org.apache.logging.log4j:*",
+    "org.apache.parquet:*",
+    "org.roaringbitmap:*",
+    "io.airlift:*",
+    "commons-pool:*",
+    "org.locationtech.jts:*",
 )
+
+
+def spark_group(spark_version: str | None = None) -> JarGroup:
+    """Spark's Kafka connector and Avro at the running Spark's release, Delta for its line and the
+    PostgreSQL JDBC driver: every session's class path.
+
+    :param spark_version: the Spark the jars are for (a cluster's, vendor strings tolerated); the
+        installed pyspark's by default.
+    """
+    version = spark_version or spark_lines.installed_version()
+    line = spark_lines.line_of(version)
+    upstream, scala = spark_lines.release(version), line.scala
+    return JarGroup(
+        name="spark",
+        artifacts=(
+            Artifact("org.apache.spark", f"spark-sql-kafka-0-10_{scala}", upstream),
+            Artifact("org.apache.spark", f"spark-avro_{scala}", upstream),
+            Artifact("io.delta", line.delta.artifact, line.delta.version),
+            Artifact("org.postgresql", "postgresql", POSTGRESQL_JDBC_VERSION),
+        ),
+        exclusions=(*_IN_PYSPARK, f"org.apache.spark:spark-tags_{scala}"),
+        folder=f"spark-{upstream}",
+    )
+
 
 #: Real Flink's side of the conformance tests and benchmarks (PyFlink 2.2.1 runs it in its own
 #: virtualenv); not fetched unless asked for.
@@ -128,56 +150,108 @@ FLINK_GROUP = JarGroup(
     ),
 )
 
-#: A YARN ResourceManager and NodeManager (``upsert_kafka_ops.local.LocalYarn``) of the Hadoop release
-#: pyspark's client jars are: the cluster manager that runs Python drivers in cluster deploy mode.
-#: Their own JVMs; not on Spark's class path; not fetched unless asked for.
-YARN_GROUP = JarGroup(
-    name="yarn",
-    artifacts=(
-        Artifact("org.apache.hadoop", "hadoop-yarn-server-resourcemanager", HADOOP_VERSION),
-        Artifact("org.apache.hadoop", "hadoop-yarn-server-nodemanager", HADOOP_VERSION),
-        # the ResourceManager loads its timeline collector's base class even with the service off;
-        # its own dependencies (HBase) are not needed then
-        Artifact("org.apache.hadoop", "hadoop-yarn-server-timelineservice", HADOOP_VERSION, transitive=False),
-    ),
-)
 
-#: Spark's S3A connector for tables on S3 (``s3a://``), fetched when a pipeline has one. hadoop-aws
-#: declares the AWS SDK's 532 MB bundle; the three SDK modules it uses weigh 9 MB together (2.24.5:
-#: the bundle's 2.24.6 has no s3-transfer-manager on Maven Central). What pyspark/jars already holds
-#: (netty, Apache HttpClient, commons, slf4j) is left out.
-S3_GROUP = JarGroup(
-    name="s3",
-    artifacts=(
-        Artifact("org.apache.hadoop", "hadoop-aws", HADOOP_VERSION),
-        *(
-            Artifact("software.amazon.awssdk", a, AWS_SDK_VERSION)
-            for a in ("s3", "s3-transfer-manager", "sts")
+def yarn_group(spark_version: str | None = None) -> JarGroup:
+    """A YARN ResourceManager and NodeManager (``upsert_kafka_ops.local.LocalYarn``) of the Hadoop
+    release the Spark line's client jars are: the cluster manager that runs Python drivers in cluster
+    deploy mode. Their own JVMs; not on Spark's class path; not fetched unless asked for."""
+    hadoop = spark_lines.line_of(spark_version or spark_lines.installed_version()).hadoop
+    return JarGroup(
+        name="yarn",
+        artifacts=(
+            Artifact("org.apache.hadoop", "hadoop-yarn-server-resourcemanager", hadoop),
+            Artifact("org.apache.hadoop", "hadoop-yarn-server-nodemanager", hadoop),
+            # the ResourceManager loads its timeline collector's base class even with the service off;
+            # its own dependencies (HBase) are not needed then
+            Artifact("org.apache.hadoop", "hadoop-yarn-server-timelineservice", hadoop, transitive=False),
         ),
-    ),
-    exclusions=(
-        "software.amazon.awssdk:bundle",
-        "io.netty:*",
-        "org.apache.httpcomponents:*",
-        "commons-codec:*",
-        "commons-logging:*",
-        "org.slf4j:*",
-    ),
-)
+        folder=f"yarn-{hadoop}",
+    )
 
-#: Apache Iceberg tables (``kind: iceberg`` targets), fetched when a pipeline has one: the Spark
-#: runtime is one shaded jar with no dependencies of its own (48 MB). Its catalogs reach S3 through
-#: the S3A connector (the ``s3`` group) and PostgreSQL through the ``spark`` group's JDBC driver.
-ICEBERG_GROUP = JarGroup(
-    name="iceberg",
-    artifacts=(Artifact("org.apache.iceberg", "iceberg-spark-runtime-4.0_2.13", ICEBERG_VERSION),),
-)
 
-GROUPS: dict[str, JarGroup] = {
-    g.name: g for g in (KAFKA_GROUP, SPARK_GROUP, FLINK_GROUP, YARN_GROUP, S3_GROUP, ICEBERG_GROUP)
-}
+def s3_group(spark_version: str | None = None) -> JarGroup:
+    """Spark's S3A connector for tables on S3 (``s3a://``), fetched when a pipeline has one, at the
+    Hadoop release of the Spark line. hadoop-aws declares the AWS SDK's bundle (over 500 MB); the three
+    SDK modules it uses weigh 9 MB together. What pyspark/jars already holds (netty, Apache
+    HttpClient, commons, slf4j) is left out."""
+    line = spark_lines.line_of(spark_version or spark_lines.installed_version())
+    if not line.aws_sdk:
+        raise JarsError(
+            f"Tables on S3 are not supported on {line.name} yet (its hadoop-aws {line.hadoop} needs the "
+            "AWS SDK v1 bundle). Fix: run jobs with s3a:// tables on Spark 4.0 or later."
+        )
+    return JarGroup(
+        name="s3",
+        artifacts=(
+            Artifact("org.apache.hadoop", "hadoop-aws", line.hadoop),
+            *(
+                Artifact("software.amazon.awssdk", a, line.aws_sdk)
+                for a in ("s3", "s3-transfer-manager", "sts")
+            ),
+        ),
+        exclusions=(
+            "software.amazon.awssdk:bundle",
+            "io.netty:*",
+            "org.apache.httpcomponents:*",
+            "commons-codec:*",
+            "commons-logging:*",
+            "org.slf4j:*",
+        ),
+        folder=f"s3-{line.hadoop}",
+    )
+
+
+def iceberg_group(spark_version: str | None = None) -> JarGroup:
+    """Apache Iceberg tables (``kind: iceberg`` targets), fetched when a pipeline has one: the Spark
+    runtime built for the line, one shaded jar with no dependencies of its own (about 50 MB; 1.11 is
+    the first to take a commit's snapshot properties from the session, which a SQL MERGE needs). Its
+    catalogs reach S3 through the S3A connector (the ``s3`` group) and PostgreSQL through the
+    ``spark`` group's JDBC driver."""
+    line = spark_lines.line_of(spark_version or spark_lines.installed_version())
+    runtime = spark_lines.require_iceberg(line)
+    return JarGroup(
+        name="iceberg",
+        artifacts=(Artifact("org.apache.iceberg", runtime.artifact, runtime.version),),
+        folder=f"iceberg-{line.line}",
+    )
+
+
+#: The groups' names; :func:`group` makes each for a Spark release.
+GROUP_NAMES = ("kafka", "spark", "flink", "yarn", "s3", "iceberg")
 #: What ``fetch()`` and ``upsert-kafka-ops jars fetch`` resolve when no group is named.
-DEFAULT_GROUPS = (KAFKA_GROUP.name, SPARK_GROUP.name)
+DEFAULT_GROUPS = ("kafka", "spark")
+#: Groups the platform may already ship (``UPSERT_KAFKA_OPS_PROVIDED_JARS``); the rest run only
+#: locally (the broker, Flink, YARN) and are always ours.
+PROVIDABLE = ("spark", "s3", "iceberg")
+ENV_PROVIDED = "UPSERT_KAFKA_OPS_PROVIDED_JARS"
+
+
+def group(name: str, spark_version: str | None = None) -> JarGroup:
+    """The jar group ``name`` for a Spark release (the installed pyspark's by default)."""
+    if name == "kafka":
+        return KAFKA_GROUP
+    if name == "flink":
+        return FLINK_GROUP
+    makers = {"spark": spark_group, "yarn": yarn_group, "s3": s3_group, "iceberg": iceberg_group}
+    if name not in makers:
+        raise JarsError(f"Unknown jar group {name!r}; choose from {sorted(GROUP_NAMES)}.")
+    return makers[name](spark_version)
+
+
+def provided() -> frozenset[str]:
+    """The groups the platform ships on Spark's class path itself (Databricks and EMR bring Delta,
+    Iceberg, Kafka's connector and S3A): ``UPSERT_KAFKA_OPS_PROVIDED_JARS=spark,iceberg`` or ``all``.
+    Those are neither fetched nor added to a session or a spark-submit."""
+    raw = {p.strip() for p in os.environ.get(ENV_PROVIDED, "").split(",") if p.strip()}
+    if raw == {"all"}:
+        return frozenset(PROVIDABLE)
+    unknown = raw - set(PROVIDABLE)
+    if unknown:
+        raise JarsError(
+            f"{ENV_PROVIDED} names {sorted(unknown)}, which no platform provides. Fix: list some of "
+            f"{', '.join(PROVIDABLE)}, or 'all'."
+        )
+    return frozenset(raw)
 
 
 def default_jars_dir() -> Path:
@@ -275,14 +349,17 @@ _SIZE_UNITS = {"B": 1.0, "kB": 1e3, "MB": 1e6, "GB": 1e9}
 PROGRESS_EVERY_S = 5.0
 
 
-def group_dir(group: str | JarGroup, jars_dir: Path | None = None) -> Path:
-    g = GROUPS[group] if isinstance(group, str) else group
-    return (jars_dir or default_jars_dir()) / g.name
+def _group(g: str | JarGroup) -> JarGroup:
+    return group(g) if isinstance(g, str) else g
 
 
-def is_fetched(group: str | JarGroup, jars_dir: Path | None = None) -> bool:
+def group_dir(g: str | JarGroup, jars_dir: Path | None = None) -> Path:
+    return (jars_dir or default_jars_dir()) / _group(g).dir_name
+
+
+def is_fetched(grp: str | JarGroup, jars_dir: Path | None = None) -> bool:
     """True when the group's folder holds a manifest for the current coordinates and every jar."""
-    g = GROUPS[group] if isinstance(group, str) else group
+    g = _group(grp)
     folder = group_dir(g, jars_dir)
     manifest = folder / "manifest.json"
     if not manifest.is_file():
@@ -296,9 +373,9 @@ def is_fetched(group: str | JarGroup, jars_dir: Path | None = None) -> bool:
     return all((folder / name).is_file() for name in data.get("jars", []))
 
 
-def jar_paths(group: str | JarGroup, jars_dir: Path | None = None) -> list[Path]:
+def jar_paths(grp: str | JarGroup, jars_dir: Path | None = None) -> list[Path]:
     """The jars of a fetched group, sorted; raises :class:`JarsError` when not fetched."""
-    g = GROUPS[group] if isinstance(group, str) else group
+    g = _group(grp)
     folder = group_dir(g, jars_dir)
     if not is_fetched(g, jars_dir):
         raise JarsError(
@@ -309,28 +386,43 @@ def jar_paths(group: str | JarGroup, jars_dir: Path | None = None) -> list[Path]
     return [folder / name for name in sorted(data["jars"])]
 
 
+def class_path(
+    groups: tuple[str, ...] | list[str], jars_dir: Path | None = None, spark_version: str | None = None
+) -> list[Path]:
+    """The jars of ``groups`` to put on Spark's class path, leaving out what the platform provides
+    (:func:`provided`); a :class:`JarsError` names a group that is not fetched."""
+    skip = provided()
+    return [p for name in groups if name not in skip for p in jar_paths(group(name, spark_version), jars_dir)]
+
+
 def fetch(
     groups: list[str] | None = None,
     jars_dir: Path | None = None,
     repo_url: str | None = None,
     log: bool = True,
+    spark_version: str | None = None,
 ) -> dict[str, Path]:
-    """Resolve the groups with Maven into ``jars_dir/<group>``; a no-op for groups already fetched.
+    """Resolve the groups with Maven into ``jars_dir/<group>``; a no-op for groups already fetched,
+    and for the groups the platform provides (:func:`provided`).
 
     :param groups: group names (``kafka``, ``spark``, ``flink``); :data:`DEFAULT_GROUPS` by default.
     :param jars_dir: cache folder; :func:`default_jars_dir` by default.
     :param repo_url: Maven repository; ``$UPSERT_KAFKA_OPS_MAVEN_REPO`` or Maven Central.
-    :returns: group name -> folder.
+    :param spark_version: the Spark the jars are for (a cluster's); the installed pyspark's by default.
+    :returns: group name -> folder (the provided groups left out).
     :raises JarsError: when Maven fails; the message carries Maven's error lines.
     """
     base = jars_dir or default_jars_dir()
     repo = repo_url or os.environ.get(ENV_MAVEN_REPO) or MAVEN_CENTRAL
+    skip = provided()
     out: dict[str, Path] = {}
     for name in groups or list(DEFAULT_GROUPS):
-        if name not in GROUPS:
-            raise JarsError(f"Unknown jar group {name!r}; choose from {sorted(GROUPS)}.")
-        g = GROUPS[name]
-        folder = base / g.name
+        g = group(name, spark_version)
+        if name in skip:
+            if log:
+                print(f"jars: {name} provided by the platform ({ENV_PROVIDED}): not fetched")
+            continue
+        folder = base / g.dir_name
         out[name] = folder
         if is_fetched(g, base):
             if log:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from upsert_kafka_ops import jars
+from upsert_kafka_ops import jars, spark_lines
 
 
 def _artifact(jar: str) -> str:
@@ -24,8 +24,20 @@ def test_spark_group_adds_no_second_copy_of_a_pyspark_jar(jars_dir: Path) -> Non
     shipped = {_artifact(p.name) for p in (Path(pyspark.__file__).parent / "jars").glob("*.jar")}
     ours = {_artifact(p.name) for p in jars.jar_paths("spark", jars_dir)}
     assert ours & shipped == set()
-    assert {"spark-sql-kafka-0-10_2.13", "spark-token-provider-kafka-0-10_2.13", "kafka-clients"} <= ours
-    assert {"spark-avro_2.13", "delta-spark_2.13", "delta-storage", "postgresql", "commons-pool2"} <= ours
+    line = spark_lines.line_of(pyspark.__version__)
+    scala = line.scala
+    assert {
+        f"spark-sql-kafka-0-10_{scala}",
+        f"spark-token-provider-kafka-0-10_{scala}",
+        "kafka-clients",
+    } <= ours
+    assert {
+        f"spark-avro_{scala}",
+        line.delta.artifact,
+        "delta-storage",
+        "postgresql",
+        "commons-pool2",
+    } <= ours
 
 
 def test_s3_group_is_the_s3a_connector_with_no_second_copy_of_a_jar(jars_dir: Path) -> None:

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 
+from upsert_kafka_ops import spark_lines
 from upsert_kafka_ops.local import LocalKafka
 
 if TYPE_CHECKING:
@@ -75,4 +76,6 @@ def test_spark_has_delta_and_the_connector_jars(spark: SparkSession, tmp_path: P
     spark.range(5).write.format("delta").save(path)
     assert spark.read.format("delta").load(path).count() == 5
     jars = spark.sparkContext.getConf().get("spark.jars") or ""
-    assert "spark-sql-kafka-0-10_2.13" in jars and "delta-spark_2.13" in jars
+    line = spark_lines.line_of(spark.version)
+    assert f"spark-sql-kafka-0-10_{line.scala}-{spark.version}.jar" in jars
+    assert f"{line.delta.artifact}-{line.delta.version}.jar" in jars

@@ -17,12 +17,13 @@ from upsert_kafka_ops.runtime import spark_conf
 
 @pytest.fixture
 def jars_dir(tmp_path: Path) -> Path:
-    folder = tmp_path / "spark"
+    group = jars.spark_group()
+    folder = tmp_path / group.dir_name
     folder.mkdir()
     names = ["spark-sql-kafka.jar", "delta.jar"]
     for n in names:
         (folder / n).write_bytes(b"PK")
-    fp = jars.SPARK_GROUP.fingerprint()
+    fp = group.fingerprint()
     (folder / "manifest.json").write_text(json.dumps({"fingerprint": fp, "jars": names}))
     return tmp_path
 
@@ -31,7 +32,7 @@ def test_conf_points_spark_at_the_cached_jars_and_enables_delta(jars_dir: Path) 
     conf = spark_conf(jars_dir=jars_dir, shuffle_partitions=3)
     assert conf["spark.master"] == "local[*]"
     assert conf["spark.jars"].split(",") == [
-        str(jars_dir / "spark" / n) for n in ("delta.jar", "spark-sql-kafka.jar")
+        str(jars_dir / jars.spark_group().dir_name / n) for n in ("delta.jar", "spark-sql-kafka.jar")
     ]
     assert conf["spark.sql.extensions"] == "io.delta.sql.DeltaSparkSessionExtension"
     assert conf["spark.sql.shuffle.partitions"] == "3"
@@ -129,7 +130,7 @@ def test_the_class_archive_follows_the_jars_and_can_be_turned_off(
     jars_dir: Path, cache: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     before = class_archive.archive_path(spark_conf(jars_dir=jars_dir))
-    (jars_dir / "spark" / "delta.jar").write_bytes(b"PK another build")
+    (jars_dir / jars.spark_group().dir_name / "delta.jar").write_bytes(b"PK another build")
     assert class_archive.archive_path(spark_conf(jars_dir=jars_dir)) != before
     archive = class_archive.archive_path(spark_conf(jars_dir=jars_dir))
     assert archive is not None

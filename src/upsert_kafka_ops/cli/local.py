@@ -5,11 +5,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 import time
 from pathlib import Path
 from typing import Any
 
-from upsert_kafka_ops import jars
+from upsert_kafka_ops import jars, spark_lines
 from upsert_kafka_ops.errors import LocalServiceError, SpecError, UpsertKafkaOpsError
 
 
@@ -22,7 +23,12 @@ def register(sub: Any) -> None:
         sp = jsub.add_parser(name, help=text)
         sp.add_argument("--dir", type=Path, default=None, help=f"cache folder (default: ${jars.ENV_JARS_DIR} "
                         "or the user cache directory)")  # fmt: skip
-        sp.add_argument("--group", action="append", choices=sorted(jars.GROUPS), help="only this group")
+        sp.add_argument("--group", action="append", choices=sorted(jars.GROUP_NAMES), help="only this group")
+        which = sp.add_mutually_exclusive_group()
+        which.add_argument("--spark-version", default=None, help="the jars for this Spark release (a cluster's, "
+                           "e.g. 3.5.6-amzn-1) instead of the installed pyspark's")  # fmt: skip
+        which.add_argument("--spark-submit", default=None, help="the jars for the Spark this spark-submit runs "
+                           "(read from its --version)")  # fmt: skip
 
     pl = sub.add_parser("local", help="local services for development and tests")
     lsub = pl.add_subparsers(dest="service", required=True)
@@ -94,16 +100,23 @@ def register(sub: Any) -> None:
 
 
 def _jars(args: argparse.Namespace) -> int:
+    version = args.spark_version
+    if args.spark_submit:
+        version = spark_lines.cluster_version(args.spark_submit)
+        print(f"jars: {args.spark_submit} runs Spark {version}", file=sys.stderr)
     if args.jars_command == "fetch":
-        jars.fetch(groups=args.group, jars_dir=args.dir)
-        if "spark" in (args.group or jars.DEFAULT_GROUPS):  # the local driver's class archive
+        jars.fetch(groups=args.group, jars_dir=args.dir, spark_version=version)
+        local_driver = version is None and "spark" not in jars.provided()
+        if local_driver and "spark" in (
+            args.group or jars.DEFAULT_GROUPS
+        ):  # the local driver's class archive
             from upsert_kafka_ops.engine import class_archive
             from upsert_kafka_ops.engine.session import spark_conf
 
             class_archive.build(spark_conf(jars_dir=args.dir))
     else:
         for name in args.group or jars.DEFAULT_GROUPS:
-            print(jars.group_dir(name, args.dir))
+            print(jars.group_dir(jars.group(name, version), args.dir))
     return 0
 
 

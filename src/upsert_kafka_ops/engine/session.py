@@ -18,7 +18,7 @@ from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from upsert_kafka_ops import jars
+from upsert_kafka_ops import jars, spark_lines
 from upsert_kafka_ops.engine import class_archive
 from upsert_kafka_ops.errors import ToolchainError
 
@@ -149,7 +149,7 @@ def spark_conf(
     conf = {
         "spark.master": master,
         "spark.app.name": app_name,
-        "spark.jars": ",".join(str(p) for g in jar_groups for p in jars.jar_paths(g, jars_dir)),
+        "spark.jars": ",".join(str(p) for p in jars.class_path(jar_groups, jars_dir)),
         "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
         "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
         "spark.sql.shuffle.partitions": str(shuffle_partitions or max(2, 2 * cores)),
@@ -182,15 +182,12 @@ def spark_conf(
 
 
 def check_pyspark_version() -> str:
-    """The installed pyspark version; raises when it differs from the jars' Spark version."""
+    """The installed pyspark version; a :class:`ToolchainError` when its line is not supported (the
+    connector jars are resolved for the installed release itself)."""
     import pyspark
 
     version = str(pyspark.__version__)
-    if version != jars.SPARK_VERSION:
-        raise ToolchainError(
-            f"pyspark {version} is installed but the connector jars are built for Spark "
-            f"{jars.SPARK_VERSION}; install pyspark=={jars.SPARK_VERSION} (see constraints.txt)."
-        )
+    spark_lines.line_of(version)
     return version
 
 

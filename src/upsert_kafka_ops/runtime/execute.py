@@ -201,7 +201,7 @@ def _submission(
     if rt.jars is None and extra:
         from upsert_kafka_ops import jars
 
-        added = [str(p) for g in extra for p in jars.jar_paths(g)]
+        added = [str(p) for p in jars.class_path(extra)]
         rt = rt.model_copy(update={"jars": [*rt.jar_list(), *added]})
     payload: dict[str, Any] = {"pipeline": portable.to_json_dict(), "job": job}
     if mode is not None:

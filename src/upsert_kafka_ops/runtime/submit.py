@@ -190,7 +190,7 @@ class SparkSubmitRuntime(SpecModel):
             return list(self.jars)
         from upsert_kafka_ops import jars
 
-        return [str(p) for p in jars.jar_paths("spark")]
+        return [str(p) for p in jars.class_path(["spark"])]
 
     def redact(self, text: str) -> str:
         """``text`` with every ``env`` value (of at least :data:`MIN_REDACTED_LENGTH` characters) masked."""

@@ -1,0 +1,71 @@
+"""The supported Spark lines: version strings as platforms print them, and the refusals."""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+import pytest
+
+from upsert_kafka_ops import spark_lines
+from upsert_kafka_ops.errors import ToolchainError
+
+
+@pytest.mark.parametrize(
+    ("version", "line", "release"),
+    [
+        ("3.5.6-amzn-1", "3.5", "3.5.6"),  # EMR
+        ("4.1.0-databricks", "4.1", "4.1.0"),
+        (" 4.0.2 ", "4.0", "4.0.2"),
+        ("4.2.0", "4.2", "4.2.0"),
+    ],
+)
+def test_vendor_version_strings_are_read_by_their_release(version: str, line: str, release: str) -> None:
+    assert spark_lines.line_of(version).line == line
+    assert spark_lines.release(version) == release
+
+
+@pytest.mark.parametrize(
+    ("version", "match"),
+    [
+        ("3.4.4", r"Spark 3\.4\.4 is not supported \(its line is older.*3\.5 \(3\.5\.3\+\), 4\.0"),
+        ("4.3.0", r"no Delta or Iceberg release for it is published yet"),
+        ("3.5.2", r"older than 3\.5\.3, the oldest Spark 3\.5 release supported.*upgrade to 3\.5\.3"),
+        ("4.0.1", r"upgrade to 4\.0\.2"),
+        ("four", r"not of the form major\.minor\.patch"),
+    ],
+)
+def test_unsupported_releases_are_refused_with_the_supported_lines(version: str, match: str) -> None:
+    with pytest.raises(ToolchainError, match=match):
+        spark_lines.line_of(version)
+
+
+def test_a_driver_and_a_cluster_of_different_lines_are_named_both() -> None:
+    spark_lines.same_line("4.1.1", "4.1.3-amzn-0")  # patch releases of a line work together
+    with pytest.raises(
+        ToolchainError, match=r"driver runs Spark 4\.1\.1 but the cluster runs Spark 3\.5\.6-amzn-1"
+    ):
+        spark_lines.same_line("4.1.1", "3.5.6-amzn-1")
+
+
+def test_the_cluster_version_is_read_from_spark_submits_banner(tmp_path: Path) -> None:
+    # the banner as Spark's own spark-submit --version prints it, on stderr
+    fake = tmp_path / "spark-submit"
+    fake.write_text(
+        "#!/bin/sh\ncat >&2 <<'X'\nWelcome to\n      ____              __\n"
+        "   /___/ .__/\\_,_/_/ /_/\\_\\   version 3.5.6-amzn-1\n      /_/\n\nUsing Scala version 2.12.18\nX\n"
+    )
+    fake.chmod(fake.stat().st_mode | stat.S_IXUSR)
+    assert spark_lines.cluster_version(str(fake)) == "3.5.6-amzn-1"
+    mute = tmp_path / "mute"
+    mute.write_text("#!/bin/sh\necho hello\n")
+    mute.chmod(mute.stat().st_mode | stat.S_IXUSR)
+    with pytest.raises(ToolchainError, match="printed no Spark version"):
+        spark_lines.cluster_version(str(mute))
+    with pytest.raises(ToolchainError, match="Could not run"):
+        spark_lines.cluster_version(os.fspath(tmp_path / "absent"))
+
+
+def test_the_installed_pyspark_is_on_the_default_line() -> None:
+    assert spark_lines.line_of(spark_lines.installed_version()).line == spark_lines.DEFAULT_LINE
