@@ -45,7 +45,7 @@ FLINK_VENV := .venv-flink
 FLINK_STAMP := $(FLINK_VENV)/.installed-stamp
 FLINK_VERSION := 2.2.1
 
-.PHONY: help toolchain test-costs-reset test-quick install jars flink flink-venv flink-jars yarn lake-jars kerberos registry lint unit check helm minio prometheus nginx chart integration test demo bench constraints clean
+.PHONY: lanes wheel-check help toolchain test-costs-reset test-quick install jars flink flink-venv flink-jars yarn lake-jars kerberos registry lint unit check helm minio prometheus nginx chart integration test demo bench constraints clean
 
 help:
 	@echo "make demo   - install, fetch jars, run the main job on a local Kafka broker and local Spark"
@@ -53,6 +53,8 @@ help:
 	@echo "make check  - lint and unit tests only (no JVM; under a minute): the quickest loop"
 	@echo "make test-quick - make check, the chart and a slice of each suite with real components (under 8 minutes)"
 	@echo "make jars   - resolve the JVM jars from Maven Central (a no-op when up to date)"
+	@echo "make lanes  - the other Spark lines (3.5 on Python 3.11, 4.0 on 3.12), each in its own virtualenv"
+	@echo "make wheel-check - build the wheel, install it into clean Python 3.13 and 3.10 virtualenvs, run the demo from it"
 	@echo "make bench  - engine throughput next to Kafka's perf tools, Spark's raw read and Flink's job"
 
 toolchain:
@@ -199,6 +201,17 @@ test-quick: jars check chart nginx
 	@rm -rf build/test-logs/quick
 	@$(TIMED) "quick suites" scripts/run-suites.sh $(BIN)/pytest build/test-logs/quick quick
 
+# The other supported Spark lines, each in its own virtualenv (scripts/lanes.sh; .ci/run runs it after
+# make test, whose Flink oracle and jar cache it uses): Spark 3.5 on Python 3.11, Spark 4.0 on 3.12.
+lanes: flink-venv
+	@$(TIMED) "spark line lanes" env UKO_FLINK_PYTHON=$(CURDIR)/$(FLINK_VENV)/bin/python scripts/lanes.sh $(PIP_VERSION) $(UV_VERSION) $(EXTRAS) $(LANES)
+
+# The package as users install it: sdist and wheel built and twine-checked, the wheel installed into
+# clean Python 3.13 virtualenvs with the airflow and the dagster extra (their CLIs load the provider and
+# the Component), on Python 3.10, and the demo run from the installed wheel (scripts/wheel-check.sh).
+wheel-check: jars
+	@$(TIMED) "wheel check" scripts/wheel-check.sh $(PIP_VERSION) $(UV_VERSION)
+
 demo: jars
 	$(BIN)/upsert-kafka-ops demo
 
@@ -219,4 +232,4 @@ constraints: install
 	@mv constraints.txt.new constraints.txt
 
 clean:
-	rm -rf $(VENV) $(FLINK_VENV) .tools build dist src/*.egg-info .pytest_cache .mypy_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) $(FLINK_VENV) .venv-lanes .tools build dist src/*.egg-info .pytest_cache .mypy_cache .ruff_cache .hypothesis

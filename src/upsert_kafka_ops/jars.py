@@ -123,13 +123,13 @@ def spark_group(spark_version: str | None = None) -> JarGroup:
     """
     version = spark_version or spark_lines.installed_version()
     line = spark_lines.line_of(version)
-    upstream, scala = spark_lines.release(version), line.scala
+    upstream, scala, delta = spark_lines.release(version), line.scala, spark_lines.delta_for(version)
     return JarGroup(
         name="spark",
         artifacts=(
             Artifact("org.apache.spark", f"spark-sql-kafka-0-10_{scala}", upstream),
             Artifact("org.apache.spark", f"spark-avro_{scala}", upstream),
-            Artifact("io.delta", line.delta.artifact, line.delta.version),
+            Artifact("io.delta", delta.artifact, delta.version),
             Artifact("org.postgresql", "postgresql", POSTGRESQL_JDBC_VERSION),
         ),
         exclusions=(*_IN_PYSPARK, f"org.apache.spark:spark-tags_{scala}"),
@@ -417,11 +417,11 @@ def fetch(
     skip = provided()
     out: dict[str, Path] = {}
     for name in groups or list(DEFAULT_GROUPS):
-        g = group(name, spark_version)
         if name in skip:
             if log:
                 print(f"jars: {name} provided by the platform ({ENV_PROVIDED}): not fetched")
             continue
+        g = group(name, spark_version)
         folder = base / g.dir_name
         out[name] = folder
         if is_fetched(g, base):

@@ -45,6 +45,9 @@ class SparkLine:
     aws_sdk: str
     #: ``io.delta``'s Spark jar for the line (matching PyPI's ``delta-spark`` of the same version)
     delta: Release
+    #: an older Delta for the line's first patch releases, which the newest Delta does not run on:
+    #: ``(newest patch it serves, release)``
+    delta_early: tuple[tuple[int, int, int], Release] | None
     #: ``org.apache.iceberg``'s Spark runtime for the line
     iceberg: Release | None
     #: Python releases the line's pyspark supports, oldest and newest (inclusive)
@@ -67,16 +70,19 @@ LINES: dict[str, SparkLine] = {
             hadoop="3.3.4",
             aws_sdk="",  # hadoop-aws 3.3 is built on the AWS SDK v1 bundle
             delta=Release("delta-spark_2.12", "3.3.2"),
+            delta_early=None,
             iceberg=Release("iceberg-spark-runtime-3.5_2.12", "1.12.0"),
             python=("3.10", "3.11"),
         ),
         SparkLine(
             line="4.0",
-            oldest=(4, 0, 2),  # Delta 4.1+ needs 4.0.1, Iceberg 1.11+ 4.0.2
+            # 4.0.0 is what Databricks 17.3 LTS runs; Delta 4.1+ needs 4.0.1, so 4.0.0 keeps Delta 4.0
+            oldest=(4, 0, 0),
             scala="2.13",
             hadoop="3.4.1",
             aws_sdk="2.24.5",
             delta=Release("delta-spark_4.0_2.13", "4.4.0"),
+            delta_early=((4, 0, 0), Release("delta-spark_2.13", "4.0.0")),
             iceberg=Release("iceberg-spark-runtime-4.0_2.13", "1.11.0"),  # the newest built for 4.0
             python=("3.10", "3.13"),
         ),
@@ -87,6 +93,7 @@ LINES: dict[str, SparkLine] = {
             hadoop="3.4.2",
             aws_sdk="2.29.52",
             delta=Release("delta-spark_4.1_2.13", "4.4.0"),  # 4.1-4.2 fail on Spark 4.1.2+ (delta#6867)
+            delta_early=None,
             iceberg=Release("iceberg-spark-runtime-4.1_2.13", "1.12.0"),
             python=("3.10", "3.13"),
         ),
@@ -97,6 +104,7 @@ LINES: dict[str, SparkLine] = {
             hadoop="3.4.2",
             aws_sdk="2.29.52",
             delta=Release("delta-spark_4.2_2.13", "4.4.0"),  # delta-spark 4.4 declares Spark <= 4.2.0
+            delta_early=None,
             iceberg=None,  # no Iceberg runtime is published for 4.2 (the 4.1 jar fails on it)
             python=("3.10", "3.13"),
         ),
@@ -107,6 +115,7 @@ LINES: dict[str, SparkLine] = {
 DEFAULT_LINE = "4.1"
 
 _VERSION = re.compile(r"(\d+)\.(\d+)\.(\d+)")
+_PREVIEW = re.compile(r"^\s*\d+\.\d+\.\d+-(preview|rc)", re.IGNORECASE)
 
 
 def parse(version: str) -> tuple[int, int, int]:
@@ -129,14 +138,26 @@ def release(version: str) -> str:
 
 
 def supported() -> str:
-    """The supported lines, for messages: ``3.5 (3.5.3+), 4.0 (4.0.2+), ...``."""
-    return ", ".join(f"{ln.line} ({'.'.join(map(str, ln.oldest))}+)" for ln in LINES.values())
+    """The supported lines, for messages: ``3.5 (3.5.3+), 4.0 (4.0.2+), ..., 4.2 (4.2.0+, no Iceberg)``."""
+
+    def one(ln: SparkLine) -> str:
+        notes = [f"{'.'.join(map(str, ln.oldest))}+"]
+        notes += ["no Iceberg"] if ln.iceberg is None else []
+        notes += ["no s3a:// tables"] if not ln.aws_sdk else []
+        return f"{ln.line} ({', '.join(notes)})"
+
+    return ", ".join(one(ln) for ln in LINES.values())
 
 
 def line_of(version: str) -> SparkLine:
     """The supported line of a Spark version; a :class:`ToolchainError` naming the supported lines
     when it has none, or when the release is older than its line's oldest supported patch."""
     v = parse(version)
+    if _PREVIEW.search(version):
+        raise ToolchainError(
+            f"Spark {version} is a preview release; no Delta or Iceberg build targets it. "
+            f"Fix: run a released Spark of a supported line: {supported()}."
+        )
     line = LINES.get(f"{v[0]}.{v[1]}")
     if line is None:
         newer = v > max(ln.oldest for ln in LINES.values())
@@ -179,6 +200,14 @@ def same_line(driver: str, cluster: str) -> None:
             f"Fix: install the cluster's line where the driver runs (pip install 'pyspark=={release(cluster)}' "
             "with that line's constraints), or point the runtime at a cluster of the driver's line."
         )
+
+
+def delta_for(version: str) -> Release:
+    """Delta's Spark jar for a Spark release (the PyPI ``delta-spark`` of the same version goes with it)."""
+    line, v = line_of(version), parse(version)
+    if line.delta_early is not None and v <= line.delta_early[0]:
+        return line.delta_early[1]
+    return line.delta
 
 
 def require_iceberg(line: SparkLine) -> Release:

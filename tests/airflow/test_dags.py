@@ -144,9 +144,9 @@ def test_pageviews_per_region_dag_follows_new_views(
 def test_backfill_dag_refuses_an_older_end_unless_rewind_then_rebuilds(
     demo: dict[str, Any], kafka: LocalKafka, spark: Any, capfd: pytest.CaptureFixture[str]
 ) -> None:
-    from datetime import UTC, datetime
+    from datetime import datetime, timezone
 
-    end = datetime.fromtimestamp(demo["before_move_ms"] / 1000, UTC).isoformat()
+    end = datetime.fromtimestamp(demo["before_move_ms"] / 1000, timezone.utc).isoformat()
     conf = {"job": "users-to-delta", "end": end, "rewind": False}
     dagrun, text = _run(demo, "upsert_kafka_backfill", capfd, run_conf=conf)
     assert task_states(dagrun) == {"backfill": "failed", "verify": "upstream_failed"}

@@ -25,6 +25,9 @@ from upsert_kafka_ops import UpsertKafkaTable, materialize
 from upsert_kafka_ops.engine.source import read_changelog
 from upsert_kafka_ops.local import LocalKafka
 
+#: each Spark line's lane runs the engine against its oracle too (make lanes)
+pytestmark = pytest.mark.lines
+
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 

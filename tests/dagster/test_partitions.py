@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable
-from datetime import UTC, datetime
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -35,12 +35,12 @@ def _snapshots(spark: Any, path: Path) -> dict[int, dict[int, tuple[str, str, st
     for r in (
         spark.read.format("delta").load(str(path)).select("as_of", "id", "name", "region", "score").collect()
     ):
-        out.setdefault(int(r[0].replace(tzinfo=UTC).timestamp() * 1000), []).append(r[1:])
+        out.setdefault(int(r[0].replace(tzinfo=timezone.utc).timestamp() * 1000), []).append(r[1:])
     return {k: rows_as_table(v) for k, v in out.items()}
 
 
 def _day(ms: int) -> str:
-    return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%d")
+    return datetime.fromtimestamp(ms / 1000, timezone.utc).strftime("%Y-%m-%d")
 
 
 def test_daily_snapshot_partitions_out_of_order_and_as_a_range(
@@ -53,7 +53,7 @@ def test_daily_snapshot_partitions_out_of_order_and_as_a_range(
 ) -> None:
     servers = kafka.bootstrap_servers
     topic = new_topic(partitions=3, config={"cleanup.policy": "compact"})
-    today = datetime.now(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+    today = datetime.now(timezone.utc).replace(hour=0, minute=0, second=0, microsecond=0)
     base = int(today.timestamp() * 1000) - 2 * DAY  # recent: inside the topic's retention
     rnd = random.Random(5)
     produce(servers, topic, random_changes(rnd, 80, 20), timestamp_ms=base + 9 * 3_600_000)

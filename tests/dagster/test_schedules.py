@@ -5,7 +5,7 @@ Delta), with the lower bound taken from the schedule's longest gap."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
@@ -64,7 +64,7 @@ def test_a_scheduled_job_gets_a_schedule_and_a_freshness_check_that_a_real_run_t
     defs = dg.Definitions(assets=assets, schedules=schedules, resources={"kafka": kafka_resource})
     every = defs.resolve_schedule_def("upsert_kafka_schedule_every_minute")
     tick = every.evaluate_tick(
-        dg.build_schedule_context(scheduled_execution_time=datetime(2026, 1, 1, 10, tzinfo=UTC))
+        dg.build_schedule_context(scheduled_execution_time=datetime(2026, 1, 1, 10, tzinfo=timezone.utc))
     )
     (request,) = tick.run_requests or []
     assert request.tags["upsert_kafka/job"] == "every-minute"

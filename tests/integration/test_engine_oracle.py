@@ -27,6 +27,9 @@ from upsert_kafka_ops.local import LocalKafka
 from upsert_kafka_ops.spec.connection import KafkaConnection
 from upsert_kafka_ops.spec.table import UpsertKafkaTable
 
+#: each Spark line's lane runs the engine against its oracle too (make lanes)
+pytestmark = pytest.mark.lines
+
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 

@@ -55,7 +55,7 @@ def _j(**fields: Any) -> bytes:
 
 def _ntz(ms: int) -> dt.datetime:
     """A record timestamp as a ``TIMESTAMP(3)`` metadata column reads it (session time zone UTC)."""
-    return dt.datetime.fromtimestamp(ms / 1000, dt.UTC).replace(tzinfo=None)
+    return dt.datetime.fromtimestamp(ms / 1000, dt.timezone.utc).replace(tzinfo=None)
 
 
 def _produce(kafka: LocalKafka, topic: str, records: Iterable[Sequence[Any]]) -> None:
@@ -635,7 +635,7 @@ _BOOKS_SCHEMA = "op STRING, seq INT, id INT, title STRING, author STRING, price 
 
 
 def _utc(h: int) -> dt.datetime:
-    return dt.datetime(2021, 3, 30, h, tzinfo=dt.UTC)
+    return dt.datetime(2021, 3, 30, h, tzinfo=dt.timezone.utc)
 
 
 # ReducingUpsertWriterTest.TEST_DATA (op, id, title, author, price, qty, ts)

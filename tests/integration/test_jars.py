@@ -33,7 +33,7 @@ def test_spark_group_adds_no_second_copy_of_a_pyspark_jar(jars_dir: Path) -> Non
     } <= ours
     assert {
         f"spark-avro_{scala}",
-        line.delta.artifact,
+        spark_lines.delta_for(pyspark.__version__).artifact,
         "delta-storage",
         "postgresql",
         "commons-pool2",

@@ -34,9 +34,11 @@ from tests.integration.jobs_support import (
 )
 from tests.integration.oracle import fold, read_all
 from tests.integration.test_jobs_postgres import pg_rows, pg_target
+from tests.storage.test_s3_targets import end_offsets
 
-from upsert_kafka_ops.jobs import run_job
-from upsert_kafka_ops.jobs.state import read_delta_log, read_postgres_state
+from upsert_kafka_ops.jobs import Pipeline, run_job
+from upsert_kafka_ops.jobs.state import read_delta_log, read_postgres_state, read_stored_offsets
+from upsert_kafka_ops.jobs.to_warehouse import read_target
 from upsert_kafka_ops.local import LocalKafka, LocalPostgres
 
 
@@ -61,9 +63,27 @@ def _until_paused(run: subprocess.Popen[str], flag: Path, timeout: float = 300.0
 
 def _setup(
     kind: str, kafka: LocalKafka, topic: str, tmp_path: Path, postgres: LocalPostgres
-) -> tuple[dict[str, Any], Callable[[], dict[int, tuple[str, str, str]]], Callable[[], Any]]:
+) -> tuple[Pipeline, Callable[[], dict[int, tuple[str, str, str]]], Callable[[], Any]]:
     servers = kafka.bootstrap_servers
-    if kind == "delta":
+    catalogs: dict[str, Any] = {}
+    if kind == "iceberg":  # a Hadoop catalog in a local folder (the S3 suite runs a JDBC one on S3)
+        name = f"files_{uuid.uuid4().hex[:8]}"  # one Spark session serves the suite
+        catalogs = {"files": {"type": "hadoop", "warehouse": str(tmp_path / "lake"), "catalog_name": name}}
+        target: dict[str, Any] = {"kind": "iceberg", "catalog": "files", "table": "crm.users"}
+
+        def rows() -> dict[int, tuple[str, str, str]]:
+            from pyspark.sql import SparkSession as S
+
+            spark = S.getActiveSession()
+            assert spark is not None
+            got = read_target(spark, p, p.job(f"users-{kind}").target)  # type: ignore[union-attr,arg-type]
+            got = got.select("id", "name", "region", "score").collect()
+            assert len(got) == len({r[0] for r in got}), "duplicate keys in the Iceberg table"
+            return rows_as_table(got)
+
+        def state() -> Any:
+            return read_stored_offsets(p.job(f"users-{kind}"), p)
+    elif kind == "delta":
         path = tmp_path / "users"
         target: dict[str, Any] = {"kind": "delta", "path": str(path)}
 
@@ -90,16 +110,19 @@ def _setup(
                 return read_postgres_state(c, "upsert_kafka_ops_offsets", table)
 
     job = {"name": f"users-{kind}", "kind": "materialize", "source": source(topic, servers), "target": target}
-    return job, rows, state
+    p = Pipeline.model_validate(
+        {"connections": {"main": {"bootstrap_servers": servers}}, "catalogs": catalogs, "jobs": [job]}
+    )
+    return p, rows, state
 
 
 @pytest.mark.parametrize(
     ("kind", "point", "mode"),
     [
-        ("delta", "after-read", "incremental"),
+        pytest.param("delta", "after-read", "incremental", marks=pytest.mark.lines),
         ("delta", "after-commit", "incremental"),
-        ("postgres", "after-read", "incremental"),
-        ("postgres", "in-transaction", "incremental"),
+        pytest.param("iceberg", "after-commit", "incremental", marks=pytest.mark.lines),
+        pytest.param("postgres", "in-transaction", "incremental", marks=pytest.mark.lines),
         ("postgres", "after-commit", "incremental"),
         ("postgres", "during-swap", "full"),
     ],
@@ -120,8 +143,7 @@ def test_a_run_killed_at_a_fault_point_is_repaired_by_the_rerun(
     topic = new_topic(partitions=2)
     servers = kafka.bootstrap_servers
     rnd = random.Random(point)
-    job, rows, state = _setup(kind, kafka, topic, tmp_path, postgres)
-    p = pipeline(servers, [job])
+    p, rows, state = _setup(kind, kafka, topic, tmp_path, postgres)
     produce(servers, topic, random_changes(rnd, 150, 40))
     run_job(p, spark=spark)
     before = state()
@@ -161,8 +183,7 @@ def test_two_runs_of_one_job_never_interleave(
     monkeypatch.setenv("UKO_TEST_PG_PASSWORD", postgres.password)
     topic = new_topic(partitions=2)
     servers = kafka.bootstrap_servers
-    job, rows, state = _setup("postgres", kafka, topic, tmp_path, postgres)
-    p = pipeline(servers, [job])
+    p, rows, state = _setup("postgres", kafka, topic, tmp_path, postgres)
     produce(servers, topic, random_changes(random.Random(3), 100, 30))
     file = tmp_path / "pipeline.yaml"
     file.write_text(yaml.safe_dump(p.to_json_dict()))
@@ -224,7 +245,13 @@ def test_a_streaming_run_killed_inside_foreach_batch_is_replayed_without_changin
     written_by_killed_run = _topic_table(servers, sink)  # the batch's records went out, the commit did not
 
     rerun = run_job(p, spark=spark)  # Spark replays the uncommitted batch: the same range, the same rows
-    assert (rerun.execution, rerun.records_read) == ("streaming", len(events))
+    assert rerun.execution == "streaming"
+    # Spark 4.1.0-4.1.1 lose the replayed batch's progress (SPARK-55271): its records go uncounted, its
+    # end offsets come from the checkpoint
+    counted = 0 if spark.version in ("4.1.0", "4.1.1") else len(events)
+    assert rerun.records_read == counted
+    ends = {int(p): o for p, o in rerun.end_offsets[src].items()}
+    assert ends == {p: o for (_, p), o in end_offsets(servers, src, 2).items()}  # the topic's end: lag 0
     expected = {"a": (4, 0 + 3 + 6 + 7), "b": (2, 1 + 4), "c": (2, 2 + 5), "d": (1, 8)}
     assert written_by_killed_run == expected
     assert _topic_table(servers, sink) == expected
@@ -243,7 +270,8 @@ def test_a_backfill_into_a_delta_table_an_incremental_run_is_writing_waits_for_i
     the table then equals the backfill's bound, each run's offsets stored in its own commit."""
     topic = new_topic(partitions=1)
     servers = kafka.bootstrap_servers
-    job, rows, state = _setup("delta", kafka, topic, tmp_path, postgres)
+    one, rows, state = _setup("delta", kafka, topic, tmp_path, postgres)
+    job = one.to_json_dict()["jobs"][0]
     produce(servers, topic, random_changes(random.Random(8), 60, 20))
     back = {"name": "rebuild", "kind": "backfill", "source": job["source"], "target": job["target"],
             "until": {"offsets": {topic: {"0": 40}}}, "rewind": True}  # fmt: skip

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable
-from datetime import UTC, datetime
+from datetime import datetime, timezone
 from pathlib import Path
 
 from pyspark.sql import SparkSession
@@ -28,7 +28,7 @@ DAY = 86_400_000
 
 def _midnight_days_ago(n: int) -> int:
     """Midnight UTC ``n`` days ago, in ms (recent: the topic's 7-day retention keeps the records)."""
-    today = datetime.now(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+    today = datetime.now(timezone.utc).replace(hour=0, minute=0, second=0, microsecond=0)
     return int(today.timestamp() * 1000) - n * DAY
 
 
@@ -36,7 +36,7 @@ def _snapshots(spark: SparkSession, path: Path) -> dict[int, dict[int, tuple[str
     df = spark.read.format("delta").load(str(path))
     out: dict[int, list[object]] = {}
     for r in df.select("as_of", "id", "name", "region", "score").collect():
-        out.setdefault(int(r[0].replace(tzinfo=UTC).timestamp() * 1000), []).append(r[1:])
+        out.setdefault(int(r[0].replace(tzinfo=timezone.utc).timestamp() * 1000), []).append(r[1:])
     return {k: rows_as_table(v) for k, v in out.items()}
 
 

@@ -78,4 +78,5 @@ def test_spark_has_delta_and_the_connector_jars(spark: SparkSession, tmp_path: P
     jars = spark.sparkContext.getConf().get("spark.jars") or ""
     line = spark_lines.line_of(spark.version)
     assert f"spark-sql-kafka-0-10_{line.scala}-{spark.version}.jar" in jars
-    assert f"{line.delta.artifact}-{line.delta.version}.jar" in jars
+    delta = spark_lines.delta_for(spark.version)
+    assert f"{delta.artifact}-{delta.version}.jar" in jars

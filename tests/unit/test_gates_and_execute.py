@@ -4,7 +4,7 @@ to the driver's environment for spark-submit, and the lag condition (pure, on ha
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime
+from datetime import datetime, timezone
 from typing import Any
 
 import pytest
@@ -37,15 +37,15 @@ def _pipeline() -> Pipeline:
         (1_700_000_000_000, {"timestamp_ms": 1_700_000_000_000}),
         (
             "2026-11-22T10:00:00Z",
-            {"timestamp_ms": int(datetime(2026, 11, 22, 10, tzinfo=UTC).timestamp() * 1000)},
+            {"timestamp_ms": int(datetime(2026, 11, 22, 10, tzinfo=timezone.utc).timestamp() * 1000)},
         ),
         (
             "2026-11-22T10:00:00",
-            {"timestamp_ms": int(datetime(2026, 11, 22, 10, tzinfo=UTC).timestamp() * 1000)},
+            {"timestamp_ms": int(datetime(2026, 11, 22, 10, tzinfo=timezone.utc).timestamp() * 1000)},
         ),
         (
             "2026-11-22T11:00:00+01:00",
-            {"timestamp_ms": int(datetime(2026, 11, 22, 10, tzinfo=UTC).timestamp() * 1000)},
+            {"timestamp_ms": int(datetime(2026, 11, 22, 10, tzinfo=timezone.utc).timestamp() * 1000)},
         ),
         ('{"users": {"0": 5}}', {"offsets": {"users": {"0": 5}}}),
         ({"offsets": {"users": {"0": 5}}}, {"offsets": {"users": {"0": 5}}}),

@@ -17,11 +17,12 @@ NS = {"m": "http://maven.apache.org/POM/4.0.0"}
 
 def test_spark_connectors_match_the_installed_pyspark_and_delta() -> None:
     line = spark_lines.line_of(version("pyspark"))
-    assert version("delta-spark") == line.delta.version
+    delta = spark_lines.delta_for(version("pyspark"))
+    assert version("delta-spark") == delta.version
     coords = {a.artifact: a.version for a in jars.spark_group().artifacts}
     assert coords[f"spark-sql-kafka-0-10_{line.scala}"] == version("pyspark")
     assert coords[f"spark-avro_{line.scala}"] == version("pyspark")
-    assert coords[line.delta.artifact] == line.delta.version
+    assert coords[delta.artifact] == delta.version
     assert jars.spark_group().dir_name == f"spark-{version('pyspark')}"
 
 

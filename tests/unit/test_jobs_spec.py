@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import pytest
@@ -122,7 +122,7 @@ def test_a_schedule_is_a_cron_expression_or_a_preset_and_a_typo_names_the_field(
 
 
 def test_the_longest_gap_of_a_schedule_covers_its_weekends_and_long_months() -> None:
-    start = datetime(2026, 1, 1, tzinfo=UTC)
+    start = datetime(2026, 1, 1, tzinfo=timezone.utc)
     assert longest_gap("@hourly", start) == timedelta(hours=1)
     assert longest_gap("0 9 * * 1-5", start) == timedelta(days=3)  # Friday 9:00 to Monday 9:00
     assert longest_gap("@monthly", start) == timedelta(days=31)

@@ -85,7 +85,7 @@ def test_datasets_of_each_kind_of_job_use_the_cores_names() -> None:
 
 def test_run_event_follows_the_spec() -> None:
     run_id = new_run_id()
-    when = dt.datetime(2026, 1, 2, 3, 4, 5, 678000, tzinfo=dt.UTC)
+    when = dt.datetime(2026, 1, 2, 3, 4, 5, 678000, tzinfo=dt.timezone.utc)
     inp, out = Dataset("kafka://b:9092", "users"), Dataset("file", "/lake/users")
     event = run_event("COMPLETE", run_id=run_id, job_name="to-delta", namespace="ns", inputs=[inp], outputs=[out],
                       event_time=when, output_rows={out: 42})  # fmt: skip
@@ -125,7 +125,7 @@ def test_fail_event_carries_the_error_and_run_ids_are_uuid7() -> None:
     parsed = uuid.UUID(run_id)
     assert parsed.version == 7 and parsed.variant == uuid.RFC_4122
     ms = parsed.int >> 80
-    now_ms = dt.datetime.now(dt.UTC).timestamp() * 1000
+    now_ms = dt.datetime.now(dt.timezone.utc).timestamp() * 1000
     assert abs(ms - now_ms) < 3_600_000  # the embedded time is this hour's, not a random number
     event = run_event("FAIL", run_id=run_id, job_name="j", error="OffsetsError: stored offset 9 is beyond 3")
     facet = event["run"]["facets"]["errorMessage"]

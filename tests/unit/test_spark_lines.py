@@ -11,6 +11,8 @@ import pytest
 from upsert_kafka_ops import spark_lines
 from upsert_kafka_ops.errors import ToolchainError
 
+ROOT = Path(__file__).resolve().parents[2]
+
 
 @pytest.mark.parametrize(
     ("version", "line", "release"),
@@ -29,10 +31,13 @@ def test_vendor_version_strings_are_read_by_their_release(version: str, line: st
 @pytest.mark.parametrize(
     ("version", "match"),
     [
-        ("3.4.4", r"Spark 3\.4\.4 is not supported \(its line is older.*3\.5 \(3\.5\.3\+\), 4\.0"),
+        (
+            "3.4.4",
+            r"Spark 3\.4\.4 is not supported \(its line is older.*3\.5 \(3\.5\.3\+.*\), 4\.0 \(4\.0\.0\+\).*4\.2 \(4\.2\.0\+, no Iceberg\)",
+        ),
         ("4.3.0", r"no Delta or Iceberg release for it is published yet"),
         ("3.5.2", r"older than 3\.5\.3, the oldest Spark 3\.5 release supported.*upgrade to 3\.5\.3"),
-        ("4.0.1", r"upgrade to 4\.0\.2"),
+        ("4.1.0-preview3", r"preview"),
         ("four", r"not of the form major\.minor\.patch"),
     ],
 )
@@ -67,5 +72,17 @@ def test_the_cluster_version_is_read_from_spark_submits_banner(tmp_path: Path) -
         spark_lines.cluster_version(os.fspath(tmp_path / "absent"))
 
 
-def test_the_installed_pyspark_is_on_the_default_line() -> None:
-    assert spark_lines.line_of(spark_lines.installed_version()).line == spark_lines.DEFAULT_LINE
+def test_the_installed_pyspark_is_supported_and_the_default_set_is_on_the_default_line() -> None:
+    spark_lines.line_of(spark_lines.installed_version())  # a lane's pyspark too
+    pins = dict(
+        line.split("==") for line in (ROOT / "constraints.txt").read_text().splitlines() if "==" in line
+    )
+    assert spark_lines.line_of(pins["pyspark"]).line == spark_lines.DEFAULT_LINE
+    assert spark_lines.delta_for(pins["pyspark"]).version == pins["delta-spark"]
+
+
+def test_a_lines_first_patch_releases_keep_the_delta_that_runs_on_them() -> None:
+    # Delta 4.1+ needs Spark 4.0.1: Databricks 17.3 LTS's 4.0.0 keeps Delta 4.0
+    assert spark_lines.delta_for("4.0.0") == spark_lines.Release("delta-spark_2.13", "4.0.0")
+    assert spark_lines.delta_for("4.0.2") == spark_lines.Release("delta-spark_4.0_2.13", "4.4.0")
+    assert spark_lines.delta_for("4.1.1") == spark_lines.LINES["4.1"].delta

@@ -10,8 +10,9 @@ CONFTEST = (Path(__file__).parents[1] / "conftest.py").read_text()
 
 
 @pytest.fixture
-def suite(pytester: pytest.Pytester) -> pytest.Pytester:
+def suite(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
     pytester.makeconftest(CONFTEST)
+    monkeypatch.delenv("UKO_LANE", raising=False)  # a lane's run selects tests; these runs are whole suites
     return pytester
 
 
@@ -71,6 +72,23 @@ def test_deselecting_tests_fails_the_run(suite: pytest.Pytester) -> None:
     result.assert_outcomes(passed=1, deselected=1)
     result.stdout.fnmatch_lines(["*only 1 of 2 collected tests ran*"])
     assert result.ret != 0
+
+
+def test_a_lines_lane_runs_every_test_it_selects(
+    suite: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    suite.makepyfile(
+        """
+        import pytest
+        @pytest.mark.lines
+        def test_one(): pass
+        def test_two(): pass
+        """
+    )
+    monkeypatch.setenv("UKO_LANE", "spark-3.5-py3.11")
+    result = suite.runpytest_subprocess("-m", "lines", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1, deselected=1)
+    assert result.ret == 0
 
 
 def test_a_full_green_run_passes(suite: pytest.Pytester) -> None:

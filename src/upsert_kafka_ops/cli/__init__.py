@@ -2,7 +2,8 @@
 
 Commands:
 
-- ``jars fetch [--dir D] [--group kafka|spark]``: resolve the JVM jars from Maven Central.
+- ``jars fetch [--dir D] [--group G] [--spark-version V | --spark-submit PATH]``: resolve the JVM jars
+  from Maven Central for the installed pyspark's Spark, or a cluster's.
 - ``jars path [--group G]``: print a group's folder (for scripts).
 - ``run PIPELINE [--job NAME] [--mode full|incremental] [--json] [--remote sc://HOST:PORT]``: run a
   pipeline's jobs (on a Spark Connect server with ``--remote``, its token from ``--token REF``).
@@ -45,6 +46,7 @@ from upsert_kafka_ops.errors import UpsertKafkaOpsError
 def build_parser() -> argparse.ArgumentParser:
     """The command line's parser (the Helm chart's tests parse its container arguments with it)."""
     p = argparse.ArgumentParser(prog="upsert-kafka-ops", description=__doc__.splitlines()[0])
+    p.add_argument("--version", action="version", version=_version())
     sub = p.add_subparsers(dest="command", required=True)
     for commands in (local, jobs, flink_sql, lag, docs, demo):
         commands.register(sub)
@@ -53,6 +55,19 @@ def build_parser() -> argparse.ArgumentParser:
     for command in sub.choices.values():  # also after the command; SUPPRESS keeps the top level's value
         command.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS, help=verbose)
     return p
+
+
+def _version() -> str:
+    from importlib.metadata import version
+
+    from upsert_kafka_ops import spark_lines
+
+    __version__ = version("upsert-kafka-ops")  # the distribution's: upsert_kafka_ops.__version__
+    try:
+        pyspark = spark_lines.installed_version()
+    except UpsertKafkaOpsError:
+        pyspark = "not installed"
+    return f"upsert-kafka-ops {__version__} (pyspark {pyspark}; runs on Spark {spark_lines.supported()})"
 
 
 def configure_output(verbose: bool) -> None:

@@ -29,7 +29,9 @@ from upsert_kafka_ops.errors import LocalServiceError
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-PIPELINE = Path(__file__).resolve().parents[3] / "pipelines" / "demo.yaml"
+#: the demo's pipeline file, inside the package (a wheel install runs the demo too); a checkout links
+#: it as pipelines/demo.yaml
+PIPELINE = Path(__file__).resolve().parents[1] / "resources" / "demo.yaml"
 DEFAULT_DIR = Path("build") / "demo"
 #: a file that marks a folder as the demo's own, so a new run may empty it
 _MARKER = ".upsert-kafka-ops-demo"

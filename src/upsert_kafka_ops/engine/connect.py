@@ -24,6 +24,7 @@ import socket
 import ssl
 from typing import Any
 
+from upsert_kafka_ops import spark_compat
 from upsert_kafka_ops.errors import SpecError
 
 #: pyspark's variable for the token, read when no token is given (the server reads the same name)
@@ -55,6 +56,8 @@ def channel_builder(remote: str, token: str | None, ca_cert: bytes | None) -> An
     it) that sends ``token`` as the call credentials (see the module's rules). ``ca_cert`` (PEM)
     turns TLS on; ``use_ssl=true`` in ``remote`` with no CA bundle verifies against the system's."""
     import grpc  # type: ignore[import-untyped]
+
+    spark_compat.require_connect("remote")
     from pyspark.sql.connect.client import DefaultChannelBuilder
 
     class _Builder(DefaultChannelBuilder):

@@ -18,7 +18,7 @@ from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from upsert_kafka_ops import jars, spark_lines
+from upsert_kafka_ops import jars, spark_compat, spark_lines
 from upsert_kafka_ops.engine import class_archive
 from upsert_kafka_ops.errors import ToolchainError
 
@@ -174,6 +174,7 @@ def spark_conf(
         "spark.sql.redaction.string.regex": SECRET_TEXT,
     }
     conf = {k: v for k, v in conf.items() if v != ""}
+    conf.update(spark_compat.session_conf(spark_lines.installed_version()))  # what the Spark line needs
     conf.update(extra or {})
     driver_opts = conf.get("spark.driver.extraJavaOptions", "")
     if "Archive" not in driver_opts:  # unless the caller chose one: a local driver maps its classes

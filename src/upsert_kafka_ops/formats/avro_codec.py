@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
+from upsert_kafka_ops import spark_compat
 from upsert_kafka_ops.errors import SpecError
 from upsert_kafka_ops.formats.columns import Decoded, Fields
 
@@ -196,7 +197,6 @@ class AvroCodec:
         return Decoded(value, error)
 
 
-_EPOCH_NTZ = "TIMESTAMP_NTZ'1970-01-01 00:00:00'"
 _MAX_MILLIS = (2**63 - 1) // 1000 - 86400000  # Spark holds microseconds in a long
 
 
@@ -216,7 +216,7 @@ def to_avro_value(c: Column, t: SqlType) -> Column:
     if t.name in ("TINYINT", "SMALLINT"):
         return c.cast("int")
     if t.name == "TIMESTAMP":  # the local date-time as if UTC, in epoch millis
-        return F.timestamp_diff("MILLISECOND", F.expr(_EPOCH_NTZ), c)
+        return spark_compat.ntz_millis(c)
     if t.name == "TIMESTAMP_LTZ":  # Flink writes millis even for a micros schema
         return F.unix_millis(c)
     if t.name == "TIME":
@@ -250,7 +250,7 @@ def from_avro_value(c: Column, t: SqlType) -> Column:
     # past Spark's range (about 290,000 years) the value is NULL, where Flink's text of it is garbled
     in_range = F.abs(c) <= F.lit(_MAX_MILLIS)
     if t.name == "TIMESTAMP":
-        return F.when(in_range, F.timestamp_add("MILLISECOND", c, F.expr(_EPOCH_NTZ)))
+        return F.when(in_range, spark_compat.ntz_from_millis(c))
     if t.name == "TIMESTAMP_LTZ":
         return F.when(in_range, F.timestamp_millis(c))
     if t.name == "TIME":
@@ -269,4 +269,4 @@ def from_avro_value(c: Column, t: SqlType) -> Column:
         return (F.pmod(c.cast("long") + (1 << (bits - 1)), F.lit(1 << bits)) - (1 << (bits - 1))).cast(
             t.to_spark()
         )
-    return c.try_cast(t.to_spark())  # DECIMAL past its precision: NULL, as in Flink
+    return spark_compat.try_cast(c, t.to_spark())  # DECIMAL past its precision: NULL, as in Flink

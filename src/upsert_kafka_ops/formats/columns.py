@@ -9,6 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from upsert_kafka_ops import spark_compat
 from upsert_kafka_ops.formats.text_values import JSON, Dialect, scalar
 from upsert_kafka_ops.spec.types import RowField, SqlType
 
@@ -86,7 +87,7 @@ def from_text(c: Column, t: SqlType, dialect: Dialect = JSON) -> tuple[Column, C
     if t.name in ("STRING", "VARCHAR", "CHAR"):
         return c, false
     if t.name == "DECIMAL":  # read as DECIMAL(38, s): past the declared precision it is NULL, as in Flink
-        return c.try_cast(t.to_spark()), false
+        return spark_compat.try_cast(c, t.to_spark()), false
     if t.name == "BOOLEAN":
         # Flink: a JSON boolean as is, any other text through Boolean.parseBoolean ("true", any case)
         return F.when(c.isNull(), F.lit(None)).otherwise(F.lower(F.trim(c)) == "true"), false

@@ -21,6 +21,7 @@ from __future__ import annotations
 import codecs
 from typing import TYPE_CHECKING
 
+from upsert_kafka_ops import spark_compat
 from upsert_kafka_ops.errors import SpecError
 from upsert_kafka_ops.formats.columns import Decoded, Fields, bind_once, from_text
 from upsert_kafka_ops.formats.json_codec import json_decimal
@@ -351,7 +352,7 @@ def _leaf(c: Column, t: SqlType) -> tuple[Column, Column]:
     from pyspark.sql import functions as F
 
     if t.name == "DECIMAL":  # untrimmed; an overflow is NULL without an error, as in Flink
-        value = F.when(c.rlike(DECIMAL_TEXT), c.try_cast(t.to_spark()))
+        value = F.when(c.rlike(DECIMAL_TEXT), spark_compat.try_cast(c, t.to_spark()))
         error = c.isNotNull() & ~c.rlike(DECIMAL_TEXT)
     else:
         value, error = from_text(c, t, CSV)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from upsert_kafka_ops import spark_compat
 from upsert_kafka_ops.errors import SpecError
 from upsert_kafka_ops.formats.columns import BINARY_TYPES, INTEGRAL_BYTES, Decoded, Fields
 
@@ -39,7 +40,7 @@ class RawCodec:
         elif self.type.name in _STRINGS:
             # Java's String(bytes, charset), as Flink decodes: a malformed sequence becomes U+FFFD
             utf8 = self.charset.upper() in ("UTF-8", "UTF8")
-            value = F.make_valid_utf8(data.cast("string")) if utf8 else F.decode(data, self.charset)
+            value = spark_compat.valid_utf8(data) if utf8 else F.decode(data, self.charset)
             error = F.lit(False)
         elif self.type.name == "BOOLEAN":
             # Flink reads one byte: any byte but 0 is true

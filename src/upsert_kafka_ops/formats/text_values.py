@@ -24,6 +24,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from upsert_kafka_ops import spark_compat
+
 if TYPE_CHECKING:
     from pyspark.sql import Column
 
@@ -58,14 +60,17 @@ def scalar(c: Column, t: SqlType, dialect: Dialect) -> tuple[Column, Column]:
     from pyspark.sql import functions as F
 
     if t.name in _INTEGERS:
-        value = F.when(c.rlike(_INTEGER), F.trim(c).try_cast(t.to_spark()))
+        value = F.when(c.rlike(_INTEGER), spark_compat.try_cast(F.trim(c), t.to_spark()))
         if dialect.format == "json" and t.name in ("INT", "BIGINT"):
-            value = value.when(c.rlike(_NUMBER), F.trim(c).try_cast("double").try_cast(t.to_spark()))
+            value = value.when(
+                c.rlike(_NUMBER),
+                spark_compat.try_cast(spark_compat.try_cast(F.trim(c), "double"), t.to_spark()),
+            )
     elif t.name in ("FLOAT", "DOUBLE"):
         if dialect.format == "json":  # Spark's JSON reader quotes a number past DOUBLE's range: "Infinity"
             c = F.regexp_replace(c, '^"(-?Infinity)"$', "$1")
         number = F.regexp_replace(F.trim(c), "[fFdD]$", "")
-        value = F.when(c.rlike(_JAVA_DOUBLE), number.try_cast(t.to_spark()))
+        value = F.when(c.rlike(_JAVA_DOUBLE), spark_compat.try_cast(number, t.to_spark()))
     elif t.name == "DATE":
         value = _date(c, dialect)
     elif t.name == "TIME":
@@ -84,7 +89,7 @@ def _date(c: Column, dialect: Dialect) -> Column:
     from pyspark.sql import functions as F
 
     if dialect.format == "json":
-        return F.when(c.rlike(f"^{_DAY}$"), c.try_cast("date"))
+        return F.when(c.rlike(f"^{_DAY}$"), spark_compat.try_cast(c, "date"))
     parts = r"^([0-9]{4})-([0-9]{1,2})-([0-9]{1,2})$"
     year, month, day = (F.regexp_extract(c, parts, i).cast("int") for i in (1, 2, 3))
     valid = c.rlike(parts) & month.between(1, 12) & day.between(1, 31)
@@ -113,4 +118,4 @@ def _timestamp(c: Column, t: SqlType, dialect: Dialect) -> Column:
     cut = r"[.][0-9]*" if digits == 0 else f"([.][0-9]{{0,{digits}}})[0-9]*"
     truncated = F.regexp_replace(text, cut, "" if digits == 0 else "$1")
     # Spark reads either form; the zone letter makes an LTZ text UTC
-    return F.when(text.rlike(shape), truncated.try_cast(t.to_spark()))
+    return F.when(text.rlike(shape), spark_compat.try_cast(truncated, t.to_spark()))

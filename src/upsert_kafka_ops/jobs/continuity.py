@@ -100,7 +100,7 @@ def check_stored(table: Any, conn: KafkaConnection, stored: st.StoredState, on_r
         )
     if stored.committed_at:
         age_ms = (
-            dt.datetime.now(dt.UTC) - dt.datetime.fromisoformat(stored.committed_at)
+            dt.datetime.now(dt.timezone.utc) - dt.datetime.fromisoformat(stored.committed_at)
         ).total_seconds() * 1000
         for t, cfg in sorted(configs.items()):
             if cfg.compacted and cfg.delete_retention_ms is not None and age_ms > cfg.delete_retention_ms:

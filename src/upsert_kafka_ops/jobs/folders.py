@@ -92,6 +92,22 @@ def has_files(folder: str, storage: S3Storage | None = None) -> bool:
         raise store_error(folder, store, exc) from None
 
 
+def file_names(folder: str, storage: S3Storage | None = None) -> list[str]:
+    """The names of the files directly in ``folder`` (none when it does not exist)."""
+    if not is_s3(folder):
+        local = local_path(folder)
+        return sorted(p.name for p in local.iterdir() if p.is_file()) if local.is_dir() else []
+    from pyarrow.fs import FileSelector, FileType
+
+    store = storage or S3Storage()
+    selector = FileSelector(_s3_path(folder), allow_not_found=True, recursive=False)
+    try:
+        infos = store.filesystem().get_file_info(selector)
+    except OSError as exc:
+        raise store_error(folder, store, exc) from None
+    return sorted(i.base_name for i in infos if i.type == FileType.File)
+
+
 def delete_folder(folder: str, storage: S3Storage | None = None) -> bool:
     """Delete ``folder`` and everything below it; False when there was nothing."""
     if not is_s3(folder):

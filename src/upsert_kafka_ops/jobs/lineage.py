@@ -82,7 +82,7 @@ def run_event(
     :param output_rows: rows written per output dataset (the ``outputStatistics`` facet).
     :param streaming: the job's ``processingType`` (``STREAMING`` or ``BATCH``).
     """
-    when = event_time or dt.datetime.now(dt.UTC)
+    when = event_time or dt.datetime.now(dt.timezone.utc)
     if when.tzinfo is None:
         raise ValueError("event_time must be timezone-aware")
     run: dict[str, Any] = {"runId": str(uuid.UUID(run_id)), "facets": {}}
@@ -98,7 +98,9 @@ def run_event(
 
     return {
         "eventType": event_type,
-        "eventTime": when.astimezone(dt.UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z"),
+        "eventTime": when.astimezone(dt.timezone.utc)
+        .isoformat(timespec="milliseconds")
+        .replace("+00:00", "Z"),
         "run": run,
         "job": {
             "namespace": namespace,

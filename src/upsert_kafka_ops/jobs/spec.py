@@ -576,7 +576,7 @@ def target_table(job: MaterializeJob | BackfillJob) -> UpsertKafkaTable:
 
 def parse_until(value: Any, field: str = "until") -> Any:
     """A backfill's end from what a user types: ``latest``, epoch milliseconds, an ISO-8601 time
-    (``2026-11-22T10:00:00Z``; without a zone it is UTC), offsets JSON, or the spec form itself."""
+    (``2026-11-22T10:00:00Z``; without a zone it is timezone.utc), offsets JSON, or the spec form itself."""
     if value is None or value == "latest":
         return "latest"
     if isinstance(value, dict):
@@ -594,7 +594,7 @@ def parse_until(value: Any, field: str = "until") -> Any:
                 field, f"cannot read {text!r} as offsets JSON.", 'write {"topic": {"0": 123}}.'
             ) from None
         return offsets if set(offsets) <= {"offsets", "timestamp_ms"} and offsets else {"offsets": offsets}
-    from datetime import UTC, datetime
+    from datetime import datetime, timezone
 
     try:
         when = datetime.fromisoformat(text.replace("Z", "+00:00"))
@@ -605,7 +605,7 @@ def parse_until(value: Any, field: str = "until") -> Any:
             "use latest, epoch milliseconds, an ISO-8601 time (2026-11-22T10:00:00Z) or offsets JSON.",
         ) from None
     if when.tzinfo is None:
-        when = when.replace(tzinfo=UTC)
+        when = when.replace(tzinfo=timezone.utc)
     return {"timestamp_ms": int(when.timestamp() * 1000)}
 
 

@@ -68,7 +68,7 @@ def state_payload(job: str, run: int, offsets: Offsets, mode: str, **extra: Any)
         "run": run,
         "mode": mode,
         "offsets": by_topic,
-        "committed_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "committed_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         **extra,
     }
 

@@ -251,7 +251,8 @@ def _read_first_records(
                     continue
                 kind, ts = msg.timestamp()
                 found[tp] = _Probe(msg.offset(), None if kind == TIMESTAMP_NOT_AVAILABLE else int(ts))
-                admin.first_records[(*tp, isolation)] = (starts[tp], found[tp], now)
+                key = (*tp, isolation)
+                admin.first_records[key] = (starts[tp], found[tp], now)
     finally:
         consumer.unassign()
     return found

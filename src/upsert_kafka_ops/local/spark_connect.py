@@ -27,6 +27,7 @@ import tempfile
 from pathlib import Path
 from types import TracebackType
 
+from upsert_kafka_ops import spark_compat
 from upsert_kafka_ops.engine.connect import TOKEN_ENV, is_loopback
 from upsert_kafka_ops.errors import LocalServiceError, SpecError
 from upsert_kafka_ops.local.process import free_port, java_executable, stop_group, wait_ready
@@ -123,6 +124,7 @@ class LocalSparkConnect:
             the tail of its log."""
         if self._proc is not None:
             raise LocalServiceError("This Spark Connect server is already started.")
+        spark_compat.require_connect("spark-connect")
         java_executable()  # a clear error when Java is missing
         self.dir.mkdir(parents=True, exist_ok=True)
         self.port = free_port(self.port or 0) if self.host == "127.0.0.1" else int(self.port or 15002)

@@ -30,7 +30,7 @@ def generate(folder: Path, common_name: str = "upsert-kafka-ops local CA", days:
     from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
     folder.mkdir(parents=True, exist_ok=True)
-    now = dt.datetime.now(dt.UTC) - dt.timedelta(minutes=5)
+    now = dt.datetime.now(dt.timezone.utc) - dt.timedelta(minutes=5)
     until = now + dt.timedelta(days=days)
 
     ca_key = rsa.generate_private_key(public_exponent=65537, key_size=2048)

@@ -8,10 +8,11 @@ raised by a validator comes through unchanged.
 from __future__ import annotations
 
 import difflib
-from typing import Any, Self
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 from pydantic_core import PydanticSerializationError
+from typing_extensions import Self  # typing.Self from Python 3.11
 
 from upsert_kafka_ops.errors import SpecError
 

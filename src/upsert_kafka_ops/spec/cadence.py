@@ -8,7 +8,7 @@ library Airflow itself schedules with.
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta, timezone
 from itertools import pairwise
 
 from croniter import croniter
@@ -43,7 +43,7 @@ def cron_expression(schedule: str) -> str:
 
 
 def _gaps(schedule: str, start: datetime | None) -> list[timedelta]:
-    it = croniter(cron_expression(schedule), start or datetime.now(UTC))
+    it = croniter(cron_expression(schedule), start or datetime.now(timezone.utc))
     ticks = [it.get_next(datetime) for _ in range(_TICKS)]
     return [b - a for a, b in pairwise(ticks)]
 
@@ -61,6 +61,6 @@ def shortest_gap(schedule: str, start: datetime | None = None) -> timedelta:
 
 
 def next_run(schedule: str, after_ts: float) -> float:
-    """When ``schedule`` next runs after ``after_ts`` (epoch seconds, UTC), as epoch seconds."""
-    start = datetime.fromtimestamp(after_ts, UTC)
+    """When ``schedule`` next runs after ``after_ts`` (epoch seconds, timezone.utc), as epoch seconds."""
+    start = datetime.fromtimestamp(after_ts, timezone.utc)
     return float(croniter(cron_expression(schedule), start).get_next(datetime).timestamp())

@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# lanes.sh PIP_VERSION UV_VERSION EXTRAS [LANE...]: the supported Spark lines other than the default,
+# one after another (2 cores: one Spark driver at a time), each in its own virtualenv installed from
+# its constraints file (constraints/<lane>.txt) with the Python it names: the unit tests, then the tests
+# marked `lines` (the engine against its plain-Python oracle on randomized topics, the Flink
+# conformance group's random topics, a Delta, an Iceberg and a PostgreSQL run killed and rerun, and a
+# spark-submit run) on that line's Spark, its jars resolved for it. Every lane runs even when one
+# fails; each one's output goes to build/test-logs/lanes/<lane>.log, its summary to stdout.
+# make lanes runs it after make test (the Flink oracle's virtualenv and the jar cache exist then).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+pip_version=$1 uv_version=$2 extras=$3
+shift 3
+lanes=("$@")
+[ ${#lanes[@]} -gt 0 ] || lanes=(spark-3.5-py3.11 spark-4.0-py3.12)
+logs=build/test-logs/lanes
+mkdir -p "$logs"
+
+# python3.X on PATH, else pyenv's newest 3.X
+find_python() {
+  local v=$1 found
+  found=$(command -v "python$v" || true)
+  if [ -z "$found" ] && command -v pyenv >/dev/null; then
+    found=$(ls -d "$(pyenv root)"/versions/"$v".*/bin/"python$v" 2>/dev/null | sort -V | tail -1)
+  fi
+  [ -n "$found" ] || { echo "ERROR: Python $v is needed for the lane (python$v on PATH, or pyenv install $v)." >&2; return 1; }
+  echo "$found"
+}
+
+run_lane() {
+  local lane=$1 py venv python began
+  py=${lane##*-py}
+  venv=.venv-lanes/$lane
+  python=$(find_python "$py") || return 1
+  began=$(date +%s)
+  if [ ! -f "$venv/.installed-stamp" ] || [ "constraints/$lane.txt" -nt "$venv/.installed-stamp" ] ||
+    [ pyproject.toml -nt "$venv/.installed-stamp" ]; then
+    rm -rf "$venv"
+    "$python" -m venv "$venv" &&
+      "$venv/bin/pip" install -q "pip==$pip_version" "uv==$uv_version" &&
+      "$venv/bin/uv" pip install -q --python "$venv/bin/python" -c "constraints/$lane.txt" -e ".[$extras]" &&
+      touch "$venv/.installed-stamp" || return 1
+  fi
+  echo "== lane $lane: installed in $(($(date +%s) - began))s ($("$venv/bin/upsert-kafka-ops" --version | tr '\n' ' '))"
+  # the lane's few CLI runs start faster without training a class archive first (about 30 CPU s)
+  export UPSERT_KAFKA_OPS_CLASS_ARCHIVE=off UKO_LANE=$lane
+  "$venv/bin/upsert-kafka-ops" jars fetch --group kafka --group spark --group iceberg --group flink || return 1
+  "$venv/bin/pytest" tests/unit -n 2 -q -p no:cacheprovider || return 1
+  "$venv/bin/pytest" tests/integration tests/conformance -m lines -p no:cacheprovider --durations=8 || return 1
+  echo "== lane $lane: passed in $(($(date +%s) - began))s"
+}
+
+rc=0
+for lane in "${lanes[@]}"; do
+  if run_lane "$lane" >"$logs/$lane.log" 2>&1; then
+    grep -E "^== lane|passed|failed" "$logs/$lane.log" | tail -4
+  else
+    rc=1
+    echo "== lane $lane FAILED ($logs/$lane.log):"
+    tail -80 "$logs/$lane.log"
+  fi
+done
+exit $rc
