@@ -25,7 +25,7 @@ import pytest
 from tests import shared_broker
 from tests.jvm import SESSION_HEAP, SESSION_SHUFFLE_PARTITIONS
 
-from upsert_kafka_ops import jars
+from upsert_kafka_ops import jars, spark_lines
 from upsert_kafka_ops.local import LocalKafka, LocalPostgres, LocalS3, LocalSchemaRegistry
 from upsert_kafka_ops.runtime import build_spark_session
 
@@ -33,12 +33,18 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 
+#: the suites' session's jar groups: S3A where the Spark line has it (Spark 3.5's lane runs no S3 tables)
+SESSION_JARS = ("spark", "iceberg") + (
+    ("s3",) if spark_lines.line_of(spark_lines.installed_version()).aws_sdk else ()
+)
+
+
 @pytest.fixture(scope="session")
 def jars_dir() -> Path:
     """The jar cache, fetched if needed (a no-op when `make jars` already ran), with the S3A
     connector and Iceberg's runtime: the Airflow and Dagster suites' sessions run jobs with Delta,
     Parquet and Iceberg targets on S3."""
-    jars.fetch(["kafka", "spark", "s3", "iceberg"], log=False)
+    jars.fetch(["kafka", *SESSION_JARS], log=False)
     return jars.default_jars_dir()
 
 
@@ -60,7 +66,7 @@ def spark(jars_dir: Path) -> Iterator[SparkSession]:
     session = build_spark_session(
         jars_dir=jars_dir,
         app_name="upsert-kafka-ops-tests",
-        jar_groups=("spark", "s3", "iceberg"),
+        jar_groups=SESSION_JARS,
         shuffle_partitions=SESSION_SHUFFLE_PARTITIONS,
         extra={"spark.driver.memory": SESSION_HEAP},
     )

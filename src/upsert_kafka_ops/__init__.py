@@ -8,7 +8,7 @@ The names a user starts with are importable from here; each is loaded on first u
 
 from __future__ import annotations
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 import importlib
 import logging as _logging

@@ -86,3 +86,18 @@ def test_a_lines_first_patch_releases_keep_the_delta_that_runs_on_them() -> None
     assert spark_lines.delta_for("4.0.0") == spark_lines.Release("delta-spark_2.13", "4.0.0")
     assert spark_lines.delta_for("4.0.2") == spark_lines.Release("delta-spark_4.0_2.13", "4.4.0")
     assert spark_lines.delta_for("4.1.1") == spark_lines.LINES["4.1"].delta
+
+
+def test_a_spark_submit_runtime_refuses_a_cluster_of_another_line_before_submitting() -> None:
+    from upsert_kafka_ops.runtime import SparkSubmitRuntime
+
+    installed = spark_lines.installed_version()
+    other = "3.5.6-amzn-1" if installed.startswith("4.") else "4.1.1"
+    runtime = SparkSubmitRuntime(master="yarn", spark_version=other)
+    with pytest.raises(
+        ToolchainError, match=rf"driver runs Spark {installed} but the cluster runs Spark {other}"
+    ):
+        runtime.jar_list()
+    # the same line in a vendor's spelling passes, and names its own jars when they are given
+    same = SparkSubmitRuntime(master="yarn", spark_version=f"{installed}-vendor-1", jars=["/opt/x.jar"])
+    assert same.jar_list() == ["/opt/x.jar"]

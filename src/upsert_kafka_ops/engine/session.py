@@ -249,6 +249,12 @@ def remote_session(
         with contextlib.suppress(Exception):  # the server refused it: nothing to release
             spark.stop()
         raise error from None
+    try:  # the client builds plans for its own line: the server must run the same one
+        spark_lines.same_line(spark_lines.installed_version(), str(spark.version))
+    except ToolchainError:
+        with contextlib.suppress(Exception):
+            spark.stop()
+        raise
     return spark  # type: ignore[return-value]
 
 

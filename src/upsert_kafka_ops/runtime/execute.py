@@ -199,10 +199,7 @@ def _submission(
     portable, rt = _with_secrets(one, runtime)
     extra = [g for g in one.jar_groups(job) if g != "spark"]  # S3A, Iceberg's runtime
     if rt.jars is None and extra:
-        from upsert_kafka_ops import jars
-
-        added = [str(p) for p in jars.class_path(extra)]
-        rt = rt.model_copy(update={"jars": [*rt.jar_list(), *added]})
+        rt = rt.model_copy(update={"jars": rt.jar_list(("spark", *extra))})
     payload: dict[str, Any] = {"pipeline": portable.to_json_dict(), "job": job}
     if mode is not None:
         payload["mode"] = mode

@@ -53,6 +53,10 @@ _ERROR_LINE = re.compile(
 )
 
 
+#: spark-submit path -> the Spark release its --version printed (read once per process)
+_CLUSTER_VERSIONS: dict[str, str] = {}
+
+
 def default_spark_submit() -> str:
     """``bin/spark-submit`` of the installed pyspark."""
     from upsert_kafka_ops.local.spark_cluster import spark_home
@@ -120,6 +124,12 @@ class SparkSubmitRuntime(SpecModel):
     spark_submit: str | None = Field(
         default=None, description="Path of spark-submit; default: bin/spark-submit of the installed pyspark."
     )
+    spark_version: str | None = Field(
+        default=None,
+        description="The cluster's Spark release (vendor strings such as 3.5.6-amzn-1 are read by x.y.z): its "
+        "jars are resolved for it, and a driver of another line is refused at start; default: read from "
+        "spark_submit's --version when spark_submit is set, else the installed pyspark's.",
+    )
     result_uri: str | None = Field(
         default=None,
         description="File path or file:// URI the driver writes its run result to; required in cluster mode.",
@@ -185,12 +195,29 @@ class SparkSubmitRuntime(SpecModel):
         out.update(self.conf)
         return out
 
-    def jar_list(self) -> list[str]:
+    def cluster_version(self) -> str | None:
+        """The cluster's Spark release (None: the installed pyspark's own spark-submit); a
+        :class:`ToolchainError` naming both when its line differs from the installed pyspark's."""
+        from upsert_kafka_ops import spark_lines
+
+        version = self.spark_version
+        if version is None and self.spark_submit is not None:
+            version = _CLUSTER_VERSIONS.get(self.spark_submit) or spark_lines.cluster_version(
+                self.spark_submit
+            )
+            _CLUSTER_VERSIONS[self.spark_submit] = version
+        if version is not None:
+            spark_lines.same_line(spark_lines.installed_version(), version)
+        return version
+
+    def jar_list(self, groups: tuple[str, ...] = ("spark",)) -> list[str]:
+        """``--jars``: ``jars`` when given, else the jar groups resolved for the cluster's Spark."""
+        version = self.cluster_version()  # a driver of another line fails here, before spark-submit
         if self.jars is not None:
             return list(self.jars)
         from upsert_kafka_ops import jars
 
-        return [str(p) for p in jars.class_path(["spark"])]
+        return [str(p) for p in jars.class_path(list(groups), spark_version=version)]
 
     def redact(self, text: str) -> str:
         """``text`` with every ``env`` value (of at least :data:`MIN_REDACTED_LENGTH` characters) masked."""
