@@ -18,13 +18,17 @@ mkdir -p "$logs"
 
 # python3.X on PATH, else pyenv's newest 3.X
 find_python() {
-  local v=$1 found
-  found=$(command -v "python$v" || true)
-  if [ -z "$found" ] && command -v pyenv >/dev/null; then
-    found=$(ls -d "$(pyenv root)"/versions/"$v".*/bin/"python$v" 2>/dev/null | sort -V | tail -1)
-  fi
-  [ -n "$found" ] || { echo "ERROR: Python $v is needed for the lane (python$v on PATH, or pyenv install $v)." >&2; return 1; }
-  echo "$found"
+  local v=$1 candidate
+  for candidate in "$(command -v "python$v" || true)" \
+    $(command -v pyenv >/dev/null && ls -d "$(pyenv root)"/versions/"$v".*/bin/"python$v" 2>/dev/null | sort -rV); do
+    # a pyenv shim is on PATH even when that version is not selected: take one that runs
+    if [ -n "$candidate" ] && "$candidate" -c 'import sys' >/dev/null 2>&1; then
+      echo "$candidate"
+      return 0
+    fi
+  done
+  echo "ERROR: Python $v is needed (python$v on PATH, or pyenv install $v)." >&2
+  return 1
 }
 
 run_lane() {

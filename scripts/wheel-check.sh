@@ -16,13 +16,17 @@ BUILD_VERSION=1.6.1
 TWINE_VERSION=7.0.0
 
 find_python() {
-  local v=$1 found
-  found=$(command -v "python$v" || true)
-  if [ -z "$found" ] && command -v pyenv >/dev/null; then
-    found=$(ls -d "$(pyenv root)"/versions/"$v".*/bin/"python$v" 2>/dev/null | sort -V | tail -1)
-  fi
-  [ -n "$found" ] || { echo "ERROR: Python $v is needed (python$v on PATH, or pyenv install $v)." >&2; return 1; }
-  echo "$found"
+  local v=$1 candidate
+  for candidate in "$(command -v "python$v" || true)" \
+    $(command -v pyenv >/dev/null && ls -d "$(pyenv root)"/versions/"$v".*/bin/"python$v" 2>/dev/null | sort -rV); do
+    # a pyenv shim is on PATH even when that version is not selected: take one that runs
+    if [ -n "$candidate" ] && "$candidate" -c 'import sys' >/dev/null 2>&1; then
+      echo "$candidate"
+      return 0
+    fi
+  done
+  echo "ERROR: Python $v is needed (python$v on PATH, or pyenv install $v)." >&2
+  return 1
 }
 
 # venv NAME PYTHON: a clean virtualenv with the pinned pip and uv
@@ -56,13 +60,17 @@ cp dags/*.py "$AIRFLOW_HOME/dags/"
 resources=$(cd "$work" && "$work/airflow/bin/python" -c \
   'from importlib.resources import files; print(files("upsert_kafka_ops") / "resources")')
 case "$resources" in "$work"/airflow/*) ;; *) fail "the package imported from $resources, not the installed wheel" ;; esac
+(cd "$work" && "$work/airflow/bin/airflow" db migrate) >"$work/airflow-db.log" 2>&1 ||
+  { tail -20 "$work/airflow-db.log"; fail "airflow db migrate failed"; }
 (cd "$work" && "$work/airflow/bin/airflow" providers list -o json) >"$work/providers.json"
 grep -q '"package_name": "upsert-kafka-ops"' "$work/providers.json" || fail "airflow providers list lacks upsert-kafka-ops"
 (cd "$work" && env AIRFLOW__CORE__DAGS_FOLDER="$AIRFLOW_HOME/dags" AIRFLOW__CORE__LOAD_EXAMPLES=false \
   UKO_PIPELINES_DIR="$resources" "$work/airflow/bin/airflow" dags list --local -o json) >"$work/dags.json"
 "$work/airflow/bin/python" - "$work/dags.json" <<'EOF'
 import json, sys
-dags = {d["dag_id"] for d in json.load(open(sys.argv[1]))}
+# Airflow's CLI prints warnings on stdout too: the listing is the line that is a JSON array
+listing = next(line for line in open(sys.argv[1]) if line.startswith("["))
+dags = {d["dag_id"] for d in json.loads(listing)}
 want = {"upsert_kafka_demo", "upsert_kafka_backfill", "users_to_delta"}
 assert want <= dags, f"airflow dags list: {sorted(dags)} lacks {sorted(want - dags)}"
 print(f"airflow parsed {len(dags)} DAGs: {', '.join(sorted(dags))}")

@@ -12,6 +12,9 @@ functions, as everywhere below the engine.
   arithmetic).
 - **Spark Connect** with a token needs Spark 4.0 (``spark.connect.authenticate.token``; 3.5's server
   has no authentication and its client no ``DefaultChannelBuilder``): :func:`require_connect`.
+- **An Iceberg commit's snapshot properties**: Iceberg's Spark 4 runtimes read them from the session
+  (``spark.sql.iceberg.snapshot-property.*``); its 3.5 runtime only from Java's
+  ``CommitMetadata.withCommitProperties`` around the write: :func:`iceberg_commit`.
 - **A Kafka stream restarted on an uncommitted batch** fails on Spark 4.1.0 and 4.1.1 after the batch
   is written and committed, while reporting its progress (SPARK-55271: the Kafka source's metrics
   before it knew the latest offsets): :func:`is_replayed_batch_progress_bug` recognises it, and the
@@ -24,7 +27,7 @@ functions, as everywhere below the engine.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -101,6 +104,47 @@ def ntz_from_millis(ms: Column) -> Column:
     days = F.floor(ms / 86_400_000)
     seconds = ((ms - days * 86_400_000) / 1000).cast("decimal(18,6)")
     return F.expr(EPOCH_NTZ) + F.make_dt_interval(days.cast("int"), F.lit(0), F.lit(0), seconds)
+
+
+def iceberg_session_properties() -> bool:
+    """Whether Iceberg's runtime for this Spark reads a commit's snapshot properties from the session's
+    ``spark.sql.iceberg.snapshot-property.*`` confs (Spark 4; on 3.5 use :func:`iceberg_commit`)."""
+    return _spark4()
+
+
+def iceberg_commit(spark: Any, properties: dict[str, str], write: Callable[[], None]) -> None:
+    """Run ``write`` (one Iceberg commit) with ``properties`` in its snapshot summary through
+    ``CommitMetadata.withCommitProperties``: the JVM calls ``write`` back on the thread that holds
+    them (pyspark's pinned threads), as Iceberg's 3.5 runtime needs. A classic session only."""
+    from pyspark.java_gateway import ensure_callback_server_started
+
+    sc = spark.sparkContext
+    ensure_callback_server_started(sc._gateway)  # type: ignore[no-untyped-call]
+    failures: list[BaseException] = []
+
+    class _Write:
+        def call(self) -> None:
+            try:
+                write()
+            except BaseException as exc:  # re-raised below with its Python type and traceback
+                failures.append(exc)
+                raise
+
+        class Java:
+            implements = ["java.util.concurrent.Callable"]  # noqa: RUF012 (py4j reads this list)
+
+    jvm = sc._jvm
+    props = jvm.java.util.HashMap()
+    for key, value in properties.items():
+        props.put(key, value)
+    try:
+        jvm.org.apache.iceberg.spark.CommitMetadata.withCommitProperties(
+            props, _Write(), jvm.java.lang.RuntimeException().getClass()
+        )
+    except Exception:
+        if failures:
+            raise failures[0] from None
+        raise
 
 
 def is_replayed_batch_progress_bug(exc: BaseException) -> bool:

@@ -50,6 +50,7 @@ def _apps(cluster: LocalSparkCluster) -> set[str]:
     return {a["id"] for a in status.get("activeapps", []) + status.get("completedapps", [])}
 
 
+@pytest.mark.lines  # each Spark line's lane submits one job to a standalone cluster of its own Spark
 def test_scram_materialize_job_runs_on_the_cluster_with_the_secret_as_a_reference(
     kafka: LocalKafka,
     spark_cluster: LocalSparkCluster,

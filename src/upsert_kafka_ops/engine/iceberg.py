@@ -2,8 +2,8 @@
 
 Every write is one Iceberg commit (a snapshot) whose summary carries the run's state under the
 property ``upsert_kafka_ops`` (Iceberg 1.11's ``spark.sql.iceberg.snapshot-property.*`` session
-confs, which SQL ``MERGE`` and ``writeTo`` both honour), so rows and offsets land together or not at
-all. Tables are format version 2 with merge-on-read updates and deletes: an incremental run writes
+confs on Spark 4, which SQL ``MERGE`` and ``writeTo`` both honour; ``CommitMetadata`` on 3.5), so
+rows and offsets land together or not at all. Tables are format version 2 with merge-on-read updates and deletes: an incremental run writes
 its changes and position deletes, not a copy of every file it touches.
 
 Change DataFrames have an ``op`` column: ``+U`` (upsert the row) or ``-D`` (delete the key).
@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from upsert_kafka_ops import spark_compat
 from upsert_kafka_ops.engine.warehouse import (
     columns_to_add,
     commit_confs,
@@ -119,8 +120,19 @@ def ensure_iceberg_table(spark: SparkSession, ref: str, table: UpsertKafkaTable)
     return [a.split(" ")[0].strip("`") for a in added]
 
 
-def _property(metadata: dict[str, Any]) -> dict[str, str]:
-    return {_PROPERTY_CONF: json.dumps(metadata, sort_keys=True)}
+def _run_sql(spark: SparkSession, statement: str) -> None:
+    spark.sql(statement)
+
+
+def _committing(spark: SparkSession, metadata: dict[str, Any], write: Callable[[], None]) -> None:
+    """``write`` (one commit) with the run's state in its snapshot summary, as the Spark line's
+    Iceberg runtime takes it (:mod:`upsert_kafka_ops.spark_compat`)."""
+    state = json.dumps(metadata, sort_keys=True)
+    if spark_compat.iceberg_session_properties():
+        with commit_confs(spark, {_PROPERTY_CONF: state}):
+            write()
+    else:
+        spark_compat.iceberg_commit(spark, {SNAPSHOT_PROPERTY: state}, write)
 
 
 def iceberg_merge(
@@ -143,8 +155,8 @@ def iceberg_merge(
     names = [c for c, _ in target_columns(table)]
     src = changes.select("op", *names)
     if rows == 0 if rows is not None else src.isEmpty():
-        with commit_confs(spark, _property(metadata)):
-            spark.createDataFrame([], spark.table(ref).schema).writeTo(ref).append()
+        empty = spark.createDataFrame([], spark.table(ref).schema)
+        _committing(spark, metadata, lambda: empty.writeTo(ref).append())
         return {"upserted": 0, "deleted": 0}
     keys = [F.col(quote_name(k)) for k in table.primary_key]  # quoted: a name may hold a dot
     # Iceberg's MERGE returns no counts: every +U row updates or inserts one row; a -D row deletes
@@ -159,8 +171,7 @@ def iceberg_merge(
     view = f"upsert_kafka_ops_changes_{uuid.uuid4().hex[:12]}"
     src.createOrReplaceTempView(view)
     try:
-        with commit_confs(spark, _property(metadata)):
-            spark.sql(merge_sql(ref, view, table, close_only))
+        _committing(spark, metadata, lambda: _run_sql(spark, merge_sql(ref, view, table, close_only)))
     finally:
         spark.catalog.dropTempView(view)
     return {"upserted": int(counts["u"]), "deleted": int(deleted)}
@@ -173,8 +184,7 @@ def iceberg_overwrite(
     from pyspark.sql import functions as F
 
     names = [c for c, _ in target_columns(table)]
-    with commit_confs(spark, _property(metadata)):
-        rows.select(*names).writeTo(ref).overwrite(F.lit(True))
+    _committing(spark, metadata, lambda: rows.select(*names).writeTo(ref).overwrite(F.lit(True)))
     summary = spark.sql(f"SELECT summary FROM {ref}.snapshots ORDER BY committed_at DESC LIMIT 1").first()
     added = (summary["summary"] or {}).get("added-records", "0") if summary is not None else "0"
     return {"upserted": int(added), "deleted": 0}
