@@ -173,6 +173,10 @@ def spark_conf(
         "spark.redaction.string.regex": SECRET_TEXT,
         "spark.sql.redaction.string.regex": SECRET_TEXT,
     }
+    if local and not os.environ.get("PYSPARK_PYTHON"):
+        # a local driver's Python workers run this interpreter, not the first python3 on PATH (a
+        # virtualenv's command started without activating it: a minor version apart, pyspark refuses)
+        conf["spark.pyspark.python"] = sys.executable
     conf = {k: v for k, v in conf.items() if v != ""}
     conf.update(spark_compat.session_conf(spark_lines.installed_version()))  # what the Spark line needs
     conf.update(extra or {})
