@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 import time
 from pathlib import Path
 
@@ -40,17 +39,6 @@ def test_conf_points_spark_at_the_cached_jars_and_enables_delta(jars_dir: Path) 
     assert conf["spark.ui.enabled"] == "false"
     assert "spark.jars.packages" not in conf  # no network resolution at run time
     assert conf["spark.driver.host"] == "127.0.0.1"
-
-
-def test_a_local_drivers_python_workers_run_this_interpreter(
-    jars_dir: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # a virtualenv's command started without activating it: python3 on PATH may be another Python
-    monkeypatch.delenv("PYSPARK_PYTHON", raising=False)
-    assert spark_conf(jars_dir=jars_dir)["spark.pyspark.python"] == sys.executable
-    assert "spark.pyspark.python" not in spark_conf("spark://127.0.0.1:7077", jars_dir=jars_dir)
-    monkeypatch.setenv("PYSPARK_PYTHON", "/opt/python")  # Spark's own variable wins
-    assert "spark.pyspark.python" not in spark_conf(jars_dir=jars_dir)
 
 
 def test_cluster_master_keeps_driver_address_open_and_extra_wins(jars_dir: Path) -> None:

@@ -173,10 +173,6 @@ def spark_conf(
         "spark.redaction.string.regex": SECRET_TEXT,
         "spark.sql.redaction.string.regex": SECRET_TEXT,
     }
-    if local and not os.environ.get("PYSPARK_PYTHON"):
-        # a local driver's Python workers run this interpreter, not the first python3 on PATH (a
-        # virtualenv's command started without activating it: a minor version apart, pyspark refuses)
-        conf["spark.pyspark.python"] = sys.executable
     conf = {k: v for k, v in conf.items() if v != ""}
     conf.update(spark_compat.session_conf(spark_lines.installed_version()))  # what the Spark line needs
     conf.update(extra or {})
@@ -315,6 +311,10 @@ def build_spark_session(master: str = "local[*]", **kwargs: Any) -> SparkSession
     if master.startswith("local"):
         # keep the driver on loopback instead of the first network interface
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+        # its Python workers run this interpreter, not the first python3 on PATH (pyspark reads the
+        # variable when the context starts: a virtualenv's command run without activating it would
+        # start workers of another Python, which pyspark refuses)
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 
     conf = spark_conf(master, **kwargs)
     level = log_level(kwargs.get("level"))
