@@ -16,20 +16,7 @@ lanes=("$@")
 logs=build/test-logs/lanes
 mkdir -p "$logs"
 
-# python3.X on PATH, else pyenv's newest 3.X
-find_python() {
-  local v=$1 candidate
-  for candidate in "$(command -v "python$v" || true)" \
-    $(command -v pyenv >/dev/null && ls -d "$(pyenv root)"/versions/"$v".*/bin/"python$v" 2>/dev/null | sort -rV); do
-    # a pyenv shim is on PATH even when that version is not selected: take one that runs
-    if [ -n "$candidate" ] && "$candidate" -c 'import sys' >/dev/null 2>&1; then
-      echo "$candidate"
-      return 0
-    fi
-  done
-  echo "ERROR: Python $v is needed (python$v on PATH, or pyenv install $v)." >&2
-  return 1
-}
+. scripts/find-python.sh  # find_python 3.X
 
 run_lane() {
   local lane=$1 py venv python began

@@ -15,24 +15,23 @@ rm -rf "$work" && mkdir -p "$work"
 BUILD_VERSION=1.6.1
 TWINE_VERSION=7.0.0
 
-find_python() {
-  local v=$1 candidate
-  for candidate in "$(command -v "python$v" || true)" \
-    $(command -v pyenv >/dev/null && ls -d "$(pyenv root)"/versions/"$v".*/bin/"python$v" 2>/dev/null | sort -rV); do
-    # a pyenv shim is on PATH even when that version is not selected: take one that runs
-    if [ -n "$candidate" ] && "$candidate" -c 'import sys' >/dev/null 2>&1; then
-      echo "$candidate"
-      return 0
-    fi
-  done
-  echo "ERROR: Python $v is needed (python$v on PATH, or pyenv install $v)." >&2
-  return 1
-}
+. scripts/find-python.sh  # find_python 3.X
 
 # venv NAME PYTHON: a clean virtualenv with the pinned pip and uv
 venv() {
   "$2" -m venv "$work/$1"
   "$work/$1/bin/pip" install -q "pip==$pip_version" "uv==$uv_version"
+}
+
+# install_wheel NAME PYTHON CONSTRAINTS EXTRAS: the built wheel with EXTRAS in a clean virtualenv
+install_wheel() {
+  venv "$1" "$2"
+  "$work/$1/bin/uv" pip install -q --python "$work/$1/bin/python" -c "$3" "upsert-kafka-ops[$4] @ file://$wheel"
+}
+
+# the package's resources folder as the virtualenv NAME installed it
+resources_of() {
+  (cd "$work" && "$work/$1/bin/python" -c 'from importlib.resources import files; print(files("upsert_kafka_ops") / "resources")')
 }
 
 fail() { echo "wheel check: $*" >&2; exit 1; }
@@ -51,14 +50,11 @@ wheel=$(ls "$work"/dist/upsert_kafka_ops-*.whl)
 unzip -l "$wheel" | grep -q "upsert_kafka_ops/resources/demo.yaml" || fail "the wheel lacks the demo's pipeline file"
 
 echo "== Python 3.13, the airflow extra: the provider is listed and the repository's DAGs parse"
-venv airflow "$py313"
-"$work/airflow/bin/uv" pip install -q --python "$work/airflow/bin/python" \
-  -c constraints/spark-4.1-py3.13.txt "upsert-kafka-ops[airflow] @ file://$wheel"
+install_wheel airflow "$py313" constraints/spark-4.1-py3.13.txt airflow
 export AIRFLOW_HOME=$work/airflow-home
 mkdir -p "$AIRFLOW_HOME/dags"
 cp dags/*.py "$AIRFLOW_HOME/dags/"
-resources=$(cd "$work" && "$work/airflow/bin/python" -c \
-  'from importlib.resources import files; print(files("upsert_kafka_ops") / "resources")')
+resources=$(resources_of airflow)
 case "$resources" in "$work"/airflow/*) ;; *) fail "the package imported from $resources, not the installed wheel" ;; esac
 (cd "$work" && "$work/airflow/bin/airflow" db migrate) >"$work/airflow-db.log" 2>&1 ||
   { tail -20 "$work/airflow-db.log"; fail "airflow db migrate failed"; }
@@ -77,9 +73,7 @@ print(f"airflow parsed {len(dags)} DAGs: {', '.join(sorted(dags))}")
 EOF
 
 echo "== Python 3.13, the dagster extra: dg loads a project whose defs.yaml uses the Component"
-venv dagster "$py313"
-"$work/dagster/bin/uv" pip install -q --python "$work/dagster/bin/python" \
-  -c constraints/spark-4.1-py3.13.txt "upsert-kafka-ops[dagster] @ file://$wheel"
+install_wheel dagster "$py313" constraints/spark-4.1-py3.13.txt dagster
 project=$work/dg-project
 mkdir -p "$project/src/wheel_check/defs/demo"
 printf '[project]\nname = "wheel-check"\nversion = "0"\n\n[tool.dg]\ndirectory_type = "project"\n\n[tool.dg.project]\nroot_module = "wheel_check"\n' >"$project/pyproject.toml"
@@ -87,7 +81,7 @@ touch "$project/src/wheel_check/__init__.py"
 printf 'from pathlib import Path\n\nimport dagster as dg\n\n\n@dg.definitions\ndef defs() -> dg.Definitions:\n    return dg.load_from_defs_folder(path_within_project=Path(__file__).parent)\n' \
   >"$project/src/wheel_check/definitions.py"
 printf 'type: upsert_kafka_ops.dagster.UpsertKafkaPipelineComponent\nattributes:\n  pipeline_file: %s/demo.yaml\n  bootstrap_servers: localhost:9092\n' \
-  "$(cd "$work" && "$work/dagster/bin/python" -c 'from importlib.resources import files; print(files("upsert_kafka_ops") / "resources")')" \
+  "$(resources_of dagster)" \
   >"$project/src/wheel_check/defs/demo/defs.yaml"
 (cd "$project" && PATH="$work/dagster/bin:$PATH" PYTHONPATH=src dg list defs --json) >"$work/defs.json"
 "$work/dagster/bin/python" - "$work/defs.json" <<'EOF'
@@ -98,9 +92,7 @@ print(f"dg list defs: {len(defs['assets'])} assets, {len(defs['asset_checks'])} 
 EOF
 
 echo "== Python 3.10: the wheel with both extras installs and imports"
-venv py310 "$py310"
-"$work/py310/bin/uv" pip install -q --python "$work/py310/bin/python" \
-  -c constraints/spark-4.1-py3.10.txt "upsert-kafka-ops[airflow,dagster] @ file://$wheel"
+install_wheel py310 "$py310" constraints/spark-4.1-py3.10.txt airflow,dagster
 (cd "$work" && "$work/py310/bin/python" -c 'import upsert_kafka_ops.airflow.operators, upsert_kafka_ops.dagster, upsert_kafka_ops.runtime; from upsert_kafka_ops.jobs import Pipeline; import upsert_kafka_ops.cli.demo as d; Pipeline.load(d.PIPELINE); print("python 3.10: imports and loads the demo pipeline")')
 
 echo "== the demo from the installed wheel alone (Python 3.13, an empty folder)"
