@@ -19,6 +19,7 @@ import pytest
 from pyspark.sql import SparkSession
 from tests.integration.jobs_support import oracle_table, produce, random_changes, rows_as_table, source
 
+from upsert_kafka_ops import spark_lines
 from upsert_kafka_ops.errors import JobFailedError, SpecError
 from upsert_kafka_ops.jobs import Pipeline
 from upsert_kafka_ops.jobs.core import JobResult
@@ -173,6 +174,8 @@ def test_cluster_mode_ships_the_job_file_and_keeps_env_off_the_command(tmp_path:
         project_conf=False,
         env={"KAFKA_PASSWORD": "very-secret-value"},
         spark_submit="/opt/spark/bin/spark-submit",
+        # the cluster's Spark, given: else the runtime reads it from that spark-submit's --version
+        spark_version=spark_lines.installed_version(),
     )
     job = tmp_path / "job.json"
     props = tmp_path / "driver-env.properties"
