@@ -155,7 +155,7 @@ def yarn_group(spark_version: str | None = None) -> JarGroup:
     """A YARN ResourceManager and NodeManager (``upsert_kafka_ops.local.LocalYarn``) of the Hadoop
     release the Spark line's client jars are: the cluster manager that runs Python drivers in cluster
     deploy mode. Their own JVMs; not on Spark's class path; not fetched unless asked for."""
-    hadoop = spark_lines.line_of(spark_version or spark_lines.installed_version()).hadoop
+    hadoop = spark_lines.line_for(spark_version).hadoop
     return JarGroup(
         name="yarn",
         artifacts=(
@@ -174,7 +174,7 @@ def s3_group(spark_version: str | None = None) -> JarGroup:
     Hadoop release of the Spark line. hadoop-aws declares the AWS SDK's bundle (over 500 MB); the three
     SDK modules it uses weigh 9 MB together. What pyspark/jars already holds (netty, Apache
     HttpClient, commons, slf4j) is left out."""
-    line = spark_lines.line_of(spark_version or spark_lines.installed_version())
+    line = spark_lines.line_for(spark_version)
     if not line.aws_sdk:
         raise JarsError(
             f"Tables on S3 are not supported on {line.name} yet (its hadoop-aws {line.hadoop} needs the "
@@ -207,7 +207,7 @@ def iceberg_group(spark_version: str | None = None) -> JarGroup:
     the first to take a commit's snapshot properties from the session, which a SQL MERGE needs). Its
     catalogs reach S3 through the S3A connector (the ``s3`` group) and PostgreSQL through the
     ``spark`` group's JDBC driver."""
-    line = spark_lines.line_of(spark_version or spark_lines.installed_version())
+    line = spark_lines.line_for(spark_version)
     runtime = spark_lines.require_iceberg(line)
     return JarGroup(
         name="iceberg",

@@ -13,6 +13,7 @@ fetcher and the CLI work before any JVM starts.
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 from importlib import metadata
@@ -180,14 +181,20 @@ def line_of(version: str) -> SparkLine:
     return line
 
 
+@functools.cache
 def installed_version() -> str:
-    """The installed pyspark's version (from its package metadata; pyspark is not imported)."""
+    """The installed pyspark's version (from its package metadata, read once; pyspark is not imported)."""
     for dist in ("pyspark", "pyspark-client"):
         try:
             return metadata.version(dist)
         except metadata.PackageNotFoundError:
             continue
     raise ToolchainError("pyspark is not installed. Fix: pip install upsert-kafka-ops (it requires pyspark).")
+
+
+def line_for(spark_version: str | None) -> SparkLine:
+    """The line of ``spark_version``, or of the installed pyspark when it is None."""
+    return line_of(spark_version or installed_version())
 
 
 def same_line(driver: str, cluster: str) -> None:

@@ -106,10 +106,9 @@ def _jars(args: argparse.Namespace) -> int:
         print(f"jars: {args.spark_submit} runs Spark {version}", file=sys.stderr)
     if args.jars_command == "fetch":
         jars.fetch(groups=args.group, jars_dir=args.dir, spark_version=version)
-        local_driver = version is None and "spark" not in jars.provided()
-        if local_driver and "spark" in (
-            args.group or jars.DEFAULT_GROUPS
-        ):  # the local driver's class archive
+        # the local driver's class archive: for the installed Spark's own jars only
+        fetched_spark = "spark" in (args.group or jars.DEFAULT_GROUPS) and "spark" not in jars.provided()
+        if version is None and fetched_spark:
             from upsert_kafka_ops.engine import class_archive
             from upsert_kafka_ops.engine.session import spark_conf
 
