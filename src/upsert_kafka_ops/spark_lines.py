@@ -14,6 +14,7 @@ fetcher and the CLI work before any JVM starts.
 from __future__ import annotations
 
 import functools
+import os
 import re
 from dataclasses import dataclass
 from importlib import metadata
@@ -114,6 +115,11 @@ LINES: dict[str, SparkLine] = {
 
 #: The line the development environment, ``make demo`` and ``make test`` run (``constraints.txt``).
 DEFAULT_LINE = "4.1"
+
+#: The environment variable naming the Spark release of the cluster's image (the Helm chart sets it
+#: from ``image.sparkVersion`` in the pods it configures): the spark-submit runtime's default
+#: ``spark_version``, and what the chart's Spark Connect server checks its own pyspark against.
+DECLARED_VERSION_ENV = "UKO_SPARK_VERSION"
 
 _VERSION = re.compile(r"(\d+)\.(\d+)\.(\d+)")
 _PREVIEW = re.compile(r"^\s*\d+\.\d+\.\d+-(preview|rc)", re.IGNORECASE)
@@ -252,3 +258,24 @@ def cluster_version(spark_submit: str, *, timeout_s: float = 120.0) -> str:
             "Fix: point spark_submit at the cluster's spark-submit, or give spark_version."
         )
     return m.group(1)
+
+
+def declared_version() -> str | None:
+    """The Spark release :data:`DECLARED_VERSION_ENV` names, or None when it is unset or empty."""
+    return os.environ.get(DECLARED_VERSION_ENV, "").strip() or None
+
+
+def check_declared() -> None:
+    """Raise a :class:`ToolchainError` naming both when :data:`DECLARED_VERSION_ENV` names a Spark line
+    other than the installed pyspark's (an image built on one line, deployed as another)."""
+    declared = declared_version()
+    if declared is None:
+        return
+    installed = installed_version()
+    line_of(declared)
+    if parse(declared)[:2] != parse(installed)[:2]:
+        raise ToolchainError(
+            f"{DECLARED_VERSION_ENV} (the chart's image.sparkVersion) names Spark {declared}, but this "
+            f"image's pyspark is {installed}. Fix: set image.sparkVersion to {installed}, or build the "
+            "image on that line (docker build --build-arg CONSTRAINTS=constraints/<line's file>)."
+        )

@@ -164,6 +164,16 @@ def test_spark_defaults_pass_credentials_by_secret_reference() -> None:
     assert "serviceAccountName spark" in text and "spark.driver.host" not in text
 
 
+def test_the_orchestrators_pods_are_told_the_images_spark_release() -> None:
+    def env(objects: list[dict]) -> dict[str, str]:
+        (made,) = [o for o in objects if o["kind"] == "ConfigMap" and o["metadata"]["name"].endswith("-env")]
+        return made["data"]
+
+    assert env(render(VALUES / "minimal.yaml"))["UKO_SPARK_VERSION"] == "4.1.1"
+    vendor = render(VALUES / "minimal.yaml", sets=("image.sparkVersion=3.5.6-amzn-1",))
+    assert env(vendor)["UKO_SPARK_VERSION"] == "3.5.6-amzn-1"
+
+
 def test_role_binds_the_driver_and_the_orchestrator_accounts() -> None:
     objects = render(VALUES / "sasl-inline.yaml")
     (role,) = [o for o in objects if o["kind"] == "Role"]
@@ -487,6 +497,7 @@ def test_network_policies_admit_only_the_configured_peers_to_each_servers_port()
         (("sparkConnect.enabled=true", "sparkConnect.tls.secretName=s", "sparkConnect.conf.spark\\.connect\\.authenticate\\.token=x"),
          "sparkConnect.conf.spark.connect.authenticate.token looks like a secret"),
         (("sparkConnect.tls.certManager.issuerRef.kind=Cluster",), "/sparkConnect/tls/certManager/issuerRef/kind"),
+        (("image.sparkVersion=3.4.1",), "/image/sparkVersion"),
     ],
 )  # fmt: skip
 def test_invalid_values_fail_naming_the_value(sets: tuple[str, ...], message: str) -> None:

@@ -79,6 +79,11 @@ def test_the_installed_pyspark_is_supported_and_the_default_set_is_on_the_defaul
     )
     assert spark_lines.line_of(pins["pyspark"]).line == spark_lines.DEFAULT_LINE
     assert spark_lines.delta_for(pins["pyspark"]).version == pins["delta-spark"]
+    # the chart's image is built from constraints.txt by default, and says so (UKO_SPARK_VERSION)
+    from upsert_kafka_ops import __version__
+    from upsert_kafka_ops.deploy.helm_values import Image
+
+    assert (Image().spark_version, Image().tag) == (pins["pyspark"], __version__)
 
 
 def test_a_lines_first_patch_releases_keep_the_delta_that_runs_on_them() -> None:
@@ -101,3 +106,34 @@ def test_a_spark_submit_runtime_refuses_a_cluster_of_another_line_before_submitt
     # the same line in a vendor's spelling passes, and names its own jars when they are given
     same = SparkSubmitRuntime(master="yarn", spark_version=f"{installed}-vendor-1", jars=["/opt/x.jar"])
     assert same.jar_list() == ["/opt/x.jar"]
+
+
+def test_the_charts_spark_version_is_the_runtimes_default_and_the_servers_check(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from upsert_kafka_ops.runtime import SparkSubmitRuntime
+
+    installed = spark_lines.installed_version()
+    other = "3.5.6" if installed.startswith("4.") else "4.1.1"
+    monkeypatch.setenv(spark_lines.DECLARED_VERSION_ENV, other)
+    # a spark-submit runtime in the chart's pods resolves for the image's Spark (no banner is read:
+    # the spark-submit below does not exist) and refuses a driver of another line
+    runtime = SparkSubmitRuntime(master="k8s://https://kube:443", spark_submit="/absent/spark-submit")
+    with pytest.raises(
+        ToolchainError, match=rf"driver runs Spark {installed} but the cluster runs Spark {other}"
+    ):
+        runtime.jar_list()
+    with pytest.raises(
+        ToolchainError, match=rf"image.sparkVersion\) names Spark {other}, but this image's pyspark"
+    ):
+        spark_lines.check_declared()
+    # a field given wins over the variable, and the image's own line passes the server's check
+    assert SparkSubmitRuntime(master="yarn", spark_version=installed).cluster_version() == installed
+    monkeypatch.setenv(spark_lines.DECLARED_VERSION_ENV, f"{installed}-vendor-2")
+    spark_lines.check_declared()
+    monkeypatch.setenv(spark_lines.DECLARED_VERSION_ENV, "3.4.1")
+    with pytest.raises(ToolchainError, match="not supported"):
+        spark_lines.check_declared()
+    monkeypatch.setenv(spark_lines.DECLARED_VERSION_ENV, " ")
+    assert spark_lines.declared_version() is None
+    spark_lines.check_declared()

@@ -169,8 +169,10 @@ def _spark_connect(args: argparse.Namespace) -> int:
     import signal
     import tempfile
 
+    from upsert_kafka_ops import spark_lines
     from upsert_kafka_ops.local import LocalSparkConnect
 
+    spark_lines.check_declared()  # the chart's image.sparkVersion against this image's pyspark
     conf = {}
     for item in args.conf:
         key, sep, value = item.partition("=")

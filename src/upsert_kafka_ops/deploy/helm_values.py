@@ -10,14 +10,23 @@ and the fix.
 from __future__ import annotations
 
 import json
+import re
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
+from upsert_kafka_ops import spark_lines
+
 
 class _Values(BaseModel):
     model_config = ConfigDict(extra="forbid", populate_by_name=True, alias_generator=to_camel)
+
+
+#: a release of a supported Spark line (spark_lines.LINES), vendor suffixes allowed: 4.1.1, 3.5.6-amzn-1
+_SPARK_RELEASE = (
+    "^(" + "|".join(re.escape(line) for line in spark_lines.LINES) + r")\.[0-9]+(-[0-9A-Za-z.-]+)?$"
+)
 
 
 class Image(_Values):
@@ -26,7 +35,15 @@ class Image(_Values):
         description="Image with this package, Spark and the jars (docker/Dockerfile); the lag exporter "
         "and the Spark executors run it.",
     )
-    tag: str = Field(default="0.1.0", description="Image tag (the package version by default).")
+    tag: str = Field(default="0.2.0", description="Image tag (the package version by default).")
+    spark_version: str = Field(
+        default="4.1.1",
+        pattern=_SPARK_RELEASE,
+        description="The Spark release the image was built with (docker/Dockerfile's CONSTRAINTS: "
+        "constraints.txt is 4.1.1). The orchestrator's pods get it as UKO_SPARK_VERSION: the spark-submit "
+        "runtime resolves jars for it and refuses a driver of another line; the Spark Connect server "
+        "refuses to start when the image's pyspark is of another line.",
+    )
     pull_policy: Literal["Always", "IfNotPresent", "Never"] = Field(
         default="IfNotPresent", description="Kubernetes imagePullPolicy."
     )

@@ -127,8 +127,9 @@ class SparkSubmitRuntime(SpecModel):
     spark_version: str | None = Field(
         default=None,
         description="The cluster's Spark release (vendor strings such as 3.5.6-amzn-1 are read by x.y.z): its "
-        "jars are resolved for it, and a driver of another line is refused at start; default: read from "
-        "spark_submit's --version when spark_submit is set, else the installed pyspark's.",
+        "jars are resolved for it, and a driver of another line is refused at start; default: "
+        "UKO_SPARK_VERSION (the Helm chart's image.sparkVersion) when set, else read from spark_submit's "
+        "--version when spark_submit is set, else the installed pyspark's.",
     )
     result_uri: str | None = Field(
         default=None,
@@ -200,7 +201,7 @@ class SparkSubmitRuntime(SpecModel):
         :class:`ToolchainError` naming both when its line differs from the installed pyspark's."""
         from upsert_kafka_ops import spark_lines
 
-        version = self.spark_version
+        version = self.spark_version or spark_lines.declared_version()
         if version is None and self.spark_submit is not None:
             version = _CLUSTER_VERSIONS.get(self.spark_submit) or spark_lines.cluster_version(
                 self.spark_submit
