@@ -107,6 +107,11 @@ class LocalYarn:
             "yarn.nodemanager.vmem-check-enabled": "false",
             "yarn.nodemanager.pmem-check-enabled": "false",
             "yarn.nodemanager.disk-health-checker.max-disk-utilization-per-disk-percentage": "99.9",
+            # containers inherit only the variables listed (Hadoop's default list, then the java
+            # launcher's JDK_JAVA_OPTIONS: the JVM options this machine's other JVMs get, e.g. the test
+            # suite's C1-only compiler, reach the drivers and executors YARN starts too)
+            "yarn.nodemanager.env-whitelist": "JAVA_HOME,HADOOP_COMMON_HOME,HADOOP_HDFS_HOME,HADOOP_CONF_DIR,"
+                "CLASSPATH_PREPEND_DISTCACHE,HADOOP_YARN_HOME,HADOOP_HOME,PATH,LANG,TZ,JDK_JAVA_OPTIONS",
             "yarn.resourcemanager.scheduler.class":
                 "org.apache.hadoop.yarn.server.resourcemanager.scheduler.fifo.FifoScheduler",
         }  # fmt: skip
