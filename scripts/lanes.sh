@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # lanes.sh PIP_VERSION UV_VERSION EXTRAS [LANE...]: the supported Spark lines other than the default,
-# one after another (2 cores: one Spark driver at a time), each in its own virtualenv installed from
-# its constraints file (constraints/<lane>.txt) with the Python it names: the unit tests, then the tests
-# marked `lines` (the engine against its plain-Python oracle on randomized topics, the Flink
-# conformance group's random topics, a Delta, an Iceberg and a PostgreSQL run killed and rerun, and a
-# spark-submit run) on that line's Spark, its jars resolved for it. Every lane runs even when one
-# fails; each one's output goes to build/test-logs/lanes/<lane>.log, its summary to stdout.
+# each in its own virtualenv installed from its constraints file (constraints/<lane>.txt) with the
+# Python it names: the unit tests, then the tests marked `lines` (the engine against its plain-Python
+# oracle on randomized topics, the Flink conformance group's random topics, a Delta, an Iceberg and a
+# PostgreSQL run killed and rerun, and a spark-submit run) on that line's Spark, its jars resolved for
+# it. The installs and jar fetches go one lane after another (Maven's local repository takes one
+# writer), then the lanes' tests run side by side: one lane keeps about 1.2 of the 2 cores busy (its
+# driver waits on Flink, the broker and its CLI runs), two take 1.7 of them. Every lane runs even
+# when one fails; each one's output goes to build/test-logs/lanes/<lane>.log, its summary to stdout.
 # make lanes runs it after make test (the Flink oracle's virtualenv and the jar cache exist then).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -18,7 +20,7 @@ mkdir -p "$logs"
 
 . scripts/find-python.sh  # find_python 3.X
 
-run_lane() {
+prepare_lane() {
   local lane=$1 py venv python began
   py=${lane##*-py}
   venv=.venv-lanes/$lane
@@ -34,21 +36,45 @@ run_lane() {
   fi
   echo "== lane $lane: installed in $(($(date +%s) - began))s ($("$venv/bin/upsert-kafka-ops" --version | tr '\n' ' '))"
   # the lane's few CLI runs start faster without training a class archive first (about 30 CPU s)
-  export UPSERT_KAFKA_OPS_CLASS_ARCHIVE=off UKO_LANE=$lane
-  "$venv/bin/upsert-kafka-ops" jars fetch --group kafka --group spark --group iceberg --group flink || return 1
-  "$venv/bin/pytest" tests/unit -n 2 -q -p no:cacheprovider || return 1
-  "$venv/bin/pytest" tests/integration tests/conformance -m lines -p no:cacheprovider --durations=8 || return 1
-  echo "== lane $lane: passed in $(($(date +%s) - began))s"
+  UPSERT_KAFKA_OPS_CLASS_ARCHIVE=off "$venv/bin/upsert-kafka-ops" jars fetch --group kafka --group spark \
+    --group iceberg --group flink
 }
 
-rc=0
-for lane in "${lanes[@]}"; do
-  if run_lane "$lane" >"$logs/$lane.log" 2>&1; then
-    grep -E "^== lane|passed|failed" "$logs/$lane.log" | tail -4
+test_lane() {
+  local lane=$1 venv=.venv-lanes/$1 began
+  began=$(date +%s)
+  export UPSERT_KAFKA_OPS_CLASS_ARCHIVE=off UKO_LANE=$lane
+  "$venv/bin/pytest" tests/unit -q -p no:cacheprovider || return 1
+  "$venv/bin/pytest" tests/integration tests/conformance -m lines -p no:cacheprovider --durations=8 || return 1
+  echo "== lane $lane: passed in $(($(date +%s) - began))s (its tests, beside the other lanes')"
+}
+
+report() {
+  local lane=$1 ok=$2
+  if [ "$ok" -eq 0 ]; then
+    grep -E "^== lane|passed|failed" "$logs/$lane.log" | tail -5
   else
-    rc=1
     echo "== lane $lane FAILED ($logs/$lane.log):"
     tail -80 "$logs/$lane.log"
   fi
+}
+
+rc=0
+declare -A pid prepared
+for lane in "${lanes[@]}"; do
+  prepare_lane "$lane" >"$logs/$lane.log" 2>&1
+  prepared[$lane]=$?
+done
+for lane in "${lanes[@]}"; do
+  if [ "${prepared[$lane]}" -eq 0 ]; then
+    test_lane "$lane" >>"$logs/$lane.log" 2>&1 &
+    pid[$lane]=$!
+  fi
+done
+for lane in "${lanes[@]}"; do
+  code=${prepared[$lane]}
+  [ "$code" -ne 0 ] || { wait "${pid[$lane]}"; code=$?; }
+  [ "$code" -eq 0 ] || rc=1
+  report "$lane" "$code"
 done
 exit $rc
