@@ -1,8 +1,8 @@
 """Jobs in YARN cluster deploy mode on a real one-node YARN (``LocalYarn``: Hadoop's ResourceManager
 and NodeManager from Maven Central): the Python driver runs in YARN's application master, writes its
 result to ``result_uri``, and the target equals the plain-Python fold of the topic. A run submitted
-without waiting is followed through the ResourceManager's REST API and finished later, as a deferred
-Airflow task does; a killed one fails with YARN's state."""
+without waiting returns at once and, killed, fails with YARN's state (the Airflow suite's deferrable
+test follows one through the ResourceManager's REST API to its result)."""
 
 from __future__ import annotations
 
@@ -24,6 +24,7 @@ from tests.integration.jobs_support import (
 
 from upsert_kafka_ops import jars
 from upsert_kafka_ops.errors import JobFailedError
+from upsert_kafka_ops.jobs import run_job
 from upsert_kafka_ops.local import LocalKafka
 from upsert_kafka_ops.local.yarn import LocalYarn
 from upsert_kafka_ops.runtime import SparkSubmitRuntime, execute_job, finish_job, submit_job
@@ -55,9 +56,13 @@ def _wait(rm_url: str, app_id: str, timeout: float = 600) -> Application:
         time.sleep(1)
 
 
-def test_cluster_mode_runs_the_driver_in_yarn_and_a_detached_run_is_finished_later(
+def test_cluster_mode_continues_a_local_run_with_the_driver_in_yarn(
     yarn: LocalYarn, kafka: LocalKafka, new_topic: Callable[..., str], spark: SparkSession, tmp_path: Path
 ) -> None:
+    """One YARN application (each is a driver and an executor JVM in containers): the full run happens
+    in this process's session, the incremental one on YARN, waited for as spark-submit waits. A run
+    submitted without waiting and finished later is the Airflow suite's deferrable YARN test (the
+    operator calls submit_job and finish_job), and the killed run's below."""
     servers = kafka.bootstrap_servers
     topic = new_topic(partitions=2)
     rnd = random.Random(19)
@@ -65,26 +70,21 @@ def test_cluster_mode_runs_the_driver_in_yarn_and_a_detached_run_is_finished_lat
     target = tmp_path / "users"
     p = pipeline(servers, [{"name": "users", "kind": "materialize", "source": source(topic, servers),
                             "target": {"kind": "delta", "path": str(target)}}])  # fmt: skip
-    runtime = _runtime(yarn, tmp_path)
-
-    first = execute_job(
-        p, "users", runtime=runtime, workdir=tmp_path / "first"
-    )  # waits, as spark-submit does
-    assert (first.status, first.mode, first.records_read) == ("succeeded", "full", n)
-    assert first.spark_app_id.startswith("application_")  # the driver ran in YARN, not here
-    table = lambda: rows_as_table(spark.read.format("delta").load(str(target)).collect())  # noqa: E731
-    assert table() == oracle_table(servers, topic)
+    assert run_job(p, "users", spark=spark).records_read == n
 
     more = produce(servers, topic, random_changes(rnd, 20, 30))
-    submitted = submit_job(p, "users", runtime=runtime, workdir=tmp_path / "second")
-    assert submitted.rm_url == yarn.rm_url and submitted.app_id.startswith("application_")
-    assert not application(yarn.rm_url, submitted.app_id).done  # submit_job returned before the run ended
-    ended = _wait(submitted.rm_url, submitted.app_id)
-    assert ended.succeeded, ended
-    second = finish_job(p, "users", runtime, ended)
-    assert (second.mode, second.run, second.records_read) == ("incremental", 2, more)
-    assert second.spark_app_id == submitted.app_id
-    assert table() == oracle_table(servers, topic)
+    runtime = _runtime(yarn, tmp_path)
+    second = execute_job(p, "users", runtime=runtime, workdir=tmp_path / "second")  # waits
+    assert (second.status, second.mode, second.run, second.records_read) == (
+        "succeeded",
+        "incremental",
+        2,
+        more,
+    )
+    assert second.spark_app_id.startswith("application_")  # the driver ran in YARN, not here
+    assert application(yarn.rm_url, second.spark_app_id).succeeded
+    table = rows_as_table(spark.read.format("delta").load(str(target)).collect())
+    assert table == oracle_table(servers, topic)
 
 
 def test_a_killed_application_fails_its_run_with_yarns_state(
@@ -97,6 +97,8 @@ def test_a_killed_application_fails_its_run_with_yarns_state(
                             "target": {"kind": "delta", "path": str(tmp_path / "doomed")}}])  # fmt: skip
     runtime = _runtime(yarn, tmp_path)
     submitted = submit_job(p, "doomed", runtime=runtime, workdir=tmp_path / "run")
+    assert submitted.rm_url == yarn.rm_url and submitted.app_id.startswith("application_")
+    assert not application(yarn.rm_url, submitted.app_id).done  # submit_job returned before the run ended
     kill_application(submitted.rm_url, submitted.app_id)
     ended = _wait(submitted.rm_url, submitted.app_id)
     assert ended.state == "KILLED"
