@@ -5,8 +5,8 @@
 # oracle on randomized topics, the Flink conformance group's random topics, a Delta, an Iceberg and a
 # PostgreSQL run killed and rerun, and a spark-submit run) on that line's Spark, its jars resolved for
 # it. The installs and jar fetches go one lane after another (Maven's local repository takes one
-# writer), then the lanes' tests run side by side: one lane keeps about 1.2 of the 2 cores busy (its
-# driver waits on Flink, the broker and its CLI runs), two take 1.7 of them. Every lane runs even
+# writer), then the lanes' tests run side by side: one lane alone keeps about 1.2 of the 2 cores busy
+# (225 CPU s over 194 s: its driver waits on Flink, the broker and its CLI runs). Every lane runs even
 # when one fails; each one's output goes to build/test-logs/lanes/<lane>.log, its summary to stdout.
 # make lanes runs it after make test (the Flink oracle's virtualenv and the jar cache exist then).
 set -uo pipefail
