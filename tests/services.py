@@ -16,6 +16,7 @@ Nothing here skips: when Java, Maven or the jars are missing, the fixtures raise
 from __future__ import annotations
 
 import os
+import sys
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -26,6 +27,7 @@ from tests import shared_broker
 from tests.jvm import SESSION_HEAP, SESSION_SHUFFLE_PARTITIONS
 
 from upsert_kafka_ops import jars, spark_lines
+from upsert_kafka_ops.engine.session import is_connect
 from upsert_kafka_ops.local import LocalKafka, LocalPostgres, LocalS3, LocalSchemaRegistry
 from upsert_kafka_ops.runtime import build_spark_session
 
@@ -72,6 +74,24 @@ def spark(jars_dir: Path) -> Iterator[SparkSession]:
     )
     yield session
     session.stop()
+
+
+@pytest.fixture(autouse=True)
+def _reads_released() -> Iterator[None]:
+    """After each test, the session's cached DataFrames go: a test that reads with the engine itself
+    (``materialize``, ``read_changes``) may keep the read's cache (``engine.source.Read``). Kept by
+    every test, the reads' rows and plans filled the conformance session's 2 GB heap, and its JVM
+    spent most of its CPU in full collections (CI, 2026-11-29: 735 of them, 1,180 CPU s). The jobs
+    release their own reads: ``tests/integration/test_jobs_delta.py`` checks that runs leave nothing
+    cached."""
+    yield
+    if "pyspark.sql" not in sys.modules:  # a test without Spark (the unit tests) starts none here
+        return
+    from pyspark.sql import SparkSession
+
+    session = SparkSession.getActiveSession()
+    if session is not None and not is_connect(session):
+        session.catalog.clearCache()
 
 
 @pytest.fixture(scope="session")

@@ -32,13 +32,14 @@ def cell(value: Any, type_name: str) -> Any:
 def rows(spark: SparkSession, ddl: str) -> list[list[Any]]:
     """``materialize``'s rows of the table ``ddl`` creates, in canon's form."""
     table = UpsertKafkaTable.from_flink_ddl(ddl)
-    df = materialize(spark, table).df
     names = [c.sql_type.name for c in table.columns]
-    picked = [
-        df[c.name].cast("string") if n in _AS_TEXT else df[c.name]
-        for c, n in zip(table.columns, names, strict=True)
-    ]
-    return [[cell(v, n) for v, n in zip(r, names, strict=True)] for r in df.select(*picked).collect()]
+    with materialize(spark, table) as read:  # its cached rows released after the collect
+        df = read.df
+        picked = [
+            df[c.name].cast("string") if n in _AS_TEXT else df[c.name]
+            for c, n in zip(table.columns, names, strict=True)
+        ]
+        return [[cell(v, n) for v, n in zip(r, names, strict=True)] for r in df.select(*picked).collect()]
 
 
 def outcome(spark: SparkSession, ddl: str) -> list[list[Any]] | str:

@@ -45,11 +45,11 @@ def _folded(bootstrap: str, topic: str) -> dict[Any, str]:
 
 
 def _engine(spark: SparkSession, table: UpsertKafkaTable) -> dict[Any, str]:
-    read = materialize(spark, table)
-    try:
-        return {r["id"]: r["v"] for r in read.df.collect()}
-    finally:
-        read.df.unpersist()
+    with materialize(spark, table) as read:  # a read's rows stay cached until it is released
+        assert read.df.storageLevel.useMemory
+        rows = {r["id"]: r["v"] for r in read.df.collect()}
+    assert not read.df.storageLevel.useMemory
+    return rows
 
 
 def test_topics_with_no_record_and_with_one(

@@ -77,7 +77,8 @@ def test_a_warm_session_runs_an_incremental_run_again_without_compiling_its_code
 ) -> None:
     """A run's generated classes stay compiled for the next run (engine.session.CODEGEN_CACHE_ENTRIES):
     with Spark's default cache of 100 classes each incremental run into Delta compiled about 125. And
-    the JVM's compiled code has room, and its collector suits batch runs."""
+    the JVM's compiled code has room, its collector suits batch runs, and the runs leave nothing
+    cached."""
     topic = new_topic(partitions=2)
     servers = kafka.bootstrap_servers
     rnd = random.Random(11)
@@ -104,6 +105,9 @@ def test_a_warm_session_runs_an_incremental_run_again_without_compiling_its_code
     # took a quarter of its CPU
     collectors = {b.getName() for b in management.getGarbageCollectorMXBeans()}
     assert collectors == {"PS Scavenge", "PS MarkSweep"}, collectors
+    # and the runs released the reads they cached (engine.source.Read): a warm session that kept them
+    # held every run's rows and plans until its heap filled
+    assert spark._jsparkSession.sharedState().cacheManager().isEmpty()  # type: ignore[attr-defined]
     assert _delta(spark, tmp_path / "users") == oracle_table(servers, topic)
 
 
