@@ -1,4 +1,4 @@
-"""The core imports without Airflow, Dagster, pyspark or a JVM (DESIGN.md §2)."""
+"""The core imports without Airflow, Dagster, pyspark or a JVM (docs/architecture.md, its layers)."""
 
 from __future__ import annotations
 

@@ -14,7 +14,8 @@ Commands:
 - ``reset-checkpoint PIPELINE --job NAME``: forget a topic-to-topic job's streaming checkpoint.
 - ``describe-topic TOPIC (--bootstrap-servers S | --pipeline FILE [--connection NAME]) [--json]``.
 - ``lag ...``: consumer lag and Burrow status (see ``upsert-kafka-ops lag --help``).
-- ``local kafka|postgres start|stop|status [--dir D]``: the embedded broker and warehouse.
+- ``local kafka|postgres start|stop|status [--dir D]``: the embedded broker and warehouse; ``local
+  registry [--dir D]``: a Schema-Registry-compatible server in the foreground.
 - ``import-flink-sql SCRIPT [--name N]``: a Flink SQL script (CREATE TABLE, INSERT INTO ... SELECT, SET)
   as a pipeline file on stdout; what has no equivalent is reported with its line and column.
 - ``docs config``: print the configuration reference (docs/configuration.md); ``docs helm-schema``:

@@ -6,7 +6,7 @@ timestamp is first raised to the largest one seen before it in its partition, so
 inside a partition always stays offset order; ties go to the higher (topic, partition). The key is
 counted, and ``strict=True`` fails.
 
-:func:`materialize` and :func:`read_changes` decode late (DESIGN §7): they fold on the key and the
+:func:`materialize` and :func:`read_changes` decode late: they fold on the key and the
 record position first, and decode only the winning values, one per live key.
 """
 
