@@ -387,7 +387,7 @@ def _live_keys(pipe: Pipeline, spec: MaterializeJob | BackfillJob, end: dict[str
         try:
             return int(read.df.count())
         finally:
-            read.df.unpersist()
+            read.release()
 
 
 def results_for(

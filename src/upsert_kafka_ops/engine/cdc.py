@@ -167,7 +167,7 @@ def materialize_cdc(
         rows = rows.persist(StorageLevel.MEMORY_AND_DISK)
         n = rows.count()
     finally:
-        read.df.unpersist()
+        read.release()
     result = read.result
     result.operation = f"materialize_cdc:{table.value_format}"
     result.records_out = n
@@ -223,7 +223,7 @@ def last_changes(
         ).first()
         assert counts is not None
     finally:
-        read.df.unpersist()
+        read.release()
     result = read.result
     result.operation = f"last_changes:{table.value_format}"
     result.distinct_keys = int(counts["keys"])

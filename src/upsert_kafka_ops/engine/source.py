@@ -42,10 +42,9 @@ class Read(NamedTuple):
     """A read's DataFrame and its :class:`RunResult`.
 
     The DataFrame is cached in the session (its rows were counted and checked while it was built):
-    release it when done with it, ``read.release()`` or ``with materialize(...) as read:``. A session
-    that keeps every read's cache holds their rows and their plans: in a long-lived session (a
-    notebook, a Spark Connect server, a test suite's) that filled a 2 GB heap after about sixty reads
-    and left its JVM collecting garbage most of the time.
+    release it when done with it, ``read.release()`` or ``with materialize(...) as read:``. A
+    long-lived session (a notebook, a Spark Connect server) that keeps every read's cache holds their
+    rows and plans until its heap fills and its JVM does little but collect garbage.
     """
 
     df: DataFrame

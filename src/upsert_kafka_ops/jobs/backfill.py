@@ -46,7 +46,7 @@ def _backfill_topic(ctx: RunContext, job: BackfillJob, sink: TopicSink) -> JobRe
     try:
         written = write_snapshot(read.df, sink.table, ctx.connection(sink.connection, sink.table))
     finally:
-        read.df.unpersist()
+        read.release()
     r = read.result
     return ctx.result(
         mode="full",

@@ -195,7 +195,7 @@ def _read_and_write(
         write = Write(job, read.df, mode, run, payload, result, ctx.pipeline, r.records_out, written, close)
         write_target(ctx.spark, target, write)
     finally:
-        read.df.unpersist()
+        read.release()
 
 
 def _choose_mode(
@@ -285,7 +285,7 @@ def _read_history(
         late = hist.late_keys(records.df, have, table, spec).count()
         if late:
             have.unpersist()
-            records.df.unpersist()
+            records.release()
             result.mode = "full"
             result.reason = (
                 f"{late} key(s) got records that come before their stored history (another partition"
@@ -299,7 +299,7 @@ def _read_history(
 
     rows = hist.versions(ev, table, spec).persist(StorageLevel.MEMORY_AND_DISK)
     count = rows.count()
-    records.df.unpersist()
+    records.release()
     if stored is not None:
         have.unpersist()
     return Read(rows, dataclasses.replace(records.result, operation="history", records_out=count))

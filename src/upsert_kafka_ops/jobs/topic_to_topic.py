@@ -105,7 +105,7 @@ def _run_snapshot(ctx: RunContext, job: TopicToTopicJob, reason: str) -> JobResu
         for name in job.sources:
             spark.catalog.dropTempView(name)
         for read in reads:
-            read.df.unpersist()
+            read.release()
     return ctx.result(
         mode="full",
         execution="snapshot",

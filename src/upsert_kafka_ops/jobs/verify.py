@@ -198,7 +198,7 @@ def _compare(
         counts, listed = _tally(_judged(topic, rows, keys, values), keys, show)
         columns = _changed_columns(topic, rows, keys, values, listed.get("changed", []))
     finally:
-        read.df.unpersist()
+        read.release()
     return Verification(
         job=job.name,
         target=target.uri,
