@@ -108,3 +108,7 @@ class JobFailedError(UpsertKafkaOpsError):
         self.returncode = returncode
         self.result = result
         super().__init__(message)
+
+
+class OldFieldWarning(FutureWarning):
+    """A pipeline file uses a field's old name: it still reads, and the message names the new form."""

@@ -29,7 +29,7 @@ from tests.integration.jobs_support import (
 )
 
 from upsert_kafka_ops.airflow.operators import UpsertKafkaMaterializeOperator
-from upsert_kafka_ops.jobs.state import read_delta_log
+from upsert_kafka_ops.jobs.targets.delta import read_delta_log
 from upsert_kafka_ops.local import LocalKafka
 
 DAGSTER_RUN = """

@@ -23,7 +23,7 @@ from upsert_kafka_ops.dagster import (
     upsert_kafka_assets,
 )
 from upsert_kafka_ops.jobs import Pipeline
-from upsert_kafka_ops.jobs.to_warehouse import read_target
+from upsert_kafka_ops.jobs.targets import read_target
 from upsert_kafka_ops.local import LocalKafka, LocalS3
 
 

@@ -37,8 +37,9 @@ from tests.integration.test_jobs_postgres import pg_rows, pg_target
 from tests.storage.test_s3_targets import end_offsets
 
 from upsert_kafka_ops.jobs import Pipeline, run_job
-from upsert_kafka_ops.jobs.state import read_delta_log, read_postgres_state, read_stored_offsets
-from upsert_kafka_ops.jobs.to_warehouse import read_target
+from upsert_kafka_ops.jobs.targets import read_stored_offsets, read_target
+from upsert_kafka_ops.jobs.targets.delta import read_delta_log
+from upsert_kafka_ops.jobs.targets.postgres import read_postgres_state
 from upsert_kafka_ops.local import LocalKafka, LocalPostgres
 
 

@@ -21,7 +21,7 @@ from tests.integration.jobs_support import (
 
 from upsert_kafka_ops.jobs import run_job
 from upsert_kafka_ops.jobs.core import OffsetsError
-from upsert_kafka_ops.jobs.state import read_postgres_state
+from upsert_kafka_ops.jobs.targets.postgres import read_postgres_state
 from upsert_kafka_ops.local import LocalKafka, LocalPostgres
 
 

@@ -27,7 +27,7 @@ from tests.integration.jobs_support import (
 
 from upsert_kafka_ops.jobs import run_job
 from upsert_kafka_ops.jobs.core import OffsetsError
-from upsert_kafka_ops.jobs.state import read_delta_log
+from upsert_kafka_ops.jobs.targets.delta import read_delta_log
 from upsert_kafka_ops.local import LocalKafka
 
 pytestmark = pytest.mark.integration

@@ -27,8 +27,8 @@ from tests.storage.test_s3_targets import end_offsets, pipeline_file, run_cli
 
 from upsert_kafka_ops.jobs import IcebergTarget, Pipeline, run_job
 from upsert_kafka_ops.jobs.lag import pipeline_lag
-from upsert_kafka_ops.jobs.state import StateError, read_stored_offsets
-from upsert_kafka_ops.jobs.to_warehouse import read_target
+from upsert_kafka_ops.jobs.state import StateError
+from upsert_kafka_ops.jobs.targets import read_stored_offsets, read_target
 from upsert_kafka_ops.jobs.verify import verify_job
 from upsert_kafka_ops.local import LocalKafka, LocalPostgres, LocalS3, LocalSparkConnect
 

@@ -29,8 +29,7 @@ from tests.storage.test_s3_targets import end_offsets, pipeline_file
 from upsert_kafka_ops.jobs import Pipeline, run_job
 from upsert_kafka_ops.jobs import object_lock as object_lock_module
 from upsert_kafka_ops.jobs.object_lock import lock_key
-from upsert_kafka_ops.jobs.state import read_stored_offsets
-from upsert_kafka_ops.jobs.to_warehouse import read_target
+from upsert_kafka_ops.jobs.targets import read_stored_offsets, read_target
 from upsert_kafka_ops.local import LocalKafka, LocalPostgres, LocalS3
 
 

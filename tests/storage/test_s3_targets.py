@@ -26,7 +26,8 @@ from upsert_kafka_ops.jobs import object_lock as object_lock_module
 from upsert_kafka_ops.jobs.core import ConcurrentRunError
 from upsert_kafka_ops.jobs.lag import pipeline_lag
 from upsert_kafka_ops.jobs.object_lock import ObjectStoreError, lock_key
-from upsert_kafka_ops.jobs.state import StateError, read_stored_offsets
+from upsert_kafka_ops.jobs.state import StateError
+from upsert_kafka_ops.jobs.targets import read_stored_offsets
 from upsert_kafka_ops.kafka.admin import KafkaAdmin
 from upsert_kafka_ops.local import LocalKafka, LocalS3, free_port
 from upsert_kafka_ops.spec.connection import KafkaConnection

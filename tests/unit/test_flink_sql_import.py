@@ -131,9 +131,9 @@ def test_streaming_checkpoints_go_under_flinks_checkpoint_folder_or_a_variable()
     plain = Pipeline.from_yaml(
         yaml.safe_dump(import_flink_sql(script).pipeline), {"UKO_CHECKPOINT_DIR": "/ck"}
     )
-    assert plain.job("out").checkpoint_location == "/ck/out"  # type: ignore[union-attr]
+    assert plain.job("out").checkpoint.path == "/ck/out"  # type: ignore[union-attr]
     on_s3 = import_flink_sql("SET 'state.checkpoints.dir' = 's3://b/ck/';\n" + script).pipeline
-    assert on_s3["jobs"][0]["checkpoint_location"] == "s3a://b/ck/out"
+    assert on_s3["jobs"][0]["checkpoint"] == {"path": "s3a://b/ck/out"}
     with pytest.raises(
         SpecError, match=re.escape("line 1, column 1: SET 'execution.checkpointing.dir': is 'hdfs://nn/ck'")
     ):

@@ -7,9 +7,10 @@ from typing import Any
 
 import pytest
 
-from upsert_kafka_ops.errors import SpecError
+from upsert_kafka_ops.errors import OldFieldWarning, SpecError
 from upsert_kafka_ops.jobs import Pipeline
 from upsert_kafka_ops.jobs.object_lock import lock_key
+from upsert_kafka_ops.jobs.spec import Folder
 from upsert_kafka_ops.spec.storage import S3Storage
 
 SOURCE = {
@@ -121,8 +122,11 @@ PUBLISH = {"name": "p", "kind": "publish", "sink": SOURCE, "source": {"kind": "d
         ({**STREAM, "checkpoint_location": "s3://lake/c"}, "checkpoint_location", "s3a://"),
         ({**STREAM, "checkpoint_location": "/c", "checkpoint_storage": "lake"}, "checkpoint_storage", "remove"),
         ({**STREAM, "checkpoint_storage": "lake"}, "checkpoint_storage", "add one"),
-        ({**STREAM, "checkpoint_location": "s3a://lake/c", "checkpoint_storage": "lakee"}, "checkpoint_storage",
+        ({**STREAM, "checkpoint": {"path": "s3a://lake/c", "storage": "lakee"}}, "checkpoint.storage",
          "defined: lake"),
+        ({**STREAM, "checkpoint": {"path": "s3://lake/c"}}, "checkpoint.path", "s3a://"),
+        ({**STREAM, "checkpoint": {"storage": "lake"}}, "checkpoint.path", "not given"),
+        ({**PUBLISH, "state": {"path": "/s", "storage": "lake"}}, "state.storage", "remove"),
         ({**PUBLISH, "source": {"kind": "delta-cdf", "path": "s3a://lake/t", "storage": "lakee"}}, "source.storage",
          "defined: lake"),
         ({**PUBLISH, "source": {"kind": "delta-cdf", "path": "gs://lake/t"}}, "path", "s3a://bucket/key"),
@@ -157,3 +161,24 @@ def test_a_checkpoint_or_a_published_table_on_s3_brings_its_store_and_the_s3_jar
     assert pipeline.checkpoint_storage_of(pipeline.job("s")) == pipeline.storage["lake"]
     assert pipeline.publish_state_of(pipeline.job("p")) == ("s3a://state/p", pipeline.storage["other"])  # type: ignore[arg-type]
     assert pipeline.publish_state_of(pipeline.job("q")) == ("/data/t", None)  # type: ignore[arg-type]
+
+
+def test_a_folder_given_in_the_old_pair_of_fields_still_reads_and_the_warning_names_the_new_form() -> None:
+    def load(job: dict[str, Any]) -> Pipeline:
+        return Pipeline.model_validate({"connections": {"main": {"bootstrap_servers": "127.0.0.1:9092"}},
+                                        "storage": {"lake": LAKE}, "jobs": [job]})  # fmt: skip
+
+    with pytest.warns(OldFieldWarning) as said:
+        old = load({**STREAM, "checkpoint_location": "s3a://lake/c", "checkpoint_storage": "lake"})
+    assert old.job("s") == load({**STREAM, "checkpoint": {"path": "s3a://lake/c", "storage": "lake"}}).job("s")
+    (warning,) = said
+    assert str(warning.message).startswith(
+        "job 's': checkpoint_location and checkpoint_storage are the old form of 'checkpoint'; "
+        "write checkpoint: {path: s3a://lake/c, storage: lake}."
+    )
+    with pytest.warns(OldFieldWarning, match="state_path is the old form of 'state'; write state: {path: /s}"):
+        assert load({**PUBLISH, "state_path": "/s"}).job("p").state == Folder(path="/s")  # type: ignore[union-attr]
+    assert "checkpoint_location" not in old.to_yaml() and "checkpoint:" in old.to_yaml()
+    with pytest.raises(SpecError, match="given together with checkpoint_location") as both:
+        load({**STREAM, "checkpoint_location": "/c", "checkpoint": {"path": "/c"}})
+    assert both.value.field.endswith("checkpoint")

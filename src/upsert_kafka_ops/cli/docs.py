@@ -80,7 +80,7 @@ def render() -> str:
     job_models: list[type[BaseModel]] = [
         jobs.Pipeline, PipelineTable, jobs.MaterializeJob, jobs.BackfillJob, jobs.TopicToTopicJob, jobs.PublishJob,
         jobs.UpsertSource, jobs.AppendSource, jobs.TopicSink, jobs.AppendSink, jobs.DeltaTarget, jobs.PostgresTarget,
-        jobs.ParquetTarget, jobs.IcebergTarget, jobs.DeltaFeedSource, jobs.QuerySource,
+        jobs.ParquetTarget, jobs.IcebergTarget, jobs.DeltaFeedSource, jobs.QuerySource, jobs.Folder,
         LocalRuntime, SparkSubmitRuntime, LagCondition,
     ]  # fmt: skip
     for model in MODELS + job_models:

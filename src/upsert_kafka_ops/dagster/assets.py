@@ -30,13 +30,12 @@ from upsert_kafka_ops.dagster.translator import DagsterUpsertKafkaTranslator
 from upsert_kafka_ops.errors import SpecError, UpsertKafkaOpsError
 from upsert_kafka_ops.jobs.spec import (
     BackfillJob,
-    DeltaTarget,
-    IcebergTarget,
     MaterializeJob,
     Pipeline,
     PublishJob,
     as_backfill,
 )
+from upsert_kafka_ops.jobs.targets import previewed
 from upsert_kafka_ops.runtime.pipes import result_metadata
 from upsert_kafka_ops.runtime.submit import SparkSubmitRuntime
 
@@ -137,7 +136,7 @@ def _checks_for(spec: Any, row_count_check: bool) -> list[str]:
         names.append(KEYS_CHECK)
         # a snapshot or history table holds more rows than live keys: verify checks those
         history = getattr(spec, "history", None) is not None
-        if row_count_check and isinstance(spec.target, _TABLES) and not _is_snapshot(spec) and not history:
+        if row_count_check and previewed(spec.target) and not _is_snapshot(spec) and not history:
             names.append(ROW_COUNT_CHECK)
     return names
 
@@ -358,14 +357,8 @@ def _cell(v: Any) -> Any:
     return v if v is None or isinstance(v, bool | int | float | str) else str(v)
 
 
-#: targets whose rows the assets count and preview after a run (through Spark)
-_TABLES = (DeltaTarget, IcebergTarget)
-
-
-def _table_facts(
-    pipe: Pipeline, job: str, target: DeltaTarget | IcebergTarget
-) -> tuple[int, dg.MetadataValue]:
-    from upsert_kafka_ops.jobs.to_warehouse import read_target
+def _table_facts(pipe: Pipeline, job: str, target: Any) -> tuple[int, dg.MetadataValue]:
+    from upsert_kafka_ops.jobs.targets import read_target
 
     with local_spark(pipe.jar_groups(job)) as spark:
         df = read_target(spark, pipe, target)
@@ -422,7 +415,7 @@ def results_for(
     target = getattr(spec, "target", None)
     if snapshots is not None:  # snapshot runs: rows per partition; the table holds every snapshot
         meta["upsert_kafka/snapshots"] = dg.MetadataValue.json(dict(snapshots))
-    elif isinstance(target, _TABLES):
+    elif previewed(target):
         row_count, preview = _table_facts(pipe, job, target)
         meta["dagster/row_count"] = row_count
         meta["upsert_kafka/preview"] = preview

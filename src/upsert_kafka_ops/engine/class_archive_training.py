@@ -14,8 +14,8 @@ def train(out: Path) -> None:
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
+    from upsert_kafka_ops.engine.delta import delta_last_commit, delta_ref
     from upsert_kafka_ops.engine.session import build_spark_session, spark_conf
-    from upsert_kafka_ops.engine.warehouse import delta_last_commit, delta_ref
     from upsert_kafka_ops.spec.table import UpsertKafkaTable
 
     options = f"{spark_conf()['spark.driver.extraJavaOptions']} -XX:ArchiveClassesAtExit={out}"

@@ -24,7 +24,8 @@ from upsert_kafka_ops.jobs.spec import (
     TopicToTopicJob,
     UpsertSource,
 )
-from upsert_kafka_ops.jobs.state import StoredState, read_stored_offsets
+from upsert_kafka_ops.jobs.state import StoredState
+from upsert_kafka_ops.jobs.targets import read_stored_offsets
 
 
 def run_job(*args: Any, **kwargs: Any) -> Any:

@@ -8,56 +8,17 @@ column, or tombstones may have been compacted away since the last run).
 from __future__ import annotations
 
 import datetime as dt
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from upsert_kafka_ops.jobs import state as st
 from upsert_kafka_ops.jobs.core import OffsetsError
-from upsert_kafka_ops.jobs.spec import DeltaTarget, IcebergTarget, ParquetTarget, Pipeline, PostgresTarget
 from upsert_kafka_ops.spec.connection import KafkaConnection
-
-if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
+from upsert_kafka_ops.spec.table import UpsertKafkaTable
 
 
-def target_gaps(
-    spark: SparkSession,
-    target: DeltaTarget | PostgresTarget | ParquetTarget | IcebergTarget,
-    table: Any,
-    pipeline: Pipeline | None = None,
-) -> str:
-    """Why an incremental run cannot continue the target (it must be rebuilt), or ''.
-
-    :param pipeline: the run's pipeline (an Iceberg target's catalog, registered in ``spark``)."""
-    wanted = [c.name for c in table.columns]
-    if isinstance(target, IcebergTarget):
-        from upsert_kafka_ops.engine.iceberg import iceberg_ref, iceberg_schema
-
-        assert pipeline is not None
-        found = iceberg_schema(spark, iceberg_ref(pipeline.catalog_of(target)[0], target.table))
-        if found is None:
-            return "the Iceberg table is missing: it is rebuilt from the earliest offset"
-        have = set(found.names)
-    elif isinstance(target, DeltaTarget):
-        from upsert_kafka_ops.engine.warehouse import delta_schema
-
-        schema = delta_schema(spark, target.path)
-        if schema is None:
-            return "the Delta table is missing: it is rebuilt from the earliest offset"
-        have = set(schema.names)
-    elif isinstance(target, PostgresTarget):
-        import psycopg
-
-        with psycopg.connect(**target.conninfo(), autocommit=True) as pg:
-            rows = pg.execute(
-                "SELECT column_name FROM information_schema.columns WHERE table_schema = %s AND table_name = %s",
-                (target.schema_name, target.table_name),
-            ).fetchall()
-        if not rows:
-            return "the PostgreSQL table is missing: it is rebuilt from the earliest offset"
-        have = {r[0] for r in rows}
-    else:
-        return ""
-    added = [c for c in wanted if c not in have]
+def missing_columns(table: UpsertKafkaTable, have: set[str]) -> str:
+    """Why a target holding the columns ``have`` must be rebuilt to hold ``table``'s, or ''."""
+    added = [c.name for c in table.columns if c.name not in have]
     if added:
         return (
             f"column(s) {', '.join(added)} added to the spec: rows outside one run's range need them too, "

@@ -14,17 +14,8 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from upsert_kafka_ops.errors import SpecError
-from upsert_kafka_ops.jobs.spec import (
-    AppendSink,
-    BackfillJob,
-    DeltaFeedSource,
-    IcebergTarget,
-    MaterializeJob,
-    Pipeline,
-    PostgresTarget,
-    PublishJob,
-    TopicSink,
-)
+from upsert_kafka_ops.jobs.spec import BackfillJob, DeltaFeedSource, MaterializeJob, Pipeline, PublishJob
+from upsert_kafka_ops.jobs.targets import is_warehouse, target_for
 from upsert_kafka_ops.spec.connection import KafkaConnection
 
 
@@ -114,13 +105,9 @@ def job_datasets(pipeline: Pipeline, job: str) -> tuple[list[Dataset], list[Data
         return [kafka_dataset(conns[connection], t) for t in _table_topics(table)]
 
     def target(t: Any) -> list[Dataset]:
-        if isinstance(t, TopicSink | AppendSink):
-            return topics(t.connection, t.table)
-        if isinstance(t, PostgresTarget):
-            return [postgres_dataset(t.host, t.port, t.database, t.schema_name, t.table_name)]
-        if isinstance(t, IcebergTarget):  # OpenLineage names an Iceberg table by its location
-            return [table_dataset(str(pipeline.location_of(t)))]
-        return [table_dataset(t.uri)]
+        if is_warehouse(t):
+            return [table_dataset(target_for(t, pipeline).lineage_uri)]
+        return topics(t.connection, t.table)  # a topic sink
 
     if isinstance(spec, MaterializeJob | BackfillJob):
         return topics(spec.source.connection, spec.source.table), target(spec.target)

@@ -97,7 +97,7 @@ def import_flink_sql(text: str, name: str | None = None) -> Imported:
     data["jobs"] = _unique_names([j for j in jobs if j is not None])
     for job in data["jobs"]:  # a query that can run incrementally streams, from a checkpoint of its own
         if job["kind"] == "topic-to-topic":
-            job["checkpoint_location"] = f"{script.checkpoints}/{job['name']}"
+            job["checkpoint"] = {"path": f"{script.checkpoints}/{job['name']}"}
     Pipeline.model_validate(data)  # what the file will say is a pipeline this project runs
     return Imported(data, script.notes)
 

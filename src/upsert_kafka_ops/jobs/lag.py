@@ -1,7 +1,7 @@
 """Lag of a pipeline's jobs: where each job's committed offsets come from, and its LagReport.
 
 - A materialize or backfill job with a warehouse target: the offsets the target stores with its data
-  (:func:`~upsert_kafka_ops.jobs.state.read_stored_offsets`, read without Spark). They are the
+  (:func:`~upsert_kafka_ops.jobs.targets.read_stored_offsets`, read without Spark). They are the
   authoritative ones: the consumer group is only committed after the target's commit. A table on
   S3 is read there too, through the store the pipeline names.
 - Every other job (topic-to-topic, publish, a backfill into a topic): the job's consumer group
@@ -38,7 +38,8 @@ from upsert_kafka_ops.jobs.spec import (
     TopicToTopicJob,
     UpsertSource,
 )
-from upsert_kafka_ops.jobs.state import StoredState, read_stored_offsets, readable_here
+from upsert_kafka_ops.jobs.state import StoredState
+from upsert_kafka_ops.jobs.targets import read_stored_offsets, readable_here
 from upsert_kafka_ops.kafka.admin import Isolation, KafkaAdmin, TopicPartitionKey
 from upsert_kafka_ops.kafka.lag import LagReport, Points, compute_lag, group_lag
 from upsert_kafka_ops.spec.connection import for_table

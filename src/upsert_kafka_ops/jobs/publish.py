@@ -2,7 +2,7 @@
 
 A Delta source's first run publishes the table as of its latest version as a snapshot; later runs
 send the change data feed since the version the last run stored (a small JSON file beside the table,
-or in ``state_path``, that also records the sink topic's partition count: ``jobs.sink_layout``). The
+or in ``state``, that also records the sink topic's partition count: ``jobs.sink_layout``). The
 table and the state file may be on S3 (``jobs.folders``).
 """
 
@@ -12,9 +12,9 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from upsert_kafka_ops.engine.session import use_storage
-from upsert_kafka_ops.engine.warehouse import fault_point
 from upsert_kafka_ops.jobs import sink_layout
 from upsert_kafka_ops.jobs.core import JobResult, RunContext, conform, topic_target, written_to_topic
+from upsert_kafka_ops.jobs.faults import fault_point
 from upsert_kafka_ops.jobs.folders import read_text, write_text
 from upsert_kafka_ops.jobs.spec import PublishJob, QuerySource
 from upsert_kafka_ops.spec.storage import split_s3
@@ -32,7 +32,7 @@ def _state_name(job: PublishJob) -> str:
 
 def _read_state(ctx: RunContext, job: PublishJob) -> dict[str, Any]:
     """The job's state: the last published Delta version and the sink's partition count (in
-    ``state_path``, else beside the Delta source; a query's publish keeps one only in ``state_path``)."""
+    ``state``, else beside the Delta source; a query's publish keeps one only in ``state``)."""
     folder, storage = ctx.pipeline.publish_state_of(job)
     text = read_text(folder, _state_name(job), storage) if folder is not None else None
     return json.loads(text) if text is not None else {}
@@ -71,7 +71,7 @@ def _publish_query(ctx: RunContext, job: PublishJob, source: QuerySource) -> Job
 
 def _publish_delta(ctx: RunContext, job: PublishJob, path: str) -> JobResult:
     from upsert_kafka_ops.engine import write_snapshot
-    from upsert_kafka_ops.engine.warehouse import delta_last_commit
+    from upsert_kafka_ops.engine.delta import delta_last_commit
 
     spark = ctx.spark
     sink = job.sink

@@ -22,7 +22,7 @@ from pydantic import Discriminator, Field, Tag, field_validator, model_validator
 
 from upsert_kafka_ops.errors import SpecError
 from upsert_kafka_ops.jobs.tables import PipelineTable, resolve_table_names, table_input
-from upsert_kafka_ops.spec.base import SpecModel, nested
+from upsert_kafka_ops.spec.base import SpecModel, moved_into, nested, within
 from upsert_kafka_ops.spec.cadence import cron_expression
 from upsert_kafka_ops.spec.connection import KafkaConnection, SecretRef, for_table
 from upsert_kafka_ops.spec.history import HistorySpec
@@ -180,8 +180,37 @@ Source = Annotated[
 ]
 
 
-class _Sink(_TableOnConnection):
+class _Target(SpecModel):
+    """What the pipeline model asks of whatever a job writes, a table or a topic, so that no part of
+    it asks which kind it holds (what a run does with a warehouse table is ``jobs.targets``')."""
+
+    #: a topic (written through a connection, keeping no offsets of its own)
+    is_topic: ClassVar[bool] = False
+    #: rewritten whole by every run (no incremental writes, no history table)
+    full_only: ClassVar[bool] = False
+
+    @property
+    def snapshot_column(self) -> str | None:
+        """The column that tells a snapshot table's snapshots apart (``None``: not a snapshot table)."""
+        return None
+
+    def folder(self, catalogs: Mapping[str, IcebergCatalog]) -> tuple[str, str | None] | None:
+        """Where the target's files live and the name of the store they are on (``None``: no files)."""
+        return None
+
+    def catalog_used(self) -> str | None:
+        """The name of the catalog in the pipeline's ``catalogs`` that holds the target, if any."""
+        return None
+
+    def connections_used(self) -> list[str]:
+        """The names of the connections the target is written through."""
+        return []
+
+
+class _Sink(_TableOnConnection, _Target):
     """A topic a job writes through a named connection."""
+
+    is_topic: ClassVar[bool] = True
 
     on_partitions_changed: Literal["fail", "write"] = Field(
         default="fail",
@@ -195,6 +224,9 @@ class _Sink(_TableOnConnection):
     def _one_topic(self) -> _Sink:
         _check_one_topic(self.table)  # type: ignore[attr-defined]
         return self
+
+    def connections_used(self) -> list[str]:
+        return [self.connection]  # type: ignore[attr-defined]
 
 
 class TopicSink(_Sink):
@@ -238,10 +270,12 @@ Sink = Annotated[
 
 
 # -- warehouse targets -----------------------------------------------------------------------------
-class _Folder(SpecModel):
-    """A table in a folder: a local path, or ``s3a://bucket/key`` on a store the pipeline names."""
+class Folder(SpecModel):
+    """A folder: a local path, or s3a://bucket/folder on a store the pipeline names.
 
-    path: str
+    A table's, a checkpoint's, a publish job's state: every field that names a folder is one."""
+
+    path: str = Field(description="A local path or s3a://bucket/folder.")
     storage: str | None = Field(
         default=None,
         description="For an s3a:// path: the name of a store in the pipeline's 'storage' section (endpoint, "
@@ -249,16 +283,23 @@ class _Folder(SpecModel):
     )
 
     @model_validator(mode="after")
-    def _check_path(self) -> _Folder:
-        check_table_path(self.path, self.storage)
+    def _check_path(self) -> Folder:
+        try:
+            check_table_path(self.path, self.storage)
+        except SpecError as exc:
+            raise within(exc) from None
         return self
 
     @property
     def uri(self) -> str:
         return self.path if "://" in self.path else Path(self.path).absolute().as_uri()
 
+    def folder(self, catalogs: Mapping[str, IcebergCatalog]) -> tuple[str, str | None] | None:
+        """The folder and the name of its store."""
+        return self.path, self.storage
 
-class DeltaTarget(_Folder):
+
+class DeltaTarget(Folder, _Target):
     """A Delta table kept equal to the topic's latest state by MERGE (update, insert, delete).
 
     Processed offsets are stored in the same commit (``userMetadata``), with Delta's idempotent-write
@@ -275,8 +316,12 @@ class DeltaTarget(_Folder):
         "daily partitions, in any order or in parallel) never take the latest state back.",
     )
 
+    @property
+    def snapshot_column(self) -> str | None:
+        return self.as_of_column
 
-class PostgresTarget(SpecModel):
+
+class PostgresTarget(_Target):
     """A PostgreSQL table kept equal to the topic's latest state: rows are staged over JDBC, then
     ``INSERT ... ON CONFLICT DO UPDATE`` and ``DELETE`` run in one transaction with the offsets."""
 
@@ -336,14 +381,16 @@ class PostgresTarget(SpecModel):
         return out
 
 
-class ParquetTarget(_Folder):
+class ParquetTarget(Folder, _Target):
     """A Parquet folder holding the full latest state, overwritten by every run (always ``full``)."""
+
+    full_only: ClassVar[bool] = True
 
     kind: Literal["parquet"] = Field(description="Target kind.")
     path: str = Field(description="Output folder: a local path or s3a://bucket/folder.")
 
 
-class IcebergTarget(SpecModel):
+class IcebergTarget(_Target):
     """An Apache Iceberg table kept equal to the topic's latest state by MERGE (update, insert,
     delete), in a catalog of the pipeline's ``catalogs`` section.
 
@@ -362,6 +409,14 @@ class IcebergTarget(SpecModel):
     @property
     def uri(self) -> str:
         return f"iceberg://{self.catalog}/{self.table}"
+
+    def folder(self, catalogs: Mapping[str, IcebergCatalog]) -> tuple[str, str | None] | None:
+        """The table's default location in its catalog's warehouse, on the catalog's store."""
+        catalog = catalogs[self.catalog]
+        return catalog.location(self.table), catalog.storage
+
+    def catalog_used(self) -> str | None:
+        return self.catalog
 
 
 WarehouseTarget = Annotated[
@@ -450,7 +505,7 @@ class MaterializeJob(_Job):
         if not isinstance(self.source, UpsertSource):
             raise SpecError("history", "a history table is built from an upsert-kafka source.",
                             "read the topic as an upsert-kafka table, or drop history.")  # fmt: skip
-        if isinstance(self.target, ParquetTarget):
+        if self.target.full_only:
             raise SpecError("history", "a Parquet target is rewritten whole on every run; a history table is "
                             "updated in place.", "write the history to Delta, PostgreSQL or Iceberg.")  # fmt: skip
         self.history.check(self.source.table)
@@ -458,7 +513,7 @@ class MaterializeJob(_Job):
 
     @model_validator(mode="after")
     def _latest_state_target(self) -> MaterializeJob:
-        if isinstance(self.target, DeltaTarget) and self.target.as_of_column:
+        if self.target.snapshot_column:
             raise SpecError(
                 "target.as_of_column",
                 "a materialize job keeps the latest state; a snapshot table is written by backfills.",
@@ -501,10 +556,10 @@ class BackfillJob(_Job):
                 "use 'latest', {timestamp_ms: N} or {offsets: {topic: {p: n}}}.",
             )
         _check_folded_source(self.source)
-        if isinstance(self.source, AppendSource) and isinstance(self.target, TopicSink):
+        if isinstance(self.source, AppendSource) and self.target.is_topic:
             raise SpecError("target", "a CDC source is backfilled into warehouse targets only (for now).",
                             "use a topic-to-topic job to turn a CDC topic into an upsert topic.")  # fmt: skip
-        as_of = self.target.as_of_column if isinstance(self.target, DeltaTarget) else None
+        as_of = self.target.snapshot_column
         if as_of and as_of in {c.name for c in self.source.table.columns}:
             raise SpecError(
                 "target.as_of_column",
@@ -516,7 +571,7 @@ class BackfillJob(_Job):
     @property
     def snapshot(self) -> bool:
         """Whether the target is a snapshot table (one snapshot per end, see DeltaTarget.as_of_column)."""
-        return isinstance(self.target, DeltaTarget) and bool(self.target.as_of_column)
+        return bool(self.target.snapshot_column)
 
     def until_bound(self) -> Any:
         if isinstance(self.until, dict) and "offsets" in self.until:
@@ -524,10 +579,7 @@ class BackfillJob(_Job):
         return self.until
 
     def connections_used(self) -> list[str]:
-        used = [self.source.connection]
-        if isinstance(self.target, TopicSink):
-            used.append(self.target.connection)
-        return used
+        return [self.source.connection, *self.target.connections_used()]
 
 
 def history_start_error(name: str, source: Any, why: str) -> SpecError | None:
@@ -655,23 +707,16 @@ class TopicToTopicJob(_Job):
         description="auto: Structured Streaming (AvailableNow) when the query can run incrementally "
         "and exactly, else a bounded recompute written with write_snapshot.",
     )
-    checkpoint_location: str | None = Field(
+    checkpoint: Folder | None = Field(
         default=None,
-        description="Streaming checkpoint folder (required for the streaming path): a local path or "
-        "s3a://bucket/folder.",
-    )
-    checkpoint_storage: str | None = Field(
-        default=None,
-        description="For an s3a:// checkpoint: the name of a store in the pipeline's 'storage' section; "
-        "none: AWS S3 with the AWS credential chain.",
+        description="Streaming checkpoint folder (required for the streaming path): {path, storage}. "
+        "Formerly checkpoint_location and checkpoint_storage, which still read.",
     )
 
-    @model_validator(mode="after")
-    def _check_checkpoint(self) -> TopicToTopicJob:
-        check_table_path(
-            self.checkpoint_location, self.checkpoint_storage, "checkpoint_location", "checkpoint_storage"
-        )
-        return self
+    @model_validator(mode="before")
+    @classmethod
+    def _old_checkpoint_fields(cls, data: Any) -> Any:
+        return _old_folder(data, "checkpoint", "checkpoint_location", "checkpoint_storage")
 
     @model_validator(mode="after")
     def _check_views(self) -> TopicToTopicJob:
@@ -688,7 +733,7 @@ class TopicToTopicJob(_Job):
         return [s.connection for s in self.sources.values()] + [self.sink.connection]
 
 
-class DeltaFeedSource(_Folder):
+class DeltaFeedSource(Folder):
     """A Delta table's Change Data Feed (``delta.enableChangeDataFeed`` must be on)."""
 
     kind: Literal["delta-cdf"] = Field(description="Source kind.")
@@ -710,21 +755,16 @@ class PublishJob(_Job):
         description="delta-cdf: publish the changes since the stored version; query: publish a snapshot."
     )
     sink: TopicSink = Field(description="The upsert-kafka sink.")
-    state_path: str | None = Field(
+    state: Folder | None = Field(
         default=None,
         description="Folder for the last published Delta version (delta-cdf; default: next to the table, on "
-        "its store): a local path or s3a://bucket/folder.",
-    )
-    state_storage: str | None = Field(
-        default=None,
-        description="For an s3a:// state_path: the name of a store in the pipeline's 'storage' section; "
-        "none: AWS S3 with the AWS credential chain.",
+        "its store): {path, storage}. Formerly state_path and state_storage, which still read.",
     )
 
-    @model_validator(mode="after")
-    def _check_state(self) -> PublishJob:
-        check_table_path(self.state_path, self.state_storage, "state_path", "state_storage")
-        return self
+    @model_validator(mode="before")
+    @classmethod
+    def _old_state_fields(cls, data: Any) -> Any:
+        return _old_folder(data, "state", "state_path", "state_storage")
 
     def connections_used(self) -> list[str]:
         return [self.sink.connection]
@@ -735,7 +775,7 @@ Job = Annotated[MaterializeJob | BackfillJob | TopicToTopicJob | PublishJob, Fie
 
 def _stores_named(job: Any) -> Iterator[tuple[str, str]]:
     """``(field, store name)`` for each store a job's parts name (target, source, checkpoint, state)."""
-    for field in ("target.storage", "source.storage", "checkpoint_storage", "state_storage"):
+    for field in ("target.storage", "source.storage", "checkpoint.storage", "state.storage"):
         owner, _, attr = field.rpartition(".")
         name = getattr(getattr(job, owner, None) if owner else job, attr, None)
         if name is not None:
@@ -755,6 +795,26 @@ def _kafka_parts(job: Any) -> Iterator[tuple[str, Any]]:
 
 #: the pipeline section each kind of reference names
 _SECTIONS = {"connection": "connections", "storage": "storage", "catalog": "catalogs"}
+
+
+def _old_folder(data: Any, new: str, path: str, storage: str) -> Any:
+    """A job's input with a folder given by its old pair of fields (``path``, ``storage``) moved
+    into ``new``; a folder that cannot work is refused naming the fields the file uses."""
+    if not isinstance(data, Mapping) or (path not in data and storage not in data):
+        return data
+    check_table_path(data.get(path), data.get(storage), path, storage)
+    return moved_into(data, new, {path: "path", storage: "storage"}, f"job {data.get('name')!r}")
+
+
+def _folder_of(part: Any, catalogs: Mapping[str, IcebergCatalog]) -> tuple[str, str | None] | None:
+    """A target's or a Delta source's folder and the name of its store (``None``: it has none)."""
+    return part.folder(catalogs) if isinstance(part, _Target | Folder) else None
+
+
+def _catalog_of(job: Any) -> str | None:
+    """The catalog a job's target is in (``None``: not an Iceberg table, or no target)."""
+    target = getattr(job, "target", None)
+    return target.catalog_used() if target is not None else None
 
 
 def _defined(section: Mapping[str, Any], kind: str, name: str, field: str, who: str) -> None:
@@ -820,11 +880,9 @@ class Pipeline(SpecModel):
                 _defined(self.connections, "connection", conn, f"jobs.{i}.connection", f"job {job.name!r}")
             for field, store in _stores_named(job):
                 _defined(self.storage, "storage", store, f"jobs.{i}.{field}", f"job {job.name!r}")
-            target = getattr(job, "target", None)
-            if isinstance(target, IcebergTarget):
-                _defined(
-                    self.catalogs, "catalog", target.catalog, f"jobs.{i}.target.catalog", f"job {job.name!r}"
-                )
+            named = _catalog_of(job)
+            if named is not None:
+                _defined(self.catalogs, "catalog", named, f"jobs.{i}.target.catalog", f"job {job.name!r}")
             # a table's security over its connection's, as a run merges them: a conflict, or a login
             # only half given (Kerberos principal without keytab), is a validation error, not a run's
             for where, part in _kafka_parts(job):
@@ -852,8 +910,7 @@ class Pipeline(SpecModel):
         receives)."""
         job = self.job(name)
         used = set(job.connections_used())
-        target = getattr(job, "target", None)
-        catalog = target.catalog if isinstance(target, IcebergTarget) else None
+        catalog = _catalog_of(job)
         stores = {name for _, name in self._folders(job)}
         return Pipeline(
             name=self.name,
@@ -871,26 +928,22 @@ class Pipeline(SpecModel):
         groups = ["spark"]
         if any(is_s3(folder) for j in jobs for folder, _ in self._folders(j)):
             groups.append("s3")
-        if any(isinstance(getattr(j, "target", None), IcebergTarget) for j in jobs):
+        if any(_catalog_of(j) for j in jobs):
             groups.append("iceberg")
         return tuple(groups)
 
     def _folders(self, job: Any) -> Iterator[tuple[str, str | None]]:
         """``(folder, store name)`` of each folder a job reads or writes: its target's (an Iceberg
         table's location, on its catalog's store), a Delta source's, its checkpoint, its publish state."""
-        target = getattr(job, "target", None)
-        if isinstance(target, IcebergTarget):
-            catalog = self.catalogs[target.catalog]
-            yield catalog.location(target.table), catalog.storage
-        elif isinstance(target, _Folder):
-            yield target.path, target.storage
+        found = _folder_of(getattr(job, "target", None), self.catalogs)
+        if found is not None:
+            yield found
         source = getattr(job, "source", None)
         if isinstance(source, DeltaFeedSource):
             yield source.path, source.storage
-        if getattr(job, "checkpoint_location", None) is not None:
-            yield job.checkpoint_location, job.checkpoint_storage
-        if isinstance(job, PublishJob) and job.state_path is not None:
-            yield job.state_path, job.state_storage
+        for folder in (getattr(job, "checkpoint", None), getattr(job, "state", None)):
+            if folder is not None:
+                yield folder.path, folder.storage
 
     def _store(self, folder: str | None, name: str | None) -> S3Storage | None:
         """The store of a folder on S3 (one that names none: AWS S3 and its credential chain)."""
@@ -901,22 +954,20 @@ class Pipeline(SpecModel):
     def location_of(self, target: Any) -> str | None:
         """Where a warehouse target's files live: a Delta or Parquet target's path, an Iceberg
         table's default location in its catalog's warehouse; ``None`` for other targets."""
-        if isinstance(target, IcebergTarget):
-            return self.catalogs[target.catalog].location(target.table)
-        return getattr(target, "path", None)
+        found = _folder_of(target, self.catalogs)
+        return found[0] if found is not None else None
 
     def storage_of(self, target: Any) -> S3Storage | None:
         """The store of a target (or a Delta source) on object storage (one that names none: AWS S3
         with the AWS credential chain); ``None`` for other targets."""
-        if isinstance(target, IcebergTarget):
-            return self._store(self.location_of(target), self.catalogs[target.catalog].storage)
-        return self._store(getattr(target, "path", None), getattr(target, "storage", None))
+        found = _folder_of(target, self.catalogs)
+        return self._store(*found) if found is not None else None
 
     def publish_state_of(self, job: PublishJob) -> tuple[str | None, S3Storage | None]:
-        """A publish job's state folder (``state_path``, else beside its Delta source; ``None`` for a
+        """A publish job's state folder (``state``, else beside its Delta source; ``None`` for a
         query's publish without one) and the store it is on."""
-        if job.state_path is not None:
-            folder, name = job.state_path, job.state_storage
+        if job.state is not None:
+            folder, name = job.state.path, job.state.storage
         elif isinstance(job.source, DeltaFeedSource):
             folder, name = job.source.path, job.source.storage
         else:
@@ -925,9 +976,8 @@ class Pipeline(SpecModel):
 
     def checkpoint_storage_of(self, job: Any) -> S3Storage | None:
         """The store of a topic-to-topic job's checkpoint on S3; ``None`` for other jobs."""
-        return self._store(
-            getattr(job, "checkpoint_location", None), getattr(job, "checkpoint_storage", None)
-        )
+        folder = getattr(job, "checkpoint", None)
+        return self._store(folder.path, folder.storage) if folder is not None else None
 
     def catalog_of(self, target: IcebergTarget) -> tuple[str, IcebergCatalog]:
         """An Iceberg target's catalog: its name as engines use it, and its settings."""

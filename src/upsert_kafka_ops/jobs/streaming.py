@@ -16,9 +16,9 @@ from typing import TYPE_CHECKING, Any
 
 from upsert_kafka_ops import spark_compat
 from upsert_kafka_ops.engine.session import use_krb5_conf_in_driver, use_storage
-from upsert_kafka_ops.engine.warehouse import fault_point
 from upsert_kafka_ops.errors import SpecError, UpsertKafkaOpsError
 from upsert_kafka_ops.jobs.core import JobResult, RunContext, conform, topic_target
+from upsert_kafka_ops.jobs.faults import fault_point
 from upsert_kafka_ops.jobs.folders import delete_folder, file_names, has_files, read_text, write_text
 from upsert_kafka_ops.jobs.spec import AppendSink, AppendSource, TopicToTopicJob
 from upsert_kafka_ops.spec.connection import KafkaConnection, client_properties, for_table
@@ -189,13 +189,13 @@ def _fingerprint(job: TopicToTopicJob, connections: Mapping[str, KafkaConnection
 
 
 def _checkpoint(job: TopicToTopicJob) -> str:
-    if not job.checkpoint_location:
+    if job.checkpoint is None:
         raise SpecError(
-            "checkpoint_location",
+            "checkpoint",
             f"job {job.name!r} runs as a stream and needs a checkpoint folder.",
-            "set checkpoint_location (a folder that persists between runs), or execution: snapshot.",
+            "set checkpoint: {path: ...} (a folder that persists between runs), or execution: snapshot.",
         )
-    return job.checkpoint_location
+    return job.checkpoint.path
 
 
 def _check_fingerprint(

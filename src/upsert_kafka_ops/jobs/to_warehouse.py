@@ -1,65 +1,47 @@
 """Topic -> warehouse: materialize and warehouse backfills.
 
-A run locks its target (a lock file beside a local table, a lease object beside a table on S3, a
-PostgreSQL advisory lock), reads the offsets the target stored with its data, decides whether it can continue from them (else it rebuilds
-from the earliest offset and says why), folds the changelog and writes rows and offsets in one commit
-(``jobs.warehouse_writes``). After a successful run the offsets also go to the consumer group
-``upsert-kafka-ops.<job>``, for monitoring only.
+A run holds its target (a lock file beside a local table, a lease object beside a table on S3, a
+PostgreSQL advisory lock), reads the offsets the target stored with its data, decides whether it can
+continue from them (else it rebuilds from the earliest offset and says why), folds the changelog and
+writes rows and offsets in one commit. Holding, reading and writing are the target's own
+(``jobs.targets``): this module never asks which kind of target it holds. After a successful run the
+offsets also go to the consumer group ``upsert-kafka-ops.<job>``, for monitoring only.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import fcntl
 import logging
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from upsert_kafka_ops.engine.hashing import quoted
 from upsert_kafka_ops.engine.history import closing_columns
-from upsert_kafka_ops.engine.warehouse import fault_point
 from upsert_kafka_ops.jobs import state as st
-from upsert_kafka_ops.jobs.continuity import check_stored, target_gaps, topic_ids
-from upsert_kafka_ops.jobs.core import (
-    ConcurrentRunError,
-    JobResult,
-    OffsetsError,
-    RunContext,
-    commit_group_offsets,
-)
-from upsert_kafka_ops.jobs.folders import local_path
-from upsert_kafka_ops.jobs.object_lock import object_lock
+from upsert_kafka_ops.jobs.continuity import check_stored, topic_ids
+from upsert_kafka_ops.jobs.core import JobResult, OffsetsError, RunContext, commit_group_offsets
+from upsert_kafka_ops.jobs.faults import fault_point
 from upsert_kafka_ops.jobs.spec import (
     AppendSource,
     BackfillJob,
-    DeltaTarget,
-    IcebergTarget,
     MaterializeJob,
-    ParquetTarget,
-    PostgresTarget,
     UpsertSource,
+    WarehouseTarget,
     source_table,
     target_table,
 )
-from upsert_kafka_ops.jobs.warehouse_writes import Write, write_target
+from upsert_kafka_ops.jobs.targets import Stored, WarehouseTable, Write, target_for
 from upsert_kafka_ops.spec.connection import KafkaConnection
-from upsert_kafka_ops.spec.history import HistorySpec
-from upsert_kafka_ops.spec.storage import S3Storage, split_s3
 
 log = logging.getLogger("upsert_kafka_ops.jobs")
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import SparkSession
 
     from upsert_kafka_ops.engine.source import Read
-    from upsert_kafka_ops.jobs.spec import Pipeline
     from upsert_kafka_ops.spec.table import UpsertKafkaTable
 
 WarehouseJob = MaterializeJob | BackfillJob
-WarehouseTarget = DeltaTarget | PostgresTarget | ParquetTarget | IcebergTarget
 
 
 def run_materialize(ctx: RunContext, job: MaterializeJob) -> JobResult:
@@ -73,33 +55,9 @@ def run_to_warehouse(
     """Hold the target's lock, read what it stored, fold and write; commit the group's offsets."""
     conn = ctx.connection(job.source.connection, job.source.table)
     result = ctx.result(target=target.uri)
-    if isinstance(target, PostgresTarget):
-        import psycopg
-
-        from upsert_kafka_ops.engine.warehouse import pg_lock_key
-
-        with (
-            psycopg.connect(**target.conninfo(), autocommit=True) as lock_conn,
-            _pg_lock(lock_conn, pg_lock_key(target.uri), ctx.lock_timeout_s, target.uri),
-        ):
-            stored = st.read_postgres_state(lock_conn, target.offsets_table, target.table)
-            _read_and_write(ctx, job, target, conn, stored, None, mode, until, rewind, result)
-    else:
-        storage = ctx.pipeline.storage_of(target)
-        if isinstance(target, IcebergTarget):
-            from upsert_kafka_ops.engine.iceberg import use_catalog
-
-            use_catalog(ctx.spark, *ctx.pipeline.catalog_of(target), storage)
-        with _table_lock(ctx, target, storage):
-            txns: dict[str, int] = {}
-            if isinstance(target, DeltaTarget):
-                log_state = st.read_delta_log(target.path, storage, app_ids=[job.name])
-                stored, txns = log_state.state, log_state.txn_versions
-            elif isinstance(target, IcebergTarget):
-                stored = st.read_iceberg_state(ctx.pipeline, target)
-            else:
-                stored = st.read_parquet_state(target.path, storage)
-            _read_and_write(ctx, job, target, conn, stored, txns, mode, until, rewind, result)
+    table = target_for(target, ctx.pipeline)
+    with table.hold(ctx.spark, ctx.lock_timeout_s):
+        _read_and_write(ctx, job, table, conn, table.stored(job.name), mode, until, rewind, result)
     fault_point("after-commit")
     commit_group_offsets(conn, job.consumer_group, result.end_offsets)
     return result
@@ -126,33 +84,13 @@ def fold_source(
     )
 
 
-def read_target(
-    spark: SparkSession, pipeline: Pipeline, target: DeltaTarget | ParquetTarget | IcebergTarget
-) -> DataFrame:
-    """A Delta, Parquet or Iceberg target's rows (on S3 through its store, an Iceberg table through
-    its catalog: ``spark`` is given their settings)."""
-    from upsert_kafka_ops.engine.session import use_storage
-
-    storage = pipeline.storage_of(target)
-    if isinstance(target, IcebergTarget):
-        from upsert_kafka_ops.engine.iceberg import iceberg_ref, use_catalog
-
-        name, catalog = pipeline.catalog_of(target)
-        use_catalog(spark, name, catalog, storage)
-        return spark.table(iceberg_ref(name, target.table))
-    if storage is not None:
-        use_storage(spark, storage, split_s3(target.path)[0])
-    return spark.read.format(target.kind).load(target.path)
-
-
 # -- one locked run -------------------------------------------------------------------------------
 def _read_and_write(
     ctx: RunContext,
     job: WarehouseJob,
-    target: WarehouseTarget,
+    target: WarehouseTable,
     conn: KafkaConnection,
-    stored: st.StoredState | None,
-    txns: dict[str, int] | None,
+    held: Stored,
     mode: str,
     until: Any,
     rewind: bool,
@@ -161,15 +99,14 @@ def _read_and_write(
     table = source_table(job.source)
     history = job.history if isinstance(job, MaterializeJob) else None
     written = target_table(job)
+    stored = held.state
     mode = _choose_mode(ctx, target, written, conn, stored, mode, result)
-    run = (stored.run if stored else 0) + 1
-    if txns:
-        run = max(run, txns.get(job.name, 0) + 1)
+    run = max(stored.run if stored else 0, held.last_run) + 1
     result.run = run
     why = f" ({result.reason})" if result.reason else ""
     log.info("job %s: run %d, %s into %s%s", job.name, run, mode, target.uri, why)
     if history is not None:
-        assert isinstance(job, MaterializeJob) and not isinstance(target, ParquetTarget)
+        assert isinstance(job, MaterializeJob) and not target.full_only
         read = _read_history(ctx, job, target, conn, stored if mode == "incremental" else None, until, result)
         mode = result.mode
     elif mode == "incremental":
@@ -192,23 +129,24 @@ def _read_and_write(
     fault_point("after-read")
     try:
         close = closing_columns(history) if history is not None else ()
-        write = Write(job, read.df, mode, run, payload, result, ctx.pipeline, r.records_out, written, close)
-        write_target(ctx.spark, target, write)
+        target.write(
+            ctx.spark, Write(job, read.df, mode, run, payload, result, r.records_out, written, close)
+        )
     finally:
         read.release()
 
 
 def _choose_mode(
     ctx: RunContext,
-    target: WarehouseTarget,
-    table: Any,
+    target: WarehouseTable,
+    table: UpsertKafkaTable,
     conn: KafkaConnection,
     stored: st.StoredState | None,
     mode: str,
     result: JobResult,
 ) -> str:
     """``incremental`` when the stored offsets can be continued, else ``full`` with the reason."""
-    if isinstance(target, ParquetTarget):
+    if target.full_only:
         mode = "full"
     if mode == "incremental" and stored is None:
         mode, result.reason = (
@@ -216,7 +154,7 @@ def _choose_mode(
             "no stored offsets: first run builds the target from the earliest offset",
         )
     if mode == "incremental":
-        missing = target_gaps(ctx.spark, target, table, ctx.pipeline)
+        missing = target.gaps(ctx.spark, table)
         if missing:
             mode, result.reason = "full", missing
     result.mode = mode
@@ -254,7 +192,7 @@ def _read_since(
 def _read_history(
     ctx: RunContext,
     job: MaterializeJob,
-    target: DeltaTarget | PostgresTarget | IcebergTarget,
+    target: WarehouseTable,
     conn: KafkaConnection,
     stored: st.StoredState | None,
     until: Any,
@@ -277,7 +215,8 @@ def _read_history(
         from pyspark.sql import functions as F
 
         types = {f.name: f.dataType for f in records.df.schema.fields}
-        have = _stored_versions(ctx.spark, ctx.pipeline, target, table, spec)
+        names = [*table.primary_key, *[c.name for c in spec.table(table).columns[len(table.columns) :]]]
+        have = target.rows(ctx.spark, names)  # the key, history and bookkeeping columns
         have = have.select(*[F.col(quoted(c)).cast(types[c]).alias(c) if c in keys else F.col(quoted(c))
                              for c in have.columns])  # fmt: skip
         have = have.join(records.df.select(*[quoted(k) for k in keys]).distinct(), keys, "left_semi")
@@ -305,31 +244,11 @@ def _read_history(
     return Read(rows, dataclasses.replace(records.result, operation="history", records_out=count))
 
 
-def _stored_versions(
-    spark: SparkSession,
-    pipeline: Pipeline,
-    target: DeltaTarget | PostgresTarget | IcebergTarget,
-    table: UpsertKafkaTable,
-    spec: HistorySpec,
-) -> DataFrame:
-    """A history table's key, history and bookkeeping columns (not the source's values): what an
-    incremental run continues from."""
-    from upsert_kafka_ops.engine import warehouse as wh
-
-    names = [*table.primary_key, *[c.name for c in spec.table(table).columns[len(table.columns) :]]]
-    if isinstance(target, PostgresTarget):
-        select = ", ".join(wh.pg_name(n) for n in names)
-        qualified = f"{target.schema_name}.{target.table_name}"
-        return wh.jdbc_read(spark, target.jdbc_url(), f"SELECT {select} FROM {wh.pg_quote(qualified)}",
-                            target.user, target.conninfo().get("password"))  # fmt: skip
-    return read_target(spark, pipeline, target).select(*[quoted(n) for n in names])
-
-
 def _read_from_earliest(
     ctx: RunContext,
     job: WarehouseJob,
-    target: WarehouseTarget,
-    table: Any,
+    target: WarehouseTable,
+    table: UpsertKafkaTable,
     conn: KafkaConnection,
     stored: st.StoredState | None,
     until: Any,
@@ -365,86 +284,3 @@ def _read_from_earliest(
         strict=getattr(job, "strict", False),
         validation=getattr(job, "validation", "winners"),
     )
-
-
-# -- locks ----------------------------------------------------------------------------------------
-def _wait_for(take: Callable[[], bool], timeout: float, what: str, lock: str, hint: str) -> None:
-    """Call ``take`` until it returns True, at most ``timeout`` seconds; the wait is logged when it
-    starts, every 10 s while it lasts, and when it ends (a task waiting on another run says so)."""
-    if take():
-        return
-    start = time.monotonic()
-    log.info("%s is being written by another run: waiting for %s (at most %.0f s)", what, lock, timeout)
-    said = start
-    while not take():
-        now = time.monotonic()
-        if now - start >= timeout:
-            raise ConcurrentRunError(
-                f"{what} is being written by another run ({lock} held for {timeout:.0f} s). "
-                f"Runs of one target are serialized: {hint}"
-            )
-        if now - said >= 10:
-            log.info("%s: still waiting for %s after %.0f s", what, lock, now - start)
-            said = now
-        time.sleep(0.2)
-    log.info("%s: took %s after waiting %.1f s", what, lock, time.monotonic() - start)
-
-
-@contextmanager
-def _file_lock(path: Path, timeout: float, what: str) -> Iterator[None]:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a+") as fh:
-
-        def take() -> bool:
-            try:
-                fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                return False
-            return True
-
-        _wait_for(take, timeout, what, f"lock {path}", "wait for the other run, or raise lock_timeout_s.")
-        try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
-
-
-@contextmanager
-def _table_lock(
-    ctx: RunContext, target: DeltaTarget | ParquetTarget | IcebergTarget, storage: S3Storage | None
-) -> Iterator[None]:
-    """The run's hold on a table in a folder (an Iceberg table: its location in the catalog's
-    warehouse): a lease object on S3 (its session given the store's settings first), else ``flock``
-    on a file beside the folder."""
-    path = ctx.pipeline.location_of(target)
-    assert path is not None
-    if storage is None:
-        local = local_path(path)
-        with _file_lock(
-            local.parent / f".{local.name}.upsert-kafka-ops.lock", ctx.lock_timeout_s, target.uri
-        ):
-            yield
-        return
-    from upsert_kafka_ops.engine.session import use_storage
-
-    use_storage(ctx.spark, storage, split_s3(path)[0])
-
-    def wait(take: Callable[[], bool], timeout: float, lock: str) -> None:
-        _wait_for(
-            take, timeout, target.uri, f"lock {lock}", "wait for the other run, or raise lock_timeout_s."
-        )
-
-    with object_lock(path, storage, ctx.lock_timeout_s, wait):
-        yield
-
-
-@contextmanager
-def _pg_lock(conn: Any, key: int, timeout: float, what: str) -> Iterator[None]:
-    def take() -> bool:
-        return bool(conn.execute("SELECT pg_try_advisory_lock(%s)", (key,)).fetchone()[0])
-
-    _wait_for(take, timeout, what, f"PostgreSQL advisory lock {key}", "wait for the other run.")
-    try:
-        yield
-    finally:
-        conn.execute("SELECT pg_advisory_unlock(%s)", (key,))

@@ -25,15 +25,8 @@ from typing import TYPE_CHECKING, Any
 from upsert_kafka_ops.engine.hashing import ROW_JSON, quoted, row_hash
 from upsert_kafka_ops.errors import SpecError, UpsertKafkaOpsError
 from upsert_kafka_ops.jobs.core import ConcurrentRunError
-from upsert_kafka_ops.jobs.spec import (
-    BackfillJob,
-    DeltaTarget,
-    IcebergTarget,
-    MaterializeJob,
-    ParquetTarget,
-    PostgresTarget,
-    source_table,
-)
+from upsert_kafka_ops.jobs.spec import BackfillJob, MaterializeJob, source_table
+from upsert_kafka_ops.jobs.targets import WarehouseTable, is_warehouse, read_stored_offsets, target_for
 from upsert_kafka_ops.spec.connection import for_table
 
 if TYPE_CHECKING:
@@ -41,7 +34,6 @@ if TYPE_CHECKING:
 
     from upsert_kafka_ops.jobs.spec import Pipeline
     from upsert_kafka_ops.jobs.state import StoredState
-    from upsert_kafka_ops.spec.table import UpsertKafkaTable
 
 #: the kinds of difference, in the order they are reported
 KINDS = ("missing", "unexpected", "changed", "duplicated")
@@ -111,10 +103,8 @@ class Verification:
 def verify_job(spark: SparkSession, pipeline: Pipeline, job_name: str, *, show: int = 10) -> Verification:
     """Compare ``job_name``'s warehouse table with the fold of its source up to the offsets the table
     stored; ``show``: how many keys of each kind of difference to list."""
-    from upsert_kafka_ops.jobs.state import read_stored_offsets
-
     job = pipeline.job(job_name)
-    target = _verifiable_target(job)
+    target = _verifiable_target(job, pipeline)
     began = time.monotonic()
     for _ in range(_ATTEMPTS):
         stored = read_stored_offsets(job, pipeline)
@@ -145,13 +135,13 @@ def refusal(job: Any) -> SpecError | None:
             "name a materialize or backfill job.",
         )
     target = job.target
-    if not isinstance(target, DeltaTarget | ParquetTarget | IcebergTarget | PostgresTarget):
+    if not is_warehouse(target):
         return SpecError(
             "--job",
             f"{job.name!r} writes a topic: verify compares a warehouse table with its topic.",
             "name a job whose target is a Delta, Parquet, Iceberg or PostgreSQL table.",
         )
-    if isinstance(target, DeltaTarget) and target.as_of_column:
+    if getattr(target, "as_of_column", None):
         return SpecError(
             f"jobs.{job.name}.target.as_of_column",
             f"{job.name!r} keeps snapshots in one table, not the topic's latest state.",
@@ -168,15 +158,15 @@ def refusal(job: Any) -> SpecError | None:
     return None
 
 
-def _verifiable_target(job: Any) -> DeltaTarget | ParquetTarget | IcebergTarget | PostgresTarget:
+def _verifiable_target(job: Any, pipeline: Pipeline) -> WarehouseTable:
     refused = refusal(job)
     if refused is not None:
         raise refused
-    return job.target  # type: ignore[no-any-return]
+    return target_for(job.target, pipeline)
 
 
 def _compare(
-    spark: SparkSession, pipeline: Pipeline, job: Any, target: Any, stored: StoredState, show: int
+    spark: SparkSession, pipeline: Pipeline, job: Any, target: WarehouseTable, stored: StoredState, show: int
 ) -> Verification:
     from upsert_kafka_ops.jobs.to_warehouse import fold_source
 
@@ -186,14 +176,14 @@ def _compare(
     read = fold_source(spark, job.source, conn, until=dict(stored.offsets))
     try:
         history = getattr(job, "history", None)
-        raw = _table_rows(spark, pipeline, target, table, history.is_current if history else None)
+        raw, texts = target.comparable(spark, table, history.is_current if history else None)
         absent = [f.name for f in read.df.schema if f.name not in set(raw.columns)]
         if absent:
             raise NotVerifiableError(
                 f"{target.uri} lacks the column(s) {', '.join(absent)} of job {job.name!r}'s table. "
                 "Run the job (a run adds the columns its table gained), then verify again."
             )
-        topic, rows = _comparable(read.df, raw, _pg_json_columns(target, table))
+        topic, rows = _comparable(read.df, raw, texts)
         values = [f.name for f in topic.schema if f.name not in keys]
         counts, listed = _tally(_judged(topic, rows, keys, values), keys, show)
         columns = _changed_columns(topic, rows, keys, values, listed.get("changed", []))
@@ -320,15 +310,6 @@ def _comparable(fold: DataFrame, raw: DataFrame, texts: set[str]) -> tuple[DataF
     return topic, raw.select(*[theirs(f.name, f.dataType) for f in fold.schema])
 
 
-def _pg_json_columns(target: Any, table: UpsertKafkaTable) -> set[str]:
-    """The columns a PostgreSQL target stores as ``jsonb`` (none for other targets)."""
-    from upsert_kafka_ops.engine import warehouse as wh
-
-    if not isinstance(target, PostgresTarget):
-        return set()
-    return {n for n, t in wh.target_columns(table) if t.name in wh.NESTED}
-
-
 def _canonical_json(column: Column) -> Column:
     """JSON text with sorted keys and no spaces (a Python UDF: only for PostgreSQL ``jsonb`` columns)."""
     from pyspark.sql import functions as F
@@ -337,44 +318,3 @@ def _canonical_json(column: Column) -> Column:
         return None if text is None else json.dumps(json.loads(text), sort_keys=True, separators=(",", ":"))
 
     return F.udf(canonical, "string")(column)
-
-
-def _table_rows(
-    spark: SparkSession, pipeline: Pipeline, target: Any, table: UpsertKafkaTable, current: str | None
-) -> DataFrame:
-    """The target's rows, in the fold's column names (a PostgreSQL table's ``jsonb``, ``time`` and
-    ``char`` columns as text); of a history table (``current``: its is_current column), the current
-    versions with the source's columns."""
-    from pyspark.sql import functions as F
-
-    from upsert_kafka_ops.jobs.to_warehouse import read_target
-
-    if isinstance(target, PostgresTarget):
-        return _postgres_rows(spark, target, table, current)
-    rows = read_target(spark, pipeline, target)
-    if current is None:
-        return rows
-    return rows.where(F.col(quoted(current))).select(*[quoted(c.name) for c in table.columns])
-
-
-def _postgres_rows(
-    spark: SparkSession, target: PostgresTarget, table: UpsertKafkaTable, current: str | None
-) -> DataFrame:
-
-    from upsert_kafka_ops.engine import warehouse as wh
-
-    cols = wh.target_columns(table)
-    # char(n) pads with blanks, which ::text drops; time's text is the fold's
-    texts = {n for n, t in cols if t.name in wh.NESTED or t.name in ("TIME", "CHAR")}
-    select = ", ".join(
-        wh.pg_name(n) + ("::text" if n in texts else "") + f" AS {wh.pg_name(n)}" for n, _ in cols
-    )
-    qualified = f"{target.schema_name}.{target.table_name}"
-    return wh.jdbc_read(
-        spark,
-        target.jdbc_url(),
-        f"SELECT {select} FROM {wh.pg_quote(qualified)}"
-        + (f" WHERE {wh.pg_name(current)}" if current else ""),
-        target.user,
-        target.conninfo().get("password"),
-    )

@@ -8,13 +8,15 @@ raised by a validator comes through unchanged.
 from __future__ import annotations
 
 import difflib
+import warnings
+from collections.abc import Mapping
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 from pydantic_core import PydanticSerializationError
 from typing_extensions import Self  # typing.Self from Python 3.11
 
-from upsert_kafka_ops.errors import SpecError
+from upsert_kafka_ops.errors import OldFieldWarning, SpecError
 
 # Marks a SpecError whose field is a path inside the spec that converted it. Pydantic validates a
 # nested spec through its ``__init__``, so the enclosing spec gets that SpecError back and prefixes
@@ -25,6 +27,12 @@ _RELATIVE = "_spec_relative_path"
 def _relative(error: SpecError, path: str) -> SpecError:
     vars(error)[_RELATIVE] = path
     return error
+
+
+def within(error: SpecError) -> SpecError:
+    """``error``, raised by a nested spec's validator, with its field read as relative to where the
+    spec sits (``path`` of a folder under ``checkpoint`` becomes ``checkpoint.path``)."""
+    return _relative(error, error.field)
 
 
 def _convert(exc: ValidationError, model: type[BaseModel], data: Any) -> SpecError:
@@ -138,3 +146,29 @@ class SpecModel(BaseModel):
             return super().model_dump_json(*args, **kwargs)
         except PydanticSerializationError as exc:
             raise SpecError(type(self).__name__, f"cannot be serialized: {exc}") from None
+
+
+def moved_into(data: Any, new: str, old: Mapping[str, str], who: str) -> Any:
+    """``data`` (a model's input) with the fields named in ``old`` (old name -> key under ``new``)
+    moved into the mapping ``new``, and an :class:`~upsert_kafka_ops.errors.OldFieldWarning` that
+    names the new form; ``who`` says whose fields they are (``job 'users'``). Giving both forms is
+    an error: which one is meant cannot be told."""
+    if not isinstance(data, Mapping) or not any(k in data for k in old):
+        return data
+    given = [k for k in old if k in data]
+    if new in data:
+        raise SpecError(
+            new, f"is given together with {', '.join(given)}, its old form.", f"keep '{new}' only."
+        )
+    out = {k: v for k, v in data.items() if k not in old}
+    moved = {old[k]: data[k] for k in given if data[k] is not None}
+    if moved:
+        out[new] = moved
+    form = ", ".join(f"{key}: {value}" for key, value in moved.items())
+    warnings.warn(
+        f"{who}: {' and '.join(given)} {'is' if len(given) == 1 else 'are'} the old form of '{new}'; "
+        f"write {new}: {{{form}}}. The old form still reads and will be removed in a later release.",
+        OldFieldWarning,
+        stacklevel=2,
+    )
+    return out

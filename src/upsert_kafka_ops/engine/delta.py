@@ -1,0 +1,199 @@
+"""Delta tables on Spark: created and evolved from the spec, written by MERGE, overwrite or a
+snapshot's replace, each one commit carrying the run's state.
+
+The commit carries ``userMetadata`` = the state and Delta's idempotent-write identifiers (txnAppId,
+txnVersion), so a replayed run version is skipped by Delta itself. The session-wide confs are reset
+afterwards.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from upsert_kafka_ops.engine.warehouse import (
+    TargetSchemaError,
+    columns_to_add,
+    commit_confs,
+    merge_sql,
+    sql_string,
+    target_columns,
+)
+from upsert_kafka_ops.spec.table import UpsertKafkaTable
+from upsert_kafka_ops.spec.types import quote_name
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, Row, SparkSession
+    from pyspark.sql.types import StructType
+
+
+def _delta_commit_confs(spark: SparkSession, app_id: str, version: int, metadata: str) -> Any:
+    return commit_confs(
+        spark,
+        {
+            "spark.databricks.delta.write.txnAppId": app_id,
+            "spark.databricks.delta.write.txnVersion": str(version),
+            "spark.databricks.delta.commitInfo.userMetadata": metadata,
+        },
+    )
+
+
+def delta_ref(path: str) -> str:
+    """The SQL name of the Delta table at ``path`` (``delta.`path```)."""
+    return "delta.`" + path.replace("`", "``") + "`"
+
+
+def delta_schema(spark: SparkSession, path: str) -> StructType | None:
+    """The schema of the Delta table at ``path``, or None when there is none. SQL and the DataFrame
+    reader only (no ``DeltaTable`` API): it works the same in a Spark Connect session, whose server
+    needs no Delta Connect plugin for it."""
+    from pyspark.errors import AnalysisException
+
+    try:
+        return spark.read.format("delta").load(path).schema
+    except AnalysisException:
+        return None
+
+
+def delta_last_commit(spark: SparkSession, path: str) -> Row | None:
+    """The newest entry of the table's history (``DESCRIBE HISTORY``): version, operationMetrics, ..."""
+    return spark.sql(f"DESCRIBE HISTORY {delta_ref(path)} LIMIT 1").first()
+
+
+def ensure_delta_table(
+    spark: SparkSession, path: str, table: UpsertKafkaTable, *, as_of_column: str | None = None
+) -> list[str]:
+    """Create the Delta table from the spec when missing; add columns the spec gained. Returns the
+    names of added columns. A column whose type changed is an error (before any write).
+
+    :param as_of_column: a snapshot table: this TIMESTAMP column leads the key and partitions it.
+    """
+    from pyspark.sql.types import TimestampType
+
+    wanted = target_columns(table)
+    have = delta_schema(spark, path)
+    if have is None:
+        columns = [f"{quote_name(as_of_column)} TIMESTAMP NOT NULL"] if as_of_column else []
+        columns += [
+            f"{quote_name(name)} {t.to_spark()}{' NOT NULL' if name in table.primary_key else ''}"
+            for name, t in wanted
+        ]
+        properties = {"upsert_kafka_ops.primary_key": ",".join(table.primary_key)}
+        if as_of_column:
+            properties["upsert_kafka_ops.as_of_column"] = as_of_column
+        props = ", ".join(f"'{k}' = {sql_string(v)}" for k, v in properties.items())
+        spark.sql(
+            f"CREATE TABLE IF NOT EXISTS {delta_ref(path)} ({', '.join(columns)}) USING delta"
+            + (f" PARTITIONED BY ({quote_name(as_of_column)})" if as_of_column else "")
+            + f" TBLPROPERTIES ({props})"
+        )
+        return []
+    existing = {f.name: f.dataType for f in have.fields}
+    if as_of_column and existing.get(as_of_column) != TimestampType():
+        raise TargetSchemaError(
+            f"Delta table {path}: the snapshot column {as_of_column!r} is missing or not a TIMESTAMP (the "
+            "table was not created as a snapshot table). Write the snapshots under a new path."
+        )
+    added = columns_to_add(
+        existing,
+        table,
+        f"Delta table {path}",
+        "Rebuild the target under a new path (mode full), or change the spec back.",
+    )
+    if added:
+        spark.sql(f"ALTER TABLE {delta_ref(path)} ADD COLUMNS ({', '.join(added)})")
+    return [a.split(" ")[0].strip("`") for a in added]
+
+
+def _last_commit_metrics(spark: SparkSession, path: str) -> dict[str, str]:
+    """The ``operationMetrics`` of the table's newest commit."""
+    row = delta_last_commit(spark, path)
+    return dict(row["operationMetrics"] or {}) if row is not None else {}
+
+
+def delta_merge(
+    spark: SparkSession,
+    changes: DataFrame,
+    path: str,
+    table: UpsertKafkaTable,
+    *,
+    app_id: str,
+    version: int,
+    metadata: dict[str, Any],
+    rows: int | None = None,
+    close_only: Sequence[str] = (),
+) -> dict[str, int]:
+    """MERGE the last change per key (``op`` +U/-D) into the Delta table; one commit with the state.
+    With no changes, an empty append commits the state alone.
+
+    :param rows: the number of changes, when known (spares a Spark job that finds out).
+    :param close_only: see :func:`merge_sql`."""
+    import uuid
+
+    names = [c for c, _ in target_columns(table)]
+    text = json.dumps(metadata, sort_keys=True)
+    src = changes.select("op", *names)
+    with _delta_commit_confs(spark, app_id, version, text):
+        if rows == 0 if rows is not None else src.isEmpty():
+            spark.createDataFrame([], spark.read.format("delta").load(path).schema).write.format(
+                "delta"
+            ).mode("append").save(path)
+            return {"upserted": 0, "deleted": 0}
+        # SQL's MERGE (the same Delta command as the DeltaTable API, which a Spark Connect server
+        # serves only with the Delta Connect plugin); its result row holds the counts
+        view = f"upsert_kafka_ops_changes_{uuid.uuid4().hex[:12]}"
+        src.createOrReplaceTempView(view)
+        try:
+            merged = spark.sql(merge_sql(delta_ref(path), view, table, close_only)).first()
+        finally:
+            spark.catalog.dropTempView(view)
+    assert merged is not None
+    return {
+        "upserted": int(merged["num_updated_rows"]) + int(merged["num_inserted_rows"]),
+        "deleted": int(merged["num_deleted_rows"]),
+    }
+
+
+def delta_overwrite(
+    spark: SparkSession,
+    rows: DataFrame,
+    path: str,
+    table: UpsertKafkaTable,
+    *,
+    app_id: str,
+    version: int,
+    metadata: dict[str, Any],
+) -> dict[str, int]:
+    """Replace the table's content with ``rows`` in one commit (the new version is the swap)."""
+    names = [c for c, _ in target_columns(table)]
+    with _delta_commit_confs(spark, app_id, version, json.dumps(metadata, sort_keys=True)):
+        rows.select(*names).write.format("delta").mode("overwrite").save(path)
+    return {"upserted": int(_last_commit_metrics(spark, path).get("numOutputRows", 0)), "deleted": 0}
+
+
+def delta_replace_snapshot(
+    spark: SparkSession,
+    rows: DataFrame,
+    path: str,
+    table: UpsertKafkaTable,
+    *,
+    as_of_column: str,
+    as_of_ms: int,
+    app_id: str,
+    version: int,
+    metadata: dict[str, Any],
+) -> dict[str, int]:
+    """Replace the snapshot ``as_of_column = as_of_ms`` with ``rows`` in one commit (Delta
+    ``replaceWhere``); the other snapshots are untouched."""
+    from pyspark.sql import functions as F
+
+    names = [c for c, _ in target_columns(table)]
+    stamp = f"timestamp_millis({int(as_of_ms)})"
+    out = rows.select(F.expr(stamp).alias(as_of_column), *names)
+    with _delta_commit_confs(spark, app_id, version, json.dumps(metadata, sort_keys=True)):
+        out.write.format("delta").mode("overwrite").option(
+            "replaceWhere", f"{quote_name(as_of_column)} = {stamp}"
+        ).save(path)
+    m = _last_commit_metrics(spark, path)
+    return {"upserted": int(m.get("numOutputRows", 0)), "deleted": 0}

@@ -1,0 +1,30 @@
+"""Test hooks at named points of a run (``$UKO_FAULT_POINT``), so the crash tests can kill a run
+where it matters: after the read, after the data, in the transaction, after the commit."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from pathlib import Path
+
+FAULT_ENV = "UKO_FAULT_POINT"
+
+
+def fault_point(name: str) -> None:
+    """Test hooks at named points of a run, driven by ``$UKO_FAULT_POINT``:
+
+    - ``NAME``: kill this process here (SIGKILL, no cleanup);
+    - ``pause:NAME:FLAG``: create ``FLAG.reached`` here, then wait (up to 10 minutes) until ``FLAG``
+      exists, so a test can act while a run holds its target.
+    """
+    spec = os.environ.get(FAULT_ENV, "")
+    if spec == name:
+        os.kill(os.getpid(), signal.SIGKILL)
+    if spec.startswith("pause:"):
+        _, point, flag = spec.split(":", 2)
+        if point == name:
+            Path(flag + ".reached").touch()
+            deadline = time.monotonic() + 600
+            while not Path(flag).exists() and time.monotonic() < deadline:
+                time.sleep(0.1)
