@@ -170,13 +170,17 @@ def test_a_folder_given_in_the_old_pair_of_fields_still_reads_and_the_warning_na
 
     with pytest.warns(OldFieldWarning) as said:
         old = load({**STREAM, "checkpoint_location": "s3a://lake/c", "checkpoint_storage": "lake"})
-    assert old.job("s") == load({**STREAM, "checkpoint": {"path": "s3a://lake/c", "storage": "lake"}}).job("s")
+    assert old.job("s") == load({**STREAM, "checkpoint": {"path": "s3a://lake/c", "storage": "lake"}}).job(
+        "s"
+    )
     (warning,) = said
     assert str(warning.message).startswith(
         "job 's': checkpoint_location and checkpoint_storage are the old form of 'checkpoint'; "
         "write checkpoint: {path: s3a://lake/c, storage: lake}."
     )
-    with pytest.warns(OldFieldWarning, match="state_path is the old form of 'state'; write state: {path: /s}"):
+    with pytest.warns(
+        OldFieldWarning, match="state_path is the old form of 'state'; write state: {path: /s}"
+    ):
         assert load({**PUBLISH, "state_path": "/s"}).job("p").state == Folder(path="/s")  # type: ignore[union-attr]
     assert "checkpoint_location" not in old.to_yaml() and "checkpoint:" in old.to_yaml()
     with pytest.raises(SpecError, match="given together with checkpoint_location") as both:
