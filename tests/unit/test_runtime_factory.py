@@ -1,6 +1,7 @@
 """The one runtime factory (upsert_kafka_ops.runtime.factory): a master string picks the kind, an
-explicit kind wins, an unknown kind is refused naming the valid ones. No JVM: building a runtime
-starts nothing."""
+explicit kind wins, an unknown kind is refused naming the valid ones; and every surface (the Airflow
+operator and hook, the Dagster resource, the CLI) gets the same runtime from it for the same input.
+No JVM: building a runtime starts nothing."""
 
 from __future__ import annotations
 
@@ -124,3 +125,107 @@ def test_a_token_given_to_the_factory_stays_out_of_reprs_and_dumps() -> None:
     assert isinstance(runtime, ConnectRuntime) and runtime.resolved_token() == token
     assert token not in repr(runtime) and token not in str(runtime)
     assert token not in runtime.model_dump_json(exclude={"token"}) and token not in runtime.remote
+
+
+# -- every surface gets the same runtime for the same input ------------------------------------------
+def _hook(monkeypatch: pytest.MonkeyPatch, conn: dict[str, Any]) -> Runtime:
+    from upsert_kafka_ops.airflow.hooks import SparkRuntimeHook
+
+    monkeypatch.setenv("AIRFLOW_CONN_UKO_FACTORY_TEST", json.dumps(conn))
+    return SparkRuntimeHook("uko_factory_test").get_runtime()
+
+
+def _operator(**kwargs: Any) -> Runtime:
+    from upsert_kafka_ops.airflow.operators import UpsertKafkaJobOperator
+
+    job = {
+        "name": "j",
+        "kind": "materialize",
+        "source": {"connection": "c", "table": {"ddl": "CREATE TABLE x"}},
+    }
+    return UpsertKafkaJobOperator(task_id="t", job=job, **kwargs).runtime()
+
+
+def _dagster(**kwargs: Any) -> Runtime:
+    from upsert_kafka_ops.dagster.resources import SparkRuntimeResource
+
+    return SparkRuntimeResource(**kwargs).runtime_spec()
+
+
+def _cli(*options: str) -> Runtime:
+    from upsert_kafka_ops.cli import build_parser
+    from upsert_kafka_ops.cli.jobs import runtime_of
+
+    return runtime_of(build_parser().parse_args(["run", "pipeline.yaml", *options]))
+
+
+def test_the_surfaces_give_the_same_local_runtime(monkeypatch: pytest.MonkeyPatch) -> None:
+    conf = {"spark.sql.shuffle.partitions": "4"}
+    expected = runtime_for("local[2]", conf=conf)
+    assert expected == LocalRuntime(master="local[2]", conf=conf)
+    assert (
+        _hook(monkeypatch, {"conn_type": "upsert_kafka_spark", "host": "local[2]", "extra": {"conf": conf}})
+        == expected
+    )
+    assert _operator(spark_master="local[2]", spark_conf=conf) == expected
+    assert _dagster(master="local[2]", conf=conf) == expected
+    default = runtime_for()
+    assert _operator() == _dagster() == _cli() == default == LocalRuntime()
+
+
+def test_the_surfaces_give_the_same_spark_connect_runtime(monkeypatch: pytest.MonkeyPatch) -> None:
+    expected = runtime_for(
+        "sc://warm:15002", token=SecretRef(env="UKO_TOKEN"), ca_cert=SecretRef(file="/ca.crt")
+    )
+    assert isinstance(expected, ConnectRuntime)
+    assert (
+        _cli("--remote", "sc://warm:15002", "--token", "env:UKO_TOKEN", "--ca-cert", "file:/ca.crt")
+        == expected
+    )
+    bare = runtime_for("sc://warm:15002")
+    assert _operator(spark_master="sc://warm:15002") == bare
+    assert _dagster(runtime="connect", master="sc://warm:15002") == bare
+    assert _hook(monkeypatch, {"conn_type": "spark_connect", "host": "warm"}) == bare
+    assert _hook(monkeypatch, {"conn_type": "upsert_kafka_spark", "host": "sc://warm", "port": 15002}) == bare
+    assert (
+        _hook(
+            monkeypatch, {"conn_type": "upsert_kafka_spark", "host": "warm", "extra": {"runtime": "connect"}}
+        )
+        == bare
+    )
+    with_token = _dagster(runtime="connect", master="sc://warm:15002", token="tok-secret-value")
+    assert isinstance(with_token, ConnectRuntime) and with_token.resolved_token() == "tok-secret-value"
+
+
+def test_the_surfaces_give_the_same_spark_submit_runtime(monkeypatch: pytest.MonkeyPatch) -> None:
+    conf = {"spark.executor.memory": "2g"}
+    expected = runtime_for("spark://m:7077", conf=conf, timeout_s=600.0)
+    assert expected == SparkSubmitRuntime(master="spark://m:7077", conf=conf, timeout_s=600.0)
+    hook = _hook(monkeypatch, {"conn_type": "upsert_kafka_spark", "host": "spark://m", "port": 7077,
+                               "extra": {"conf": conf, "timeout_s": 600}})  # fmt: skip
+    assert hook == expected
+    assert _hook(monkeypatch, {"conn_type": "spark", "host": "spark://m", "port": 7077,
+                               "extra": {"conf": conf, "timeout_s": 600, "queue": "q"}}) == expected  # fmt: skip
+    assert _operator(spark_master="spark://m:7077", spark_conf=conf, spark_submit_timeout=600) == expected
+    assert _dagster(runtime="spark-submit", master="spark://m:7077", conf=conf, timeout_s=600) == expected
+
+
+def test_the_surfaces_refuse_an_unknown_kind_alike(monkeypatch: pytest.MonkeyPatch) -> None:
+    with pytest.raises(SpecError) as hook:
+        _hook(monkeypatch, {"conn_type": "upsert_kafka_spark", "host": "yarn", "extra": {"runtime": "yarn"}})
+    assert hook.value.field == "Airflow connection 'uko_factory_test': extra.runtime"
+    assert (hook.value.message, hook.value.fix) == (
+        "'yarn' is not a runtime.",
+        "use 'local', 'spark-submit' or 'connect'.",
+    )
+    with pytest.raises(ValueError, match="spark-submit"):  # Dagster's field is the kinds' Literal
+        _dagster(runtime="yarn")
+
+
+def test_the_clis_remote_options_keep_their_names_in_errors() -> None:
+    with pytest.raises(SpecError) as exc:
+        _cli("--remote", "spark://m:7077")
+    assert exc.value.field == "--remote"
+    with pytest.raises(SpecError) as token:
+        _cli("--token", "env:X")
+    assert token.value.field == "--token"
