@@ -229,3 +229,23 @@ def test_the_clis_remote_options_keep_their_names_in_errors() -> None:
     with pytest.raises(SpecError) as token:
         _cli("--token", "env:X")
     assert token.value.field == "--token"
+
+
+def test_jobs_run_job_is_the_in_process_runner_itself_with_its_signature() -> None:
+    import inspect
+
+    import upsert_kafka_ops
+    import upsert_kafka_ops.jobs as jobs
+    from upsert_kafka_ops.jobs import run
+
+    assert jobs.run_job is run.run_job and jobs.run_spec is run.run_spec
+    assert upsert_kafka_ops.run_job is run.run_job
+    assert list(inspect.signature(jobs.run_job).parameters) == [
+        "pipeline",
+        "job",
+        "mode",
+        "spark",
+        "lock_timeout_s",
+    ]
+    with pytest.raises(AttributeError, match="no attribute 'run_jobs'"):
+        jobs.run_jobs  # noqa: B018

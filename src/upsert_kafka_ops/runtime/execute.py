@@ -1,8 +1,9 @@
 """Run one job of a pipeline on a chosen runtime: in this process, with spark-submit, or against a
 Spark Connect server.
 
-This is what the orchestrator adapters call (the Airflow operators, the Dagster assets), so both
-behave alike::
+:func:`execute_job` is the entry point for running one job of a pipeline on a runtime: every surface
+calls it (the CLI, the Airflow operators, the Dagster assets) with a runtime from
+:func:`~upsert_kafka_ops.runtime.factory.runtime_for`, so all behave alike::
 
     result = execute_job(pipeline, "users-to-delta")                      # local Spark
     result = execute_job(pipeline, "users-to-delta",
