@@ -13,15 +13,15 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from airflow.sdk import BaseHook
 from airflow.sdk.log import mask_secret
 
 from upsert_kafka_ops.errors import SpecError
 from upsert_kafka_ops.kafka.admin import KafkaAdmin
-from upsert_kafka_ops.runtime.execute import ConnectRuntime, LocalRuntime, Runtime
-from upsert_kafka_ops.runtime.submit import SparkSubmitRuntime
+from upsert_kafka_ops.runtime.factory import Runtime, runtime_for, runtime_kind
 from upsert_kafka_ops.spec.connection import KafkaConnection, SecretRef
 
 #: Extra keys whose values are secrets (librdkafka and Java client spellings).
@@ -38,6 +38,7 @@ SECRET_KEYS = frozenset(
         "ssl.certificate.pem",
     }
 )
+_T = TypeVar("_T")
 _JAAS_PASSWORD = re.compile(r"""password\s*=\s*"([^"]*)"|password\s*=\s*'([^']*)'""", re.IGNORECASE)
 
 
@@ -107,9 +108,11 @@ class UpsertKafkaHook(BaseHook):
 
 class SparkRuntimeHook(BaseHook):
     """Where jobs run, from a connection of type ``upsert_kafka_spark``: the host is the Spark master
-    (``local[*]`` runs in the task's process); the extra may hold ``runtime`` (``local`` or
-    ``spark-submit``), ``deploy_mode``, ``conf``, ``jars``, ``py_files``, ``python``,
-    ``spark_submit``, ``result_uri``, ``timeout_s`` and ``env`` (masked)."""
+    (``local[*]`` runs in the task's process, ``sc://host`` on that Spark Connect server, another
+    master through spark-submit: :func:`~upsert_kafka_ops.runtime.factory.runtime_for`'s rule); the
+    extra may hold ``runtime`` (``local``, ``spark-submit`` or ``connect``: wins over the master),
+    ``deploy_mode``, ``conf``, ``jars``, ``py_files``, ``python``, ``spark_submit``, ``result_uri``,
+    ``timeout_s`` and ``env`` (masked)."""
 
     conn_name_attr = "spark_config_id"
     default_conn_name = "upsert_kafka_spark_default"
@@ -126,7 +129,7 @@ class SparkRuntimeHook(BaseHook):
         for value in (extra.get("env") or {}).values():
             mask_secret(str(value))
         where = f"Airflow connection {self.spark_config_id!r}"
-        if conn.conn_type == "spark_connect" or extra.get("runtime") == "connect":
+        if conn.conn_type == "spark_connect":
             return _connect_runtime(conn, extra, where)
         if conn.conn_type == "spark":  # the Apache Spark provider's spark-submit connection
             extra = {_SPARK_EXTRA.get(k, k): v for k, v in extra.items() if k not in _SPARK_IGNORED}
@@ -134,16 +137,10 @@ class SparkRuntimeHook(BaseHook):
         master = conn.host or extra.pop("master", None) or "local[*]"
         if conn.port and "://" in master and master.count(":") < 2:
             master = f"{master}:{conn.port}"
-        kind = extra.pop("runtime", "local" if master.startswith("local") else "spark-submit")
-        if kind == "local":
-            return _model(LocalRuntime, {"master": master, "conf": extra.pop("conf", {}), **extra}, where)
-        if kind != "spark-submit":
-            raise SpecError(
-                f"{where}: extra.runtime",
-                f"{kind!r} is not a runtime.",
-                "use 'local', 'spark-submit' or 'connect'.",
-            )
-        return _model(SparkSubmitRuntime, {"master": master, **extra}, where)
+        kind = extra.pop("runtime", None)
+        if _model(lambda: runtime_kind(master, kind), where) == "connect":  # host, port, login, password
+            return _connect_runtime(conn, extra, where)
+        return _model(lambda: runtime_for(master, kind=kind, **extra), where)
 
 
 # the Apache Spark provider's `spark` connection: its extra's names for what SparkSubmitRuntime calls
@@ -155,7 +152,7 @@ def _connect_runtime(conn: Any, extra: dict[str, Any], where: str) -> Runtime:
     """A ``spark_connect`` connection as the Apache Spark provider reads it: host (``sc://`` optional)
     and port (15002), login as the user id, the password as the token, extra ``use_ssl`` and
     ``ca_cert`` (the CA bundle of the server's TLS proxy: ``file:/path/ca.crt``); or an
-    ``upsert_kafka_spark`` connection with ``runtime: connect`` (host ``sc://host``). Without a
+    ``upsert_kafka_spark`` connection on ``sc://host`` (or with ``runtime: connect``). Without a
     password the token is ``SPARK_CONNECT_AUTHENTICATE_TOKEN`` from the worker's environment."""
     host = str(conn.host or extra.pop("remote", "") or "")
     host = host[len("sc://") :] if host.startswith("sc://") else host
@@ -166,22 +163,19 @@ def _connect_runtime(conn: Any, extra: dict[str, Any], where: str) -> Runtime:
         params.append("use_ssl=true")
     hostport = host if ":" in host else f"{host}:{conn.port or 15002}"
     remote = f"sc://{hostport}" + ("/;" + ";".join(params) if params else "")
-    data: dict[str, Any] = {"remote": remote, "conf": extra.pop("conf", {})}
+    data: dict[str, Any] = {"conf": extra.pop("conf", {})}
     if extra.get("ca_cert"):  # a reference (file:/path/ca.crt or env:VAR), as every secret in a spec
         data["ca_cert"] = extra.pop("ca_cert")
     if conn.password:
         mask_secret(conn.password)
         data["token"] = SecretRef.from_value(conn.password)
-    return _model(ConnectRuntime, data, where)
+    return _model(lambda: runtime_for(remote, kind="connect", **data), where)
 
 
-def _model(
-    cls: type[LocalRuntime] | type[SparkSubmitRuntime] | type[ConnectRuntime],
-    data: dict[str, Any],
-    where: str,
-) -> Runtime:
+def _model(build: Callable[[], _T], where: str) -> _T:
+    """``build()``, its spec errors named after the connection's extra."""
     try:
-        return cls.model_validate(data)
+        return build()
     except SpecError as exc:
         raise SpecError(f"{where}: extra.{exc.field}", exc.message, exc.fix) from None
 

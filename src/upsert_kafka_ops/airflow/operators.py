@@ -33,8 +33,8 @@ from upsert_kafka_ops.airflow._jobs import JobFields, JobRef
 from upsert_kafka_ops.airflow.assets import assets_of, declared_assets
 from upsert_kafka_ops.errors import SpecError, UpsertKafkaOpsError
 from upsert_kafka_ops.jobs.spec import Pipeline, as_backfill
-from upsert_kafka_ops.runtime.execute import ConnectRuntime, LocalRuntime, RunHandle, Runtime, execute_job
-from upsert_kafka_ops.runtime.submit import SparkSubmitRuntime
+from upsert_kafka_ops.runtime.execute import RunHandle, execute_job
+from upsert_kafka_ops.runtime.factory import Runtime, runtime_for
 
 JOB_FIELDS: tuple[str, ...] = ("job", "pipeline_file", "job_name", "kafka_config_id", "kafka_config_ids")
 #: where the Spark History Server is, when the operator is not told (``spark_history_url``)
@@ -155,14 +155,9 @@ class UpsertKafkaJobOperator(JobFields, BaseOperator):
 
             found = SparkRuntimeHook(self.spark_config_id).get_runtime()
             return found.model_copy(update={"conf": {**found.conf, **self.spark_conf}})
-        master = self.spark_master or "local[*]"
-        if master.startswith("local"):
-            return LocalRuntime(master=master, conf=self.spark_conf)
-        if master.startswith("sc://"):  # a Spark Connect server: a warm driver, no JVM in the task
-            return ConnectRuntime(remote=master, conf=self.spark_conf)
-        return SparkSubmitRuntime(
-            master=master, deploy_mode=self.deploy_mode, conf=self.spark_conf,  # type: ignore[arg-type]
-            timeout_s=self.spark_submit_timeout,
+        return runtime_for(
+            self.spark_master or "local[*]", conf=self.spark_conf,
+            applicable={"deploy_mode": self.deploy_mode, "timeout_s": self.spark_submit_timeout},
         )  # fmt: skip
 
     def execute(self, context: Context) -> dict[str, Any]:
@@ -182,7 +177,7 @@ class UpsertKafkaJobOperator(JobFields, BaseOperator):
                 raise SpecError("mode", f"{mode!r} is not a mode.", "use 'incremental' or 'full'.")
             workdir = None
             runtime = self.runtime()
-            if isinstance(runtime, SparkSubmitRuntime):
+            if runtime.launches_driver:  # the job file and the driver's output
                 import tempfile
 
                 workdir = tempfile.mkdtemp(prefix=f"uko-{self.task_id}-")
@@ -216,11 +211,7 @@ class UpsertKafkaJobOperator(JobFields, BaseOperator):
     ) -> Any:
         from upsert_kafka_ops.runtime import submit_job
 
-        if not (
-            isinstance(runtime, SparkSubmitRuntime)
-            and runtime.master == "yarn"
-            and runtime.deploy_mode == "cluster"
-        ):
+        if not runtime.can_defer:
             raise SpecError(
                 "deferrable", "a deferred run needs a cluster that runs the driver: YARN in cluster deploy mode.",
                 "use master 'yarn' with deploy_mode 'cluster' and a result_uri (an upsert_kafka_spark connection), "
@@ -241,9 +232,7 @@ class UpsertKafkaJobOperator(JobFields, BaseOperator):
         try:
             pipeline, name = self.job_ref().resolve()
             pipeline = self.prepare(pipeline, name)
-            runtime = self.runtime()
-            assert isinstance(runtime, SparkSubmitRuntime)
-            result = finish_job(pipeline, name, runtime, Application(**event["app"]))
+            result = finish_job(pipeline, name, self.runtime(), Application(**event["app"]))
         except UpsertKafkaOpsError as exc:
             self.log.error("%s: %s", type(exc).__name__, exc)
             raise task_error(exc) from None

@@ -20,7 +20,7 @@ from upsert_kafka_ops.jobs.spec import Pipeline, TopicToTopicJob, as_backfill
 from upsert_kafka_ops.spec.connection import KafkaConnection
 
 if TYPE_CHECKING:
-    from upsert_kafka_ops.runtime import ConnectRuntime
+    from upsert_kafka_ops.runtime import Runtime
 
 
 def register(sub: Any) -> None:
@@ -119,19 +119,20 @@ def _remote_arguments(parser: Any) -> None:
     )
 
 
-def _connect_runtime(args: argparse.Namespace) -> ConnectRuntime | None:
-    """``--remote`` with its ``--token`` and ``--ca-cert`` references, or None to run here."""
-    from upsert_kafka_ops.runtime import ConnectRuntime
+def runtime_of(args: argparse.Namespace) -> Runtime:
+    """Where ``run`` and ``backfill`` run their jobs: the Spark Connect server ``--remote`` (with its
+    ``--token`` and ``--ca-cert`` references), else local Spark in this process."""
+    from upsert_kafka_ops.runtime import runtime_for
 
     if args.remote is None:
         for option in ("token", "ca_cert"):
             if getattr(args, option) is not None:
                 raise SpecError(f"--{option.replace('_', '-')}", "is given without --remote.",
                                 "add --remote sc://HOST:PORT, or drop it.")  # fmt: skip
-        return None
-    data = {"remote": args.remote, "token": args.token, "ca_cert": args.ca_cert}
+        return runtime_for()
+    refs = {"token": args.token, "ca_cert": args.ca_cert}
     try:
-        return ConnectRuntime.model_validate({k: v for k, v in data.items() if v is not None})
+        return runtime_for(args.remote, kind="connect", **{k: v for k, v in refs.items() if v is not None})
     except SpecError as exc:
         field = {"remote": "--remote", "token": "--token", "ca_cert": "--ca-cert"}.get(
             exc.field.split(".")[0]
@@ -144,17 +145,13 @@ def _run_many(
     names: list[str],
     mode: str | None,
     lock_timeout: float,
-    remote: ConnectRuntime | None = None,
+    runtime: Runtime,
 ) -> list[dict[str, Any]]:
+    """Run ``names`` one after the other on ``runtime``, in one session (stopped at the end)."""
     from upsert_kafka_ops.jobs.lineage import RunLineage
-    from upsert_kafka_ops.jobs.run import run_job
-    from upsert_kafka_ops.runtime import build_spark_session
-    from upsert_kafka_ops.runtime.execute import connect_session
+    from upsert_kafka_ops.runtime.execute import execute_job, open_session
 
-    if remote is not None:
-        spark = connect_session(remote)
-    else:
-        spark = build_spark_session(app_name="upsert-kafka-ops", jar_groups=pipeline.jar_groups(*names))
+    spark = open_session(runtime, app_name="upsert-kafka-ops", jar_groups=pipeline.jar_groups(*names))
     results = []
     try:
         for name in names:
@@ -163,7 +160,8 @@ def _run_many(
             if lineage is not None:
                 lineage.start()
             try:
-                r = run_job(pipeline, name, mode=mode, spark=spark, lock_timeout_s=lock_timeout)  # type: ignore[arg-type]
+                r = execute_job(pipeline, name, mode=mode, runtime=runtime, spark=spark,  # type: ignore[arg-type]
+                                lock_timeout_s=lock_timeout)  # fmt: skip
                 results.append(r.to_dict())
                 if lineage is not None:
                     lineage.complete(results[-1])
@@ -189,7 +187,7 @@ def run(args: argparse.Namespace) -> int:
     names = args.job or [j.name for j in pipeline.jobs]
     for n in names:
         pipeline.job(n)  # unknown names fail before Spark starts
-    results = _run_many(pipeline, names, args.mode, args.lock_timeout, _connect_runtime(args))
+    results = _run_many(pipeline, names, args.mode, args.lock_timeout, runtime_of(args))
     _emit(results, args.json)
     return 1 if any(r["status"] != "succeeded" for r in results) else 0
 
@@ -198,7 +196,7 @@ def backfill(args: argparse.Namespace) -> int:
     pipeline = Pipeline.load(args.pipeline)
     job = as_backfill(pipeline.job(args.job), args.until, args.rewind or None)
     single = Pipeline(connections=pipeline.connections, jobs=[job])
-    results = _run_many(single, [job.name], None, 60.0, _connect_runtime(args))
+    results = _run_many(single, [job.name], None, 60.0, runtime_of(args))
     _emit(results, args.json)
     return 1 if any(r["status"] != "succeeded" for r in results) else 0
 

@@ -36,8 +36,8 @@ from upsert_kafka_ops.jobs.spec import (
     as_backfill,
 )
 from upsert_kafka_ops.jobs.targets import previewed
+from upsert_kafka_ops.runtime.factory import Runtime
 from upsert_kafka_ops.runtime.pipes import result_metadata
-from upsert_kafka_ops.runtime.submit import SparkSubmitRuntime
 
 KEYS_CHECK = "keys_in_single_partition"
 ROW_COUNT_CHECK = "row_count_matches_live_keys"
@@ -236,7 +236,11 @@ def _mode(value: str | None) -> Any:
 
 
 def run(
-    context: dg.AssetExecutionContext, pipe: Pipeline, job: str, config: UpsertKafkaRunConfig, runtime: Any
+    context: dg.AssetExecutionContext,
+    pipe: Pipeline,
+    job: str,
+    config: UpsertKafkaRunConfig,
+    runtime: Runtime | None,
 ) -> tuple[dict[str, Any], dict[dg.AssetKey, Mapping[str, Any]]]:
     """Run the job (a bounded backfill when ``config.until`` is set): the run result as a dict, and
     the metadata the Spark driver reported through Dagster Pipes per asset (spark-submit runs)."""
@@ -259,7 +263,7 @@ def run(
     reported: dict[dg.AssetKey, Mapping[str, Any]] = {}
     try:
         with _to_event_log(context):
-            if isinstance(runtime, SparkSubmitRuntime):
+            if runtime is not None and runtime.launches_driver:  # the driver reports through Pipes
                 result, reported = _submit_with_pipes(context, target, job, mode, runtime, handle, config)
             else:
                 result = execute_job(target, job, mode=mode, runtime=runtime, handle=handle).to_dict()
@@ -317,7 +321,7 @@ def _submit_with_pipes(
     pipe: Pipeline,
     job: str,
     mode: Any,
-    runtime: SparkSubmitRuntime,
+    runtime: Runtime,
     handle: Any,
     config: UpsertKafkaRunConfig,
 ) -> tuple[dict[str, Any], dict[dg.AssetKey, Mapping[str, Any]]]:
@@ -333,8 +337,7 @@ def _submit_with_pipes(
         message_reader=dg.PipesTempFileMessageReader(),
         extras=extras,
     ) as session:
-        env = {**runtime.env, **session.get_bootstrap_env_vars()}
-        rt = runtime.model_copy(update={"env": env})
+        rt = runtime.with_driver_env(session.get_bootstrap_env_vars())
         result = execute_job(pipe, job, mode=mode, runtime=rt, handle=handle).to_dict()
     reported: dict[dg.AssetKey, Mapping[str, Any]] = {}
     for r in session.get_results(implicit_materializations=False):

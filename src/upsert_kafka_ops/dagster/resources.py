@@ -8,8 +8,7 @@ from urllib.parse import quote
 from pydantic import Field
 
 import dagster as dg
-from upsert_kafka_ops.errors import SpecError
-from upsert_kafka_ops.runtime import ConnectRuntime, LocalRuntime, Runtime, SparkSubmitRuntime
+from upsert_kafka_ops.runtime.factory import Runtime, RuntimeKind, runtime_for
 from upsert_kafka_ops.spec.connection import KafkaConnection, SecretRef
 
 _SECRET_FIELDS = ("password", "ssl_key_password")
@@ -62,7 +61,7 @@ class SparkRuntimeResource(dg.ConfigurableResource):  # type: ignore[type-arg]
     ``timeout_s``) or ``connect`` (a Spark Connect server: ``master`` is its ``sc://host:port``, the
     token a ``dg.EnvVar``, ``ca_cert`` its TLS proxy's CA bundle; the run's process holds no driver)."""
 
-    runtime: str = Field(default="local", description="local, spark-submit or connect.")
+    runtime: RuntimeKind = Field(default="local", description="local, spark-submit or connect.")
     master: str = Field(default="local[*]", description="Spark master URL (connect: sc://host:port).")
     token: str | None = Field(
         default=None,
@@ -95,18 +94,12 @@ class SparkRuntimeResource(dg.ConfigurableResource):  # type: ignore[type-arg]
         return f"{self.history_url.rstrip('/')}/history/{quote(app_id)}/"
 
     def runtime_spec(self) -> Runtime:
-        """The core's runtime for :func:`upsert_kafka_ops.runtime.execute_job`."""
-        if self.runtime == "local":
-            return LocalRuntime(master=self.master, conf=dict(self.conf))
-        if self.runtime == "spark-submit":
-            return SparkSubmitRuntime.model_validate(
-                {"master": self.master, "conf": dict(self.conf), "deploy_mode": self.deploy_mode,
-                 "timeout_s": self.timeout_s}
-            )  # fmt: skip
-        if self.runtime == "connect":
-            token = SecretRef.from_value(self.token) if self.token else None
-            ca_cert = SecretRef(file=self.ca_cert) if self.ca_cert else None
-            return ConnectRuntime(remote=self.master, token=token, ca_cert=ca_cert, conf=dict(self.conf))
-        raise SpecError(
-            "runtime", f"{self.runtime!r} is not a runtime.", "use 'local', 'spark-submit' or 'connect'."
-        )
+        """The core's runtime for :func:`upsert_kafka_ops.runtime.execute_job`
+        (:func:`~upsert_kafka_ops.runtime.factory.runtime_for` of ``runtime`` at ``master``)."""
+        token = SecretRef.from_value(self.token) if self.token else None
+        ca_cert = SecretRef(file=self.ca_cert) if self.ca_cert else None
+        return runtime_for(
+            self.master, kind=self.runtime, conf=self.conf,
+            applicable={"deploy_mode": self.deploy_mode, "timeout_s": self.timeout_s, "token": token,
+                        "ca_cert": ca_cert},
+        )  # fmt: skip

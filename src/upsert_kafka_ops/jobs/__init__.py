@@ -5,7 +5,7 @@ Importing this package needs no Spark; running a job does.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from upsert_kafka_ops.jobs.spec import (
     AppendSink,
@@ -27,19 +27,23 @@ from upsert_kafka_ops.jobs.spec import (
 from upsert_kafka_ops.jobs.state import StoredState
 from upsert_kafka_ops.jobs.targets import read_stored_offsets
 
+if TYPE_CHECKING:  # type checkers see the functions themselves; importing them is deferred below
+    from upsert_kafka_ops.jobs.run import run_job, run_spec
 
-def run_job(*args: Any, **kwargs: Any) -> Any:
-    """See :func:`upsert_kafka_ops.jobs.run.run_job`."""
-    from upsert_kafka_ops.jobs.run import run_job as _run_job
-
-    return _run_job(*args, **kwargs)
+#: names loaded from :mod:`upsert_kafka_ops.jobs.run` on first use (it imports every job kind's run)
+_FROM_RUN = ("run_job", "run_spec")
 
 
-def run_spec(spec: Any, spark: Any) -> dict[str, Any]:
-    """See :func:`upsert_kafka_ops.jobs.run.run_spec` (the spark-submit driver's entry)."""
-    from upsert_kafka_ops.jobs.run import run_spec as _run_spec
+def __getattr__(name: str) -> Any:
+    """``run_job`` and ``run_spec``: :mod:`upsert_kafka_ops.jobs.run`'s own functions, imported when
+    first asked for."""
+    if name not in _FROM_RUN:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from upsert_kafka_ops.jobs import run
 
-    return _run_spec(spec, spark)
+    value = getattr(run, name)
+    globals()[name] = value  # the next lookup is a plain attribute
+    return value
 
 
 __all__ = [

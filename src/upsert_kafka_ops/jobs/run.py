@@ -1,7 +1,9 @@
 """Run a job of a pipeline: pick its kind's function, time it, report a versioned result.
 
-``run_job(pipeline, "name")`` runs in this process (the local runtime: it uses the active
-SparkSession, or builds one and stops it afterwards). ``run_spec(spec, spark)`` is what the
+``run_job(pipeline, "name")`` runs in this process (it uses the active SparkSession, or builds one
+and stops it afterwards): the step below the runtimes, which
+:func:`upsert_kafka_ops.runtime.execute.execute_job` (the entry point on a runtime: local, Spark
+Connect or spark-submit) calls for the runs in this process. ``run_spec(spec, spark)`` is what the
 spark-submit driver calls with the JSON form of a one-job pipeline.
 """
 

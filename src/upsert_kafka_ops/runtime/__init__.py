@@ -1,4 +1,5 @@
-"""Running jobs: the SparkSession builder (local or cluster) and the spark-submit runtime.
+"""Running jobs: the runtimes (:data:`Runtime`; :func:`runtime_for` picks one), the one entry point
+that runs a job on one (:func:`execute_job`), the SparkSession builder and spark-submit.
 
 Imports pyspark lazily.
 """
@@ -7,16 +8,15 @@ from __future__ import annotations
 
 from upsert_kafka_ops.engine.session import build_spark_session, spark_conf
 from upsert_kafka_ops.runtime.execute import (
-    ConnectRuntime,
-    LocalRuntime,
     RunHandle,
-    Runtime,
     SubmittedRun,
     execute_job,
     externalize_secrets,
     finish_job,
     submit_job,
 )
+from upsert_kafka_ops.runtime.factory import Runtime, RuntimeKind, runtime_for, runtime_kind
+from upsert_kafka_ops.runtime.models import ConnectRuntime, LocalRuntime
 from upsert_kafka_ops.runtime.submit import (
     SparkSubmitRuntime,
     SubmitHandle,
@@ -30,6 +30,7 @@ __all__ = [
     "LocalRuntime",
     "RunHandle",
     "Runtime",
+    "RuntimeKind",
     "SparkSubmitRuntime",
     "SubmitHandle",
     "SubmittedRun",
@@ -38,6 +39,8 @@ __all__ = [
     "execute_job",
     "externalize_secrets",
     "finish_job",
+    "runtime_for",
+    "runtime_kind",
     "spark_conf",
     "submit_command",
     "submit_driver",

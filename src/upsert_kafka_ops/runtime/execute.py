@@ -1,8 +1,9 @@
 """Run one job of a pipeline on a chosen runtime: in this process, with spark-submit, or against a
 Spark Connect server.
 
-This is what the orchestrator adapters call (the Airflow operators, the Dagster assets), so both
-behave alike::
+:func:`execute_job` is the entry point for running one job of a pipeline on a runtime: every surface
+calls it (the CLI, the Airflow operators, the Dagster assets) with a runtime from
+:func:`~upsert_kafka_ops.runtime.factory.runtime_for`, so all behave alike::
 
     result = execute_job(pipeline, "users-to-delta")                      # local Spark
     result = execute_job(pipeline, "users-to-delta",
@@ -22,7 +23,6 @@ behave alike::
 from __future__ import annotations
 
 import contextlib
-import os
 import re
 import threading
 import uuid
@@ -30,13 +30,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import Field, field_validator
-
-from upsert_kafka_ops.engine.connect import CA_CERT_ENV, TOKEN_ENV
 from upsert_kafka_ops.errors import JobFailedError, SpecError
 from upsert_kafka_ops.jobs.spec import Pipeline
+from upsert_kafka_ops.runtime.factory import Runtime as Runtime
+from upsert_kafka_ops.runtime.models import ConnectRuntime as ConnectRuntime
+from upsert_kafka_ops.runtime.models import LocalRuntime as LocalRuntime
 from upsert_kafka_ops.runtime.submit import SparkSubmitRuntime, SubmitHandle, submit_driver
-from upsert_kafka_ops.spec.base import SpecModel
 from upsert_kafka_ops.spec.connection import KafkaConnection, SecretRef
 
 if TYPE_CHECKING:
@@ -48,82 +47,6 @@ if TYPE_CHECKING:
 Mode = Literal["incremental", "full"]
 
 
-class LocalRuntime(SpecModel):
-    """Run in this process with local (or given-master) Spark."""
-
-    kind: Literal["local"] = Field(default="local", description="Runtime kind.")
-    master: str = Field(
-        default="local[*]", description="Master of a SparkSession built for the run (when none is active)."
-    )
-    conf: dict[str, str] = Field(
-        default_factory=dict, description="Extra Spark configuration for a session built for the run."
-    )
-
-
-class ConnectRuntime(SpecModel):
-    """Run in this process against a Spark Connect server: its driver is already warm, so a small
-    run costs its queries and not a JVM's start. The server needs the project's jars and Delta
-    (``upsert_kafka_ops.local.LocalSparkConnect`` starts one; the Helm chart deploys one); this
-    process needs the ``connect`` extra (the Spark Connect client).
-
-    The token and the CA bundle are secret references, resolved when the session opens; without
-    them, ``SPARK_CONNECT_AUTHENTICATE_TOKEN`` (pyspark's variable) and ``UKO_SPARK_CONNECT_CA_CERT``
-    (a PEM file's path) are read, which is what the chart's orchestrator overlays set. The token
-    goes over TLS, or to a loopback address only (:mod:`upsert_kafka_ops.engine.connect`)."""
-
-    kind: Literal["connect"] = Field(default="connect", description="Runtime kind.")
-    remote: str = Field(
-        description="The server: sc://host:port, optionally with Spark Connect parameters "
-        "(sc://host:port/;use_ssl=true;user_id=etl); the token goes in 'token', never here.",
-        pattern=r"^sc://[^/;]+",
-    )
-    token: SecretRef | None = Field(
-        default=None,
-        description="The server's bearer token, as a reference ({env: VAR} or {file: PATH}); "
-        f"default: the {TOKEN_ENV} variable when set.",
-    )
-    ca_cert: SecretRef | None = Field(
-        default=None,
-        description="The CA bundle (PEM) that verifies the server's TLS certificate, as a reference "
-        f"({{file: PATH}} or {{env: VAR}}); turns TLS on. Default, with use_ssl=true: the file {CA_CERT_ENV} "
-        "names when set, else the system's CAs.",
-    )
-    conf: dict[str, str] = Field(
-        default_factory=dict, description="Spark SQL settings for the run's session (runtime settings only)."
-    )
-
-    @field_validator("remote")
-    @classmethod
-    def _no_token_in_url(cls, value: str) -> str:
-        if re.search(r";\s*token\s*=", value, re.IGNORECASE):
-            raise SpecError("remote", "holds a token; a secret never goes into a URL.",
-                            "give it as token: {env: VAR} (or {file: PATH}).")  # fmt: skip
-        return value
-
-    def resolved_token(self) -> str | None:
-        """The token's value: ``token``, else ``SPARK_CONNECT_AUTHENTICATE_TOKEN``, else None."""
-        if self.token is not None:
-            return self.token.resolve()
-        return os.environ.get(TOKEN_ENV) or None
-
-    def resolved_ca_cert(self) -> bytes | None:
-        """The CA bundle's PEM: ``ca_cert``, else (with ``use_ssl=true`` in ``remote``: the variable
-        verifies, it does not turn TLS on) the file ``UKO_SPARK_CONNECT_CA_CERT`` names."""
-        if self.ca_cert is not None:
-            return self.ca_cert.resolve().encode()
-        path = os.environ.get(CA_CERT_ENV)
-        if not path or not re.search(r";\s*use_ssl\s*=\s*true", self.remote, re.IGNORECASE):
-            return None
-        try:
-            return Path(path).read_bytes()
-        except OSError as exc:
-            raise SpecError(CA_CERT_ENV, f"names {path}, which cannot be read ({exc.strerror}).",
-                            "mount the CA bundle there, or unset the variable.") from None  # fmt: skip
-
-
-Runtime = LocalRuntime | SparkSubmitRuntime | ConnectRuntime
-
-
 def connect_session(runtime: ConnectRuntime) -> SparkSession:
     """The run's session on the runtime's Spark Connect server. A process holds Spark Connect
     sessions or a local driver, not both: pyspark switches its functions to the client's for the
@@ -132,6 +55,25 @@ def connect_session(runtime: ConnectRuntime) -> SparkSession:
 
     return remote_session(
         runtime.remote, runtime.conf, token=runtime.resolved_token(), ca_cert=runtime.resolved_ca_cert()
+    )
+
+
+def open_session(
+    runtime: Runtime, *, app_name: str, jar_groups: tuple[str, ...] = ("spark",)
+) -> SparkSession:
+    """A session on ``runtime`` for several runs of :func:`execute_job` (``spark=``); the caller stops
+    it. Local Spark is built with the runtime's master and ``conf`` (or is the active session); a
+    connect runtime's is on its server; spark-submit has none here (each run's driver is a process of
+    its own)."""
+    if runtime.kind == "connect":
+        return connect_session(runtime)
+    if runtime.kind == "spark-submit":
+        raise SpecError("runtime", "spark-submit runs each job in a driver of its own: there is no session to share.",
+                        "run each job with execute_job(runtime=...).")  # fmt: skip
+    from upsert_kafka_ops.engine.session import build_spark_session
+
+    return build_spark_session(
+        runtime.master, app_name=app_name, extra=dict(runtime.conf), jar_groups=jar_groups
     )
 
 
@@ -211,7 +153,7 @@ def _with_secrets(one: Pipeline, runtime: SparkSubmitRuntime) -> tuple[Pipeline,
     """``one`` with its secrets as environment references, and ``runtime`` with their values in its
     environment (the driver's; redacted from spark-submit's output)."""
     portable, env = externalize_secrets(one)
-    return portable, runtime.model_copy(update={"env": {**runtime.env, **env}}) if env else runtime
+    return portable, runtime.with_driver_env(env)
 
 
 def _job_result(envelope: dict[str, Any]) -> JobResult:
@@ -232,34 +174,48 @@ class SubmittedRun:
     rm_url: str
 
 
+def _spark_submit(runtime: Runtime, what: str) -> SparkSubmitRuntime:
+    """``runtime`` as the spark-submit runtime ``what`` needs."""
+    if runtime.kind != "spark-submit":
+        raise SpecError("runtime", f"{what} submits the driver with spark-submit; this runtime is {runtime.kind}.",
+                        "give a SparkSubmitRuntime (master 'yarn', deploy_mode 'cluster').")  # fmt: skip
+    return runtime
+
+
 def submit_job(
     pipeline: Pipeline,
     job: str,
     *,
-    runtime: SparkSubmitRuntime,
+    runtime: Runtime,
     mode: Mode | None = None,
     workdir: str | Path | None = None,
     handle: RunHandle | None = None,
 ) -> SubmittedRun:
     """Submit ``job`` to YARN in cluster mode and return as soon as YARN accepted it: nothing of the
     run stays in this process. Follow it with :func:`upsert_kafka_ops.runtime.yarn.application`
-    (what a deferred Airflow task's trigger does) and read its result with :func:`finish_job`."""
+    (what a deferred Airflow task's trigger does) and read its result with :func:`finish_job`.
+
+    :param runtime: a spark-submit runtime (:attr:`~upsert_kafka_ops.runtime.models.RuntimeModel.can_defer`
+        says whether it runs the driver on YARN)."""
     from upsert_kafka_ops.runtime.submit import submit_application
     from upsert_kafka_ops.runtime.yarn import resource_manager_url
 
-    rt, payload, folder = _submission(pipeline.only(job), job, mode, runtime, workdir)
+    submit = _spark_submit(runtime, "submit_job")
+    rt, payload, folder = _submission(pipeline.only(job), job, mode, submit, workdir)
     handle = handle or RunHandle()
     app_id = submit_application(rt, payload, workdir=folder, handle=handle.submit)
-    return SubmittedRun(job, app_id, resource_manager_url(runtime.hadoop_conf_dir))
+    return SubmittedRun(job, app_id, resource_manager_url(submit.hadoop_conf_dir))
 
 
-def finish_job(pipeline: Pipeline, job: str, runtime: SparkSubmitRuntime, app: Application) -> JobResult:
-    """The result of a run :func:`submit_job` started, once its application ended (``app``).
+def finish_job(pipeline: Pipeline, job: str, runtime: Runtime, app: Application) -> JobResult:
+    """The result of a run :func:`submit_job` started (on the spark-submit ``runtime``), once its
+    application ended (``app``).
 
     :raises JobFailedError: when it did not succeed, with YARN's diagnostics and the driver's error."""
     from upsert_kafka_ops.runtime.submit import application_result
 
-    _, rt = _with_secrets(pipeline.only(job), runtime)  # the secrets to redact from its messages
+    submit = _spark_submit(runtime, "finish_job")
+    _, rt = _with_secrets(pipeline.only(job), submit)  # the secrets to redact from its messages
     return _job_result(application_result(rt, app))
 
 
@@ -285,11 +241,12 @@ def execute_job(
 
     one = pipeline.only(job)
     handle = handle or RunHandle()
-    if isinstance(runtime, SparkSubmitRuntime):
+    runtime = runtime or LocalRuntime()
+    if runtime.kind == "spark-submit":
         rt, payload, folder = _submission(one, job, mode, runtime, workdir)
         return _job_result(submit_driver(rt, payload, workdir=folder, handle=handle.submit))
 
-    if isinstance(runtime, ConnectRuntime):
+    if runtime.kind == "connect":
         session = spark if spark is not None else connect_session(runtime)
         handle._attach(session)
         session.addTag(handle.job_group)
@@ -298,13 +255,12 @@ def execute_job(
         finally:
             session.removeTag(handle.job_group)
 
-    local = runtime or LocalRuntime()
     from upsert_kafka_ops.engine.session import session_for
 
     with (
         contextlib.nullcontext(spark)
         if spark is not None
-        else session_for(job, local.master, local.conf, one.jar_groups(job)) as session
+        else session_for(job, runtime.master, runtime.conf, one.jar_groups(job)) as session
     ):
         handle._attach(session)
         context = session.sparkContext

@@ -31,14 +31,16 @@ import sys
 import threading
 import time
 from collections import deque
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import Field, model_validator
+from typing_extensions import Self  # typing.Self from Python 3.11
 
 from upsert_kafka_ops.engine.session import jvm_line
 from upsert_kafka_ops.errors import JobFailedError, SpecError, ToolchainError
-from upsert_kafka_ops.spec.base import SpecModel
+from upsert_kafka_ops.runtime.models import RuntimeModel
 
 log = logging.getLogger(__name__)
 
@@ -75,7 +77,7 @@ def _is_loopback(master: str) -> bool:
     return master.startswith("spark://") and all(h in ("127.0.0.1", "localhost", "[::1]") for h in hosts)
 
 
-class SparkSubmitRuntime(SpecModel):
+class SparkSubmitRuntime(RuntimeModel):
     """How to run a job with spark-submit: master, deploy mode, configuration, jars, environment.
 
     Example::
@@ -87,6 +89,7 @@ class SparkSubmitRuntime(SpecModel):
         )
     """
 
+    kind: Literal["spark-submit"] = Field(default="spark-submit", description="Runtime kind.")
     master: str = Field(description="Spark master URL: spark://host:port, yarn, k8s://https://..., local[N].")
     deploy_mode: Literal["client", "cluster"] = Field(
         default="client",
@@ -180,6 +183,21 @@ class SparkSubmitRuntime(SpecModel):
             if not _ENV_NAME.match(name):
                 raise SpecError(f"env.{name}", "is not a valid environment variable name.")
         return self
+
+    # -- what a caller asks any runtime (RuntimeModel) ------------------------------------------------
+    @property
+    def launches_driver(self) -> bool:
+        """Always: spark-submit starts the driver as a process of its own."""
+        return True
+
+    @property
+    def can_defer(self) -> bool:
+        """On YARN in cluster mode: the driver runs on the cluster, followed through the ResourceManager."""
+        return self.master == "yarn" and self.deploy_mode == "cluster"
+
+    def with_driver_env(self, env: Mapping[str, str]) -> Self:
+        """This runtime with ``env`` added to the driver's environment (redacted like ``env``)."""
+        return self.model_copy(update={"env": {**self.env, **env}}) if env else self
 
     # -- the command -------------------------------------------------------------------------------
     def spark_conf(self) -> dict[str, str]:
