@@ -12,7 +12,7 @@ from upsert_kafka_ops.local.process import free_port, free_ports
 from upsert_kafka_ops.local.prometheus import LocalPrometheus, LocalPushgateway
 from upsert_kafka_ops.local.s3 import LocalS3
 from upsert_kafka_ops.local.schema_registry import LocalSchemaRegistry
-from upsert_kafka_ops.local.spark_cluster import LocalSparkCluster, spark_home
+from upsert_kafka_ops.local.spark_cluster import LocalSparkCluster
 from upsert_kafka_ops.local.spark_connect import LocalSparkConnect
 from upsert_kafka_ops.local.spark_history import LocalSparkHistory
 from upsert_kafka_ops.local.yarn import LocalYarn
@@ -31,5 +31,4 @@ __all__ = [
     "LocalYarn",
     "free_port",
     "free_ports",
-    "spark_home",
 ]

@@ -21,7 +21,7 @@ from typing import Any
 
 from upsert_kafka_ops.errors import LocalServiceError
 from upsert_kafka_ops.local.process import free_port, get_json, java_executable, stop_group, wait_ready
-from upsert_kafka_ops.local.spark_cluster import spark_home
+from upsert_kafka_ops.spark_lines import spark_home
 
 
 class LocalSparkHistory:
