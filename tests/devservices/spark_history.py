@@ -1,4 +1,4 @@
-"""A Spark History Server on 127.0.0.1 for development and tests: Spark's own
+"""A Spark History Server on 127.0.0.1 for the tests: Spark's own
 (``org.apache.spark.deploy.history.HistoryServer`` from pyspark's jars, started with ``spark-class``
 like the local cluster), reading the event logs that runs write into its folder.
 

@@ -1,4 +1,4 @@
-"""A one-node YARN cluster on 127.0.0.1 for development and tests: Hadoop's own ResourceManager and
+"""A one-node YARN cluster on 127.0.0.1 for the tests: Hadoop's own ResourceManager and
 NodeManager (the ``yarn`` jar group, Hadoop's release in pyspark's jars), each a JVM of its own.
 
 YARN is the cluster manager on this machine that runs a Python driver in cluster deploy mode (Spark
