@@ -19,7 +19,7 @@ TOOLS_DIR ?= $(HOME)/.cache/upsert-kafka-ops/tools
 HELM_BUILT := $(TOOLS_DIR)/helm-$(HELM_VERSION)/helm
 HELM := .tools/bin/helm
 GO ?= $(shell command -v go || echo /usr/local/go/bin/go)
-# MinIO, the real S3 server of the tests of tables on S3 (upsert_kafka_ops.local.LocalS3): built the same
+# MinIO, the real S3 server of the tests of tables on S3 (tests/devservices/s3.py): built the same
 # way (its module has no tags the proxy lists: the pseudo-version is its @latest, pinned), linked as
 # .tools/bin/minio.
 MINIO_VERSION := v0.0.0-20260212201848-7aac2a2c5b7c

@@ -34,7 +34,7 @@ fi
 command -v mvn >/dev/null 2>&1 || need+=(maven)
 pg_bindir >/dev/null || need+=(postgresql)
 if [ "${1:-}" = kerberos ]; then
-  # the KDC and its admin tool (src/upsert_kafka_ops/local/kdc.py), kinit (librdkafka renews tickets with it)
+  # the KDC and its admin tool (tests/devservices/kdc.py), kinit (librdkafka renews tickets with it)
   command -v krb5kdc >/dev/null 2>&1 || [ -x /usr/sbin/krb5kdc ] || need+=(krb5-kdc)
   command -v kadmin.local >/dev/null 2>&1 || [ -x /usr/sbin/kadmin.local ] || need+=(krb5-admin-server)
   command -v kinit >/dev/null 2>&1 || need+=(krb5-user)

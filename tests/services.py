@@ -24,11 +24,12 @@ from typing import TYPE_CHECKING
 
 import pytest
 from tests import shared_broker
+from tests.devservices import LocalS3
 from tests.jvm import SESSION_HEAP, SESSION_SHUFFLE_PARTITIONS
 
 from upsert_kafka_ops import jars, spark_lines
 from upsert_kafka_ops.engine.session import is_connect
-from upsert_kafka_ops.local import LocalKafka, LocalPostgres, LocalS3, LocalSchemaRegistry
+from upsert_kafka_ops.local import LocalKafka, LocalPostgres, LocalSchemaRegistry
 from upsert_kafka_ops.runtime import build_spark_session
 
 if TYPE_CHECKING:

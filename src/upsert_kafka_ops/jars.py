@@ -152,7 +152,7 @@ FLINK_GROUP = JarGroup(
 
 
 def yarn_group(spark_version: str | None = None) -> JarGroup:
-    """A YARN ResourceManager and NodeManager (``upsert_kafka_ops.local.LocalYarn``) of the Hadoop
+    """A YARN ResourceManager and NodeManager (the tests' ``tests/devservices/yarn.py`` starts one) of the Hadoop
     release the Spark line's client jars are: the cluster manager that runs Python drivers in cluster
     deploy mode. Their own JVMs; not on Spark's class path; not fetched unless asked for."""
     hadoop = spark_lines.line_for(spark_version).hadoop

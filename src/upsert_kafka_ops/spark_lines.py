@@ -7,17 +7,20 @@ patch); Delta and Iceberg publish one build per line, and Hadoop's release is wh
 ships in ``pyspark/jars``. A vendor's version string (``3.5.6-amzn-1``, ``4.1.0-databricks``) is
 read by its leading ``x.y.z``.
 
-Nothing here imports pyspark: the installed release is read from the package metadata, so the jar
-fetcher and the CLI work before any JVM starts.
+Nothing here imports pyspark: the installed release is read from the package metadata and its folder
+(:func:`spark_home`) found by the import system, so the jar fetcher and the CLI work before any JVM
+starts.
 """
 
 from __future__ import annotations
 
 import functools
+import importlib.util
 import os
 import re
 from dataclasses import dataclass
 from importlib import metadata
+from pathlib import Path
 
 from upsert_kafka_ops.errors import ToolchainError
 
@@ -196,6 +199,21 @@ def installed_version() -> str:
         except metadata.PackageNotFoundError:
             continue
     raise ToolchainError("pyspark is not installed. Fix: pip install upsert-kafka-ops (it requires pyspark).")
+
+
+def spark_home() -> Path:
+    """The installed pyspark's folder, which is a complete ``SPARK_HOME`` (``bin``, ``jars``): the
+    spark-submit a run starts by default and the local Spark services' programs (found, not imported)."""
+    spec = importlib.util.find_spec("pyspark")
+    if spec is None or spec.origin is None:
+        raise ToolchainError("pyspark is not installed; install the package (pip install -e .).")
+    home = Path(spec.origin).parent
+    if not (home / "bin" / "spark-class").is_file():
+        raise ToolchainError(
+            f"{home} has no bin/spark-class: this pyspark is not the full distribution "
+            "(pyspark-client?). Install pyspark from PyPI (see constraints.txt)."
+        )
+    return home
 
 
 def line_for(spark_version: str | None) -> SparkLine:

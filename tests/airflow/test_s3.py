@@ -13,11 +13,12 @@ from typing import Any
 
 import pytest
 import yaml
+from tests.devservices import LocalS3
 from tests.integration.jobs_support import oracle_table, produce, random_changes, rows_as_table, source
 
 from upsert_kafka_ops.jobs import Pipeline
 from upsert_kafka_ops.jobs.targets import read_target
-from upsert_kafka_ops.local import LocalKafka, LocalS3
+from upsert_kafka_ops.local import LocalKafka
 
 from .support import stored_text, task_states, xcoms
 

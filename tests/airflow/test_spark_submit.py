@@ -15,10 +15,11 @@ from typing import Any
 
 import pytest
 from airflow.sdk.exceptions import AirflowException
+from tests.devservices import LocalSparkHistory
 from tests.integration.jobs_support import oracle_table, produce, random_changes, rows_as_table, source
 
 from upsert_kafka_ops.airflow.operators import SparkHistoryLink, UpsertKafkaMaterializeOperator
-from upsert_kafka_ops.local import LocalKafka, LocalSparkHistory
+from upsert_kafka_ops.local import LocalKafka
 
 from .conftest import PASSWORD
 
@@ -108,10 +109,10 @@ def test_a_deferrable_run_on_yarn_frees_the_worker_and_resumes_with_the_result(
     import random
 
     from airflow.sdk.exceptions import TaskDeferred
+    from tests.devservices import LocalYarn
 
     from upsert_kafka_ops import jars
     from upsert_kafka_ops.airflow.triggers import SparkApplicationTrigger
-    from upsert_kafka_ops.local.yarn import LocalYarn
 
     topic = new_topic(partitions=2)
     n = produce(kafka.bootstrap_servers, topic, random_changes(random.Random(5), 120, 30))

@@ -16,8 +16,9 @@ import pytest
 from confluent_kafka import Producer
 from tests.conformance import engine, flink
 from tests.conformance.values import canon
+from tests.devservices import LocalKdc
 
-from upsert_kafka_ops.local import LocalKafka, LocalKdc
+from upsert_kafka_ops.local import LocalKafka
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 from tests.dagster.support import RESOURCES, metadata
+from tests.devservices import LocalS3
 from tests.integration.jobs_support import oracle_table, produce, random_changes, rows_as_table, source
 
 import dagster as dg
@@ -24,7 +25,7 @@ from upsert_kafka_ops.dagster import (
 )
 from upsert_kafka_ops.jobs import Pipeline
 from upsert_kafka_ops.jobs.targets import read_target
-from upsert_kafka_ops.local import LocalKafka, LocalS3
+from upsert_kafka_ops.local import LocalKafka
 
 
 def test_an_asset_on_s3_materializes_incrementally_with_its_facts_read_from_s3(

@@ -17,12 +17,12 @@ from typing import TYPE_CHECKING
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
+from tests.devservices import LocalKdc
 
 from upsert_kafka_ops.engine import materialize, write_changelog
 from upsert_kafka_ops.errors import KafkaConnectionError
 from upsert_kafka_ops.kafka import KafkaAdmin, compute_lag
 from upsert_kafka_ops.local import LocalKafka
-from upsert_kafka_ops.local.kdc import LocalKdc
 from upsert_kafka_ops.spec.connection import KafkaConnection, for_table
 from upsert_kafka_ops.spec.table import UpsertKafkaTable
 

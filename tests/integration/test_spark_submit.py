@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 from pyspark.sql import SparkSession
+from tests.devservices import LocalSparkCluster
 from tests.integration.jobs_support import oracle_table, produce, random_changes, rows_as_table, source
 
 from upsert_kafka_ops import spark_lines
@@ -24,7 +25,6 @@ from upsert_kafka_ops.errors import JobFailedError, SpecError
 from upsert_kafka_ops.jobs import Pipeline
 from upsert_kafka_ops.jobs.core import JobResult
 from upsert_kafka_ops.local import LocalKafka, free_port
-from upsert_kafka_ops.local.spark_cluster import LocalSparkCluster
 from upsert_kafka_ops.runtime.driver import RESULT_MARKER
 from upsert_kafka_ops.runtime.submit import SparkSubmitRuntime, submit_command, submit_driver
 

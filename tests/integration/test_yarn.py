@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from pyspark.sql import SparkSession
+from tests.devservices import LocalYarn
 from tests.integration.jobs_support import (
     oracle_table,
     pipeline,
@@ -26,7 +27,6 @@ from upsert_kafka_ops import jars
 from upsert_kafka_ops.errors import JobFailedError
 from upsert_kafka_ops.jobs import run_job
 from upsert_kafka_ops.local import LocalKafka
-from upsert_kafka_ops.local.yarn import LocalYarn
 from upsert_kafka_ops.runtime import SparkSubmitRuntime, execute_job, finish_job, submit_job
 from upsert_kafka_ops.runtime.yarn import Application, application, kill_application
 

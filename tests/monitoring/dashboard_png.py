@@ -7,7 +7,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from upsert_kafka_ops.local import LocalPrometheus
+from tests.devservices import LocalPrometheus
 
 GRID_COLUMNS = 24
 

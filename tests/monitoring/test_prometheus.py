@@ -17,12 +17,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
+from tests.devservices import LocalPrometheus, LocalPushgateway
 from tests.integration.jobs_support import pipeline, produce, random_changes, source
 from tests.monitoring.dashboard_png import render
 
 from upsert_kafka_ops.jobs import Pipeline, run_job
 from upsert_kafka_ops.kafka.evaluation import EvaluationConfig
-from upsert_kafka_ops.local import LocalKafka, LocalPrometheus, LocalPushgateway, free_port
+from upsert_kafka_ops.local import LocalKafka, free_port
 from upsert_kafka_ops.monitor.exporter import PipelineLagMonitor, WatchOptions, serve
 
 if TYPE_CHECKING:

@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 from pyspark.sql import SparkSession
+from tests.devservices import LocalS3
 from tests.integration.jobs_support import (
     COLUMNS,
     oracle_table,
@@ -30,7 +31,7 @@ from upsert_kafka_ops.jobs.lag import pipeline_lag
 from upsert_kafka_ops.jobs.state import StateError
 from upsert_kafka_ops.jobs.targets import read_stored_offsets, read_target
 from upsert_kafka_ops.jobs.verify import verify_job
-from upsert_kafka_ops.local import LocalKafka, LocalPostgres, LocalS3, LocalSparkConnect
+from upsert_kafka_ops.local import LocalKafka, LocalPostgres, LocalSparkConnect
 
 PASSWORD_ENV = "UKO_TEST_CATALOG_PASSWORD"
 

@@ -22,6 +22,7 @@ from typing import Any
 
 import pytest
 from pyspark.sql import SparkSession
+from tests.devservices import LocalS3
 from tests.integration.jobs_support import oracle_table, produce, random_changes, rows_as_table, source
 from tests.storage.test_iceberg import iceberg_catalogs
 from tests.storage.test_s3_targets import end_offsets, pipeline_file
@@ -30,7 +31,7 @@ from upsert_kafka_ops.jobs import Pipeline, run_job
 from upsert_kafka_ops.jobs import object_lock as object_lock_module
 from upsert_kafka_ops.jobs.object_lock import lock_key
 from upsert_kafka_ops.jobs.targets import read_stored_offsets, read_target
-from upsert_kafka_ops.local import LocalKafka, LocalPostgres, LocalS3
+from upsert_kafka_ops.local import LocalKafka, LocalPostgres
 
 
 @pytest.mark.parametrize(

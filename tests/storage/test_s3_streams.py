@@ -15,13 +15,14 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Producer
 from pyspark.sql import SparkSession
+from tests.devservices import LocalS3
 from tests.integration.jobs_support import oracle_table, rows_as_table, source
 from tests.integration.oracle import fold, read_all
 from tests.storage.test_s3_targets import pipeline_file
 
 from upsert_kafka_ops.engine.session import use_storage
 from upsert_kafka_ops.jobs import Pipeline, run_job
-from upsert_kafka_ops.local import LocalKafka, LocalS3
+from upsert_kafka_ops.local import LocalKafka
 
 QUERY = "SELECT page, COUNT(*) AS n, SUM(ms) AS total_ms FROM clicks GROUP BY page"
 

@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 import yaml
 from pyspark.sql import SparkSession
+from tests.devservices import LocalS3
 from tests.integration.jobs_support import oracle_table, produce, random_changes, rows_as_table, source
 
 from upsert_kafka_ops.engine.session import use_storage
@@ -29,7 +30,7 @@ from upsert_kafka_ops.jobs.object_lock import ObjectStoreError, lock_key
 from upsert_kafka_ops.jobs.state import StateError
 from upsert_kafka_ops.jobs.targets import read_stored_offsets
 from upsert_kafka_ops.kafka.admin import KafkaAdmin
-from upsert_kafka_ops.local import LocalKafka, LocalS3, free_port
+from upsert_kafka_ops.local import LocalKafka, free_port
 from upsert_kafka_ops.spec.connection import KafkaConnection
 
 

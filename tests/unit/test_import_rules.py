@@ -1,6 +1,8 @@
 """The package's import rules, read from its source: no import circles, no private name used outside
 its module, and no layer importing a higher one. The layers are the table in docs/architecture.md,
-so the page and the code cannot drift apart."""
+so the page and the code cannot drift apart. The package and the tests stay apart: the package
+imports nothing from tests/, and ``local`` holds only the services users run (the list below), each
+used by the rest of the package; the services only tests start live in tests/devservices."""
 
 from __future__ import annotations
 
@@ -201,6 +203,77 @@ def test_no_layer_imports_a_higher_one() -> None:
     assert sorted(units - set(layers)) == [], "add these to the layer table of docs/architecture.md"
     assert sorted(set(layers) - units) == [], "the layer table names what the package does not have"
     assert layer_breaches(all_uses, layers) == []
+
+
+#: what ``upsert_kafka_ops.local`` holds: the services users run (``local kafka|postgres|registry``, the
+#: ``spark-connect`` server the chart starts, the demo's broker) and what they need. A service only the
+#: tests start belongs in tests/devservices, outside the installed package.
+LOCAL_MODULES = {
+    "upsert_kafka_ops.local",
+    "upsert_kafka_ops.local.kafka",
+    "upsert_kafka_ops.local.postgres",
+    "upsert_kafka_ops.local.process",
+    "upsert_kafka_ops.local.schema_registry",
+    "upsert_kafka_ops.local.spark_connect",
+    "upsert_kafka_ops.local.tls",
+}
+
+
+def imported_top_names(tree: ast.Module) -> set[str]:
+    """The top-level package of every absolute import in ``tree`` (anywhere in it)."""
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            names.add(node.module.split(".")[0])
+        elif isinstance(node, ast.Import):
+            names.update(alias.name.split(".")[0] for alias in node.names)
+    return names
+
+
+def test_the_package_imports_nothing_from_the_tests() -> None:
+    found = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        if "tests" in imported_top_names(ast.parse(path.read_text(), str(path))):
+            found.append(str(path.relative_to(ROOT)))
+    assert found == [], "the installed package has no tests/: move what these need into the package"
+
+
+def test_local_holds_only_the_services_users_run() -> None:
+    modules = {m for m in package_modules() if m == f"{TOP}.local" or m.startswith(f"{TOP}.local.")}
+    assert sorted(modules - LOCAL_MODULES) == [], (
+        "a service only tests start goes in tests/devservices; one users run goes in LOCAL_MODULES"
+    )
+    assert sorted(LOCAL_MODULES - modules) == [], "LOCAL_MODULES names a module local/ does not have"
+
+
+def test_every_local_module_is_used_by_the_rest_of_the_package() -> None:
+    """A module of ``local`` that no other part of the package uses (the CLI, the demo) is one only the
+    tests use. A name taken from ``local`` itself counts for the module that defines it, not for every
+    module ``local/__init__.py`` re-exports."""
+    modules, all_uses = package_uses()
+    local = f"{TOP}.local"
+    defined_in = {name: u.target for u in all_uses if u.source == local for name in u.names}
+    graph: dict[str, set[str]] = {m: set() for m in modules}
+    for u in all_uses:
+        if u.target in modules and u.source != local:
+            graph[u.source].add(u.target)
+            if u.target == local:
+                graph[u.source].update(defined_in[name] for name in u.names if name in defined_in)
+    reached = {m for m in modules if unit_of(m) != "local"}
+    todo = list(reached)
+    while todo:
+        for target in graph[todo.pop()] - reached:
+            reached.add(target)
+            todo.append(target)
+    unused = {m for m in modules if unit_of(m) == "local"} - reached
+    assert sorted(unused) == [], "only tests use these: move them to tests/devservices"
+
+
+def test_a_test_import_in_the_package_is_found() -> None:
+    tree = ast.parse(
+        "def f():\n    from tests.devservices import LocalS3\nimport tests.costs\nfrom . import x\n"
+    )
+    assert imported_top_names(tree) == {"tests"}
 
 
 # -- the checks, on small sources --------------------------------------------------------------------

@@ -149,7 +149,7 @@ def test_fetch_without_groups_leaves_the_flink_oracle_out(
 
 
 def test_the_yarn_group_is_the_hadoop_of_pyspark_and_takes_the_timeline_jar_alone() -> None:
-    from upsert_kafka_ops.local.spark_cluster import spark_home
+    from upsert_kafka_ops.spark_lines import spark_home
 
     client = sorted((spark_home() / "jars").glob("hadoop-client-api-*.jar"))
     hadoop = spark_lines.line_of(version("pyspark")).hadoop

@@ -1,35 +1,25 @@
-"""Local services for development, demos and tests: a real Kafka broker, a real PostgreSQL, a real
-Schema-Registry-compatible server, a real MIT KDC, a Spark standalone cluster and a Spark Connect
-server, a Spark History Server, a one-node YARN, Prometheus with a Pushgateway, and an S3 server (MinIO)
-on 127.0.0.1."""
+"""Local services users run for development, demos and quick starts, on 127.0.0.1: a real Kafka
+broker (``upsert-kafka-ops local kafka``, the demo's broker), a real PostgreSQL (``local postgres``,
+the local warehouse), a Schema-Registry-compatible server (``local registry``) and a Spark Connect
+server (``spark-connect``, the command the Helm chart runs), with the JVM process helpers and the TLS
+files they use.
+
+The services only the test suites start (a KDC, YARN, a Spark standalone cluster and History Server,
+Prometheus, MinIO) live in the repository's ``tests/devservices`` and are not installed."""
 
 from __future__ import annotations
 
 from upsert_kafka_ops.local.kafka import LocalKafka
-from upsert_kafka_ops.local.kdc import LocalKdc
 from upsert_kafka_ops.local.postgres import LocalPostgres
 from upsert_kafka_ops.local.process import free_port, free_ports
-from upsert_kafka_ops.local.prometheus import LocalPrometheus, LocalPushgateway
-from upsert_kafka_ops.local.s3 import LocalS3
 from upsert_kafka_ops.local.schema_registry import LocalSchemaRegistry
-from upsert_kafka_ops.local.spark_cluster import LocalSparkCluster, spark_home
 from upsert_kafka_ops.local.spark_connect import LocalSparkConnect
-from upsert_kafka_ops.local.spark_history import LocalSparkHistory
-from upsert_kafka_ops.local.yarn import LocalYarn
 
 __all__ = [
     "LocalKafka",
-    "LocalKdc",
     "LocalPostgres",
-    "LocalPrometheus",
-    "LocalPushgateway",
-    "LocalS3",
     "LocalSchemaRegistry",
-    "LocalSparkCluster",
     "LocalSparkConnect",
-    "LocalSparkHistory",
-    "LocalYarn",
     "free_port",
     "free_ports",
-    "spark_home",
 ]

@@ -10,8 +10,9 @@ pid and the bootstrap address in ``state.json`` of the state folder.
 
 Optional listeners: ``SASL_PLAINTEXT`` with SCRAM-SHA-256/512 users created at format time,
 ``SSL`` with a generated CA and a server certificate valid for IP 127.0.0.1, and ``KERBEROS``
-(SASL_PLAINTEXT with GSSAPI) against a :class:`~upsert_kafka_ops.local.kdc.LocalKdc`, advertised as
-``localhost`` so that clients ask for the service principal ``kafka/localhost``.
+(SASL_PLAINTEXT with GSSAPI) against a KDC the caller started (any :class:`KerberosRealm`: the test
+suites pass their MIT KDC), advertised as ``localhost`` so that clients ask for the service principal
+``kafka/localhost``.
 """
 
 from __future__ import annotations
@@ -23,11 +24,10 @@ import time
 import uuid
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, Protocol
 
 from upsert_kafka_ops import jars
 from upsert_kafka_ops.errors import KafkaConnectionError, LocalServiceError
-from upsert_kafka_ops.local.kdc import LocalKdc
 from upsert_kafka_ops.local.process import alive, free_ports, java_executable, terminate, wait_ready
 from upsert_kafka_ops.local.tls import TlsFiles, generate
 from upsert_kafka_ops.spec.connection import KRB5_LOGIN_MODULE
@@ -48,6 +48,28 @@ rootLogger.appenderRef.file.ref = FILE
 logger.state.name = state.change.logger
 logger.state.level = WARN
 """
+
+
+class KerberosRealm(Protocol):
+    """What the broker's ``KERBEROS`` listener needs of a started KDC: the service principal
+    ``kafka/localhost`` created with its keys in a keytab, and the ``krb5.conf`` that finds the KDC."""
+
+    @property
+    def krb5_conf(self) -> Path:
+        """The configuration a JVM reads (``-Djava.security.krb5.conf``)."""
+        ...
+
+    def add_principal(self, name: str) -> Path:
+        """Create ``name`` in the realm; returns the keytab with its keys."""
+        ...
+
+    def keytab(self, name: str) -> Path:
+        """The keytab :meth:`add_principal` wrote for ``name``."""
+        ...
+
+    def principal(self, name: str) -> str:
+        """``name@REALM``."""
+        ...
 
 
 def default_state_dir() -> Path:
@@ -81,7 +103,7 @@ class LocalKafka:
     :param scram_users: ``{user: password}``; enables a ``SASL_PLAINTEXT`` listener with
         SCRAM-SHA-256 and SCRAM-SHA-512, each user created for both mechanisms at format time.
     :param ssl: enable an ``SSL`` listener with a generated CA (:attr:`ca_file`).
-    :param kerberos: a started KDC; enables a ``KERBEROS`` listener (SASL_PLAINTEXT, GSSAPI) whose
+    :param kerberos: a started KDC (:class:`KerberosRealm`); enables a ``KERBEROS`` listener (SASL_PLAINTEXT, GSSAPI) whose
         service principal ``kafka/localhost`` is created in it.
     :param heap: JVM heap (``-Xmx``).
     :param properties: extra broker properties (override the defaults).
@@ -98,7 +120,7 @@ class LocalKafka:
         jars_dir: Path | None = None,
         scram_users: dict[str, str] | None = None,
         ssl: bool = False,
-        kerberos: LocalKdc | None = None,
+        kerberos: KerberosRealm | None = None,
         heap: str = "1g",
         properties: dict[str, str] | None = None,
         port: int | None = None,

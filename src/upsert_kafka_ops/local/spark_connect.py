@@ -31,7 +31,7 @@ from upsert_kafka_ops import spark_compat
 from upsert_kafka_ops.engine.connect import TOKEN_ENV, is_loopback
 from upsert_kafka_ops.errors import LocalServiceError, SpecError
 from upsert_kafka_ops.local.process import free_port, java_executable, stop_group, wait_ready
-from upsert_kafka_ops.local.spark_cluster import spark_home
+from upsert_kafka_ops.spark_lines import spark_home
 
 SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
 

@@ -61,7 +61,7 @@ _CLUSTER_VERSIONS: dict[str, str] = {}
 
 def default_spark_submit() -> str:
     """``bin/spark-submit`` of the installed pyspark."""
-    from upsert_kafka_ops.local.spark_cluster import spark_home
+    from upsert_kafka_ops.spark_lines import spark_home
 
     return str(spark_home() / "bin" / "spark-submit")
 
@@ -308,7 +308,7 @@ def _cluster_env_properties(runtime: SparkSubmitRuntime, path: Path) -> None:
 def _process_env(runtime: SparkSubmitRuntime) -> dict[str, str]:
     env = dict(os.environ)
     if runtime.spark_submit is None:  # pyspark's spark-submit with pyspark's Spark, whatever SPARK_HOME says
-        from upsert_kafka_ops.local.spark_cluster import spark_home
+        from upsert_kafka_ops.spark_lines import spark_home
 
         env["SPARK_HOME"] = str(spark_home())
     if runtime.hadoop_conf_dir:

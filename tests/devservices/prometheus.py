@@ -1,4 +1,4 @@
-"""A Prometheus server and a Pushgateway on 127.0.0.1 for development and tests: Debian's builds
+"""A Prometheus server and a Pushgateway on 127.0.0.1 for the tests: Debian's builds
 (``make prometheus`` extracts the ``prometheus`` and ``prometheus-pushgateway`` packages into the tool
 cache; no root, no service), found on ``UKO_PROMETHEUS_BIN`` (a folder) or the ``PATH``.
 

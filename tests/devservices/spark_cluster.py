@@ -23,24 +23,9 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from upsert_kafka_ops.errors import LocalServiceError, ToolchainError
+from upsert_kafka_ops.errors import LocalServiceError
 from upsert_kafka_ops.local.process import free_ports, get_json, java_executable, stop_group
-
-
-def spark_home() -> Path:
-    """The pyspark installation folder, which is a complete ``SPARK_HOME`` (``bin``, ``jars``)."""
-    import importlib.util
-
-    spec = importlib.util.find_spec("pyspark")
-    if spec is None or spec.origin is None:
-        raise ToolchainError("pyspark is not installed; install the package (pip install -e .).")
-    home = Path(spec.origin).parent
-    if not (home / "bin" / "spark-class").is_file():
-        raise ToolchainError(
-            f"{home} has no bin/spark-class: this pyspark is not the full distribution "
-            "(pyspark-client?). Install pyspark from PyPI (see constraints.txt)."
-        )
-    return home
+from upsert_kafka_ops.spark_lines import spark_home
 
 
 class LocalSparkCluster:

@@ -1,4 +1,4 @@
-"""A real S3 server on 127.0.0.1 for development and tests: MinIO, built with ``go install`` from the
+"""A real S3 server on 127.0.0.1 for the tests: MinIO, built with ``go install`` from the
 Go module proxy (``make minio`` builds it once per machine into the tool cache), found on
 ``UKO_MINIO`` (the binary's path) or the ``PATH``.
 

@@ -1,4 +1,4 @@
-"""A one-node YARN cluster on 127.0.0.1 for development and tests: Hadoop's own ResourceManager and
+"""A one-node YARN cluster on 127.0.0.1 for the tests: Hadoop's own ResourceManager and
 NodeManager (the ``yarn`` jar group, Hadoop's release in pyspark's jars), each a JVM of its own.
 
 YARN is the cluster manager on this machine that runs a Python driver in cluster deploy mode (Spark
@@ -21,7 +21,7 @@ from xml.sax.saxutils import escape
 
 from upsert_kafka_ops.errors import LocalServiceError
 from upsert_kafka_ops.local.process import free_ports, get_json, java_executable, stop_group
-from upsert_kafka_ops.local.spark_cluster import spark_home
+from upsert_kafka_ops.spark_lines import spark_home
 
 #: what Hadoop's own launch scripts open on Java 17 (Guice and the RPC layer reflect into java.base)
 _OPENS = [f"--add-opens=java.base/{p}=ALL-UNNAMED" for p in (

@@ -1,4 +1,4 @@
-"""A Spark History Server on 127.0.0.1 for development and tests: Spark's own
+"""A Spark History Server on 127.0.0.1 for the tests: Spark's own
 (``org.apache.spark.deploy.history.HistoryServer`` from pyspark's jars, started with ``spark-class``
 like the local cluster), reading the event logs that runs write into its folder.
 
@@ -21,7 +21,7 @@ from typing import Any
 
 from upsert_kafka_ops.errors import LocalServiceError
 from upsert_kafka_ops.local.process import free_port, get_json, java_executable, stop_group, wait_ready
-from upsert_kafka_ops.local.spark_cluster import spark_home
+from upsert_kafka_ops.spark_lines import spark_home
 
 
 class LocalSparkHistory:
