@@ -38,7 +38,7 @@ from upsert_kafka_ops.dagster import (
 from upsert_kafka_ops.errors import SpecError
 from upsert_kafka_ops.jobs import Pipeline
 from upsert_kafka_ops.jobs.gates import LagCondition
-from upsert_kafka_ops.jobs.spec import PublishJob
+from upsert_kafka_ops.pipeline import PublishJob
 
 PIPELINES = Path(os.environ.get("UKO_PIPELINES_DIR") or Path(__file__).resolve().parents[1] / "pipelines")
 LAG = LagCondition(

@@ -23,7 +23,7 @@ _EXPORTS = {
     "SecretRef": "upsert_kafka_ops.spec.connection",
     "UpsertKafkaTable": "upsert_kafka_ops.spec.table",
     "KafkaTable": "upsert_kafka_ops.spec.table",
-    "Pipeline": "upsert_kafka_ops.jobs.spec",
+    "Pipeline": "upsert_kafka_ops.pipeline",
     "run_job": "upsert_kafka_ops.jobs.run",
     "materialize": "upsert_kafka_ops.engine.source",
     "read_changelog": "upsert_kafka_ops.engine.source",
@@ -53,7 +53,7 @@ if TYPE_CHECKING:
     from upsert_kafka_ops.engine.sink import write_append, write_changelog, write_snapshot
     from upsert_kafka_ops.engine.source import materialize, read_changelog
     from upsert_kafka_ops.jobs.run import run_job
-    from upsert_kafka_ops.jobs.spec import Pipeline
+    from upsert_kafka_ops.pipeline import Pipeline
     from upsert_kafka_ops.spec.connection import KafkaConnection, SecretRef
     from upsert_kafka_ops.spec.table import KafkaTable, UpsertKafkaTable
 

@@ -27,8 +27,8 @@ from tests.integration.test_jobs_postgres import pg_target
 
 from upsert_kafka_ops.engine.history import as_of
 from upsert_kafka_ops.jobs import run_job
-from upsert_kafka_ops.jobs.spec import MaterializeJob
 from upsert_kafka_ops.local import LocalKafka, LocalPostgres
+from upsert_kafka_ops.pipeline import MaterializeJob
 
 BOOKKEEPING = ["_uko_partition", "_uko_offset", "_uko_end_partition", "_uko_end_offset"]
 #: the first record's timestamp: an hour ago (older ones fall to the topic's 7-day retention at once)

@@ -20,8 +20,8 @@ from tests.integration.jobs_support import (
 )
 
 from upsert_kafka_ops.jobs import run_job
-from upsert_kafka_ops.jobs.spec import as_backfill
 from upsert_kafka_ops.local import LocalKafka
+from upsert_kafka_ops.pipeline import as_backfill
 
 DAY = 86_400_000
 

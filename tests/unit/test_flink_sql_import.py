@@ -13,7 +13,7 @@ from upsert_kafka_ops.cli import main
 from upsert_kafka_ops.errors import SpecError
 from upsert_kafka_ops.jobs import Pipeline
 from upsert_kafka_ops.jobs.flink_sql import import_flink_sql
-from upsert_kafka_ops.jobs.spec import (
+from upsert_kafka_ops.pipeline import (
     AppendSource,
     DeltaTarget,
     MaterializeJob,

@@ -12,9 +12,9 @@ import pytest
 from upsert_kafka_ops.errors import SpecError
 from upsert_kafka_ops.jobs import Pipeline
 from upsert_kafka_ops.jobs.gates import LagCondition, judge, new_data_from_report
-from upsert_kafka_ops.jobs.spec import BackfillJob, as_backfill, parse_until
 from upsert_kafka_ops.kafka.admin import TopicInfo
 from upsert_kafka_ops.kafka.lag import LagReport, PartitionLag
+from upsert_kafka_ops.pipeline import BackfillJob, as_backfill, parse_until
 from upsert_kafka_ops.runtime.execute import externalize_secrets
 from upsert_kafka_ops.spec.connection import KafkaConnection, SecretRef
 

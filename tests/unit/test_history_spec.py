@@ -9,7 +9,7 @@ import pytest
 
 from upsert_kafka_ops.errors import SpecError
 from upsert_kafka_ops.jobs import Pipeline
-from upsert_kafka_ops.jobs.spec import MaterializeJob
+from upsert_kafka_ops.pipeline import MaterializeJob
 
 DDL = (
     "CREATE TABLE users (id BIGINT, name STRING, region STRING, updated TIMESTAMP(3), "

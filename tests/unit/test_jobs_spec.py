@@ -10,7 +10,7 @@ import pytest
 
 from upsert_kafka_ops.errors import SpecError
 from upsert_kafka_ops.jobs import Pipeline
-from upsert_kafka_ops.jobs.spec import (
+from upsert_kafka_ops.pipeline import (
     BackfillJob,
     MaterializeJob,
     PostgresTarget,
@@ -264,7 +264,7 @@ def test_a_folded_cdc_source_refuses_a_start_after_the_earliest_offset(kind: str
 
 def test_a_sink_table_with_several_topics_is_refused_when_the_pipeline_is_read() -> None:
     from upsert_kafka_ops.errors import SpecError
-    from upsert_kafka_ops.jobs.spec import TopicSink
+    from upsert_kafka_ops.pipeline import TopicSink
 
     table = {"name": "s", "options": {"connector": "upsert-kafka", "topic": "t1;t2", "key.format": "json",
              "value.format": "json"}, "columns": [{"name": "id", "type": "BIGINT"}], "primary_key": ["id"]}  # fmt: skip

@@ -324,7 +324,7 @@ def test_records_that_arrive_after_a_run_that_found_nothing_wait_for_the_next_ti
 def test_a_warehouse_target_on_disk_or_s3_is_watched_through_the_offsets_it_stores() -> None:
     # the state reader reads S3 too (delta-rs, pyarrow): a target's own offsets are the authoritative ones
     from upsert_kafka_ops.jobs.lag import offsets_from
-    from upsert_kafka_ops.jobs.spec import Pipeline
+    from upsert_kafka_ops.pipeline import Pipeline
 
     ddl = ("CREATE TABLE t (id BIGINT, PRIMARY KEY (id) NOT ENFORCED) WITH ('connector' = 'upsert-kafka', "
            "'topic' = 't', 'key.format' = 'json', 'value.format' = 'json')")  # fmt: skip

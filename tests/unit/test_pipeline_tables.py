@@ -13,7 +13,7 @@ import yaml
 
 from upsert_kafka_ops.errors import SpecError
 from upsert_kafka_ops.jobs import Pipeline
-from upsert_kafka_ops.jobs.spec import (
+from upsert_kafka_ops.pipeline import (
     AppendSink,
     AppendSource,
     PostgresTarget,

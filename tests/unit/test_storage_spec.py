@@ -10,7 +10,7 @@ import pytest
 from upsert_kafka_ops.errors import OldFieldWarning, SpecError
 from upsert_kafka_ops.jobs import Pipeline
 from upsert_kafka_ops.jobs.object_lock import lock_key
-from upsert_kafka_ops.jobs.spec import Folder
+from upsert_kafka_ops.pipeline import Folder
 from upsert_kafka_ops.spec.storage import S3Storage
 
 SOURCE = {

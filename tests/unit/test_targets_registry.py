@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from upsert_kafka_ops.jobs import spec as pipeline_spec
+import upsert_kafka_ops.pipeline as pipeline_spec
 from upsert_kafka_ops.jobs.targets import TARGETS, is_warehouse, previewed, read_stored_offsets, target_for
 from upsert_kafka_ops.jobs.targets.base import WarehouseTable
 

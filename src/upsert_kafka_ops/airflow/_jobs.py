@@ -19,7 +19,10 @@ from typing import Any
 from pydantic import BaseModel
 
 from upsert_kafka_ops.errors import SpecError
-from upsert_kafka_ops.jobs.spec import BackfillJob, MaterializeJob, Pipeline, PublishJob, TopicToTopicJob
+from upsert_kafka_ops.pipeline import (
+    AnyJob,
+    Pipeline,
+)
 from upsert_kafka_ops.spec.connection import KafkaConnection
 
 DEFAULT_KAFKA_CONN = "kafka_default"
@@ -133,7 +136,7 @@ def _connection_names(data: Any) -> set[str]:
     return set()
 
 
-def _validate_job(data: dict[str, Any]) -> MaterializeJob | BackfillJob | TopicToTopicJob | PublishJob:
+def _validate_job(data: dict[str, Any]) -> AnyJob:
     """A job given as a dict, validated as the only job of a pipeline: errors name ``job.<path>``."""
     placeholders = {n: {"bootstrap_servers": "unresolved:9092"} for n in _connection_names(data)}
     try:

@@ -18,7 +18,7 @@ from airflow.sdk import Asset
 from upsert_kafka_ops.airflow._jobs import JobRef
 from upsert_kafka_ops.errors import UpsertKafkaOpsError
 from upsert_kafka_ops.jobs.datasets import Dataset, job_datasets
-from upsert_kafka_ops.jobs.spec import Pipeline
+from upsert_kafka_ops.pipeline import Pipeline
 
 _LOG = logging.getLogger(__name__)
 

@@ -21,7 +21,7 @@ from airflow.sdk import DAG
 from upsert_kafka_ops.airflow.operators import UpsertKafkaJobOperator
 from upsert_kafka_ops.errors import SpecError
 from upsert_kafka_ops.jobs.graph import upstream_jobs
-from upsert_kafka_ops.jobs.spec import Pipeline
+from upsert_kafka_ops.pipeline import Pipeline
 from upsert_kafka_ops.spec.cadence import cron_expression
 
 

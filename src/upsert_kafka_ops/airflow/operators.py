@@ -32,7 +32,7 @@ from airflow.sdk.exceptions import AirflowException, AirflowFailException
 from upsert_kafka_ops.airflow._jobs import JobFields, JobRef
 from upsert_kafka_ops.airflow.assets import assets_of, declared_assets
 from upsert_kafka_ops.errors import SpecError, UpsertKafkaOpsError
-from upsert_kafka_ops.jobs.spec import Pipeline, as_backfill
+from upsert_kafka_ops.pipeline import Pipeline, as_backfill
 from upsert_kafka_ops.runtime.execute import RunHandle, execute_job
 from upsert_kafka_ops.runtime.factory import Runtime, runtime_for
 

@@ -14,9 +14,9 @@ from typing import Any
 from pydantic import BaseModel
 from pydantic_core import PydanticUndefined
 
-from upsert_kafka_ops.jobs import spec as jobs
+import upsert_kafka_ops.pipeline as jobs
 from upsert_kafka_ops.jobs.gates import LagCondition
-from upsert_kafka_ops.jobs.tables import PipelineTable
+from upsert_kafka_ops.pipeline.tables import PipelineTable
 from upsert_kafka_ops.runtime.execute import LocalRuntime
 from upsert_kafka_ops.runtime.submit import SparkSubmitRuntime
 from upsert_kafka_ops.spec.connection import KafkaConnection, SecretRef

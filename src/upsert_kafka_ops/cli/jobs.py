@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from upsert_kafka_ops.errors import SpecError, UpsertKafkaOpsError
-from upsert_kafka_ops.jobs.spec import Pipeline, TopicToTopicJob, as_backfill
+from upsert_kafka_ops.pipeline import Pipeline, TopicToTopicJob, as_backfill
 from upsert_kafka_ops.spec.connection import KafkaConnection
 
 if TYPE_CHECKING:

@@ -30,7 +30,6 @@ from typing import Any
 
 from upsert_kafka_ops.errors import SpecError, UpsertKafkaOpsError
 from upsert_kafka_ops.jobs.lag import JobLag
-from upsert_kafka_ops.jobs.spec import Pipeline
 from upsert_kafka_ops.kafka.admin import ISOLATIONS
 from upsert_kafka_ops.kafka.evaluation import EvaluationConfig, LagStatus, Schedule
 from upsert_kafka_ops.kafka.lag import LagReport
@@ -42,6 +41,7 @@ from upsert_kafka_ops.monitor.exporter import (
     WatchOptions,
     serve,
 )
+from upsert_kafka_ops.pipeline import Pipeline
 from upsert_kafka_ops.spec.connection import KafkaConnection
 
 Monitor = LagMonitor | PipelineLagMonitor | PipelinesMonitor

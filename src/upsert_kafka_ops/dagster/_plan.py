@@ -12,7 +12,7 @@ import dagster as dg
 from upsert_kafka_ops.dagster.translator import DagsterUpsertKafkaTranslator, UpsertKafkaDataset
 from upsert_kafka_ops.errors import SpecError
 from upsert_kafka_ops.jobs.datasets import Dataset, job_datasets
-from upsert_kafka_ops.jobs.spec import Pipeline
+from upsert_kafka_ops.pipeline import Pipeline
 
 
 def load_pipeline(pipeline_file: str | Path | None, pipeline: Pipeline | None) -> Pipeline:

@@ -28,14 +28,14 @@ from upsert_kafka_ops.dagster._plan import (
 from upsert_kafka_ops.dagster.resources import SparkRuntimeResource
 from upsert_kafka_ops.dagster.translator import DagsterUpsertKafkaTranslator
 from upsert_kafka_ops.errors import SpecError, UpsertKafkaOpsError
-from upsert_kafka_ops.jobs.spec import (
+from upsert_kafka_ops.jobs.targets import previewed
+from upsert_kafka_ops.pipeline import (
     BackfillJob,
     MaterializeJob,
     Pipeline,
     PublishJob,
     as_backfill,
 )
-from upsert_kafka_ops.jobs.targets import previewed
 from upsert_kafka_ops.runtime.factory import Runtime
 from upsert_kafka_ops.runtime.pipes import result_metadata
 

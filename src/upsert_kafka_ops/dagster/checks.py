@@ -16,8 +16,8 @@ import dagster as dg
 from upsert_kafka_ops.dagster._plan import check_kafka_resources, load_pipeline, plan, resolve_connections
 from upsert_kafka_ops.dagster.assets import local_spark
 from upsert_kafka_ops.dagster.translator import DagsterUpsertKafkaTranslator
-from upsert_kafka_ops.jobs.spec import Pipeline
 from upsert_kafka_ops.jobs.verify import NotVerifiableError, refusal, verify_job
+from upsert_kafka_ops.pipeline import Pipeline
 
 VERIFY_CHECK = "matches_topic"
 

@@ -31,7 +31,7 @@ from upsert_kafka_ops.dagster.schedules import upsert_kafka_schedules
 from upsert_kafka_ops.dagster.sensors import new_data_sensor, upsert_kafka_lag_checks
 from upsert_kafka_ops.jobs import Pipeline
 from upsert_kafka_ops.jobs.gates import LagCondition
-from upsert_kafka_ops.jobs.spec import PublishJob
+from upsert_kafka_ops.pipeline import PublishJob
 
 
 class UpsertKafkaPipelineComponent(dg.Component, dg.Model, dg.Resolvable):

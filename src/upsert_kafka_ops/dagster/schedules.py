@@ -17,7 +17,7 @@ from pathlib import Path
 import dagster as dg
 from upsert_kafka_ops.dagster._plan import definition_name, load_pipeline, plan
 from upsert_kafka_ops.dagster.translator import DagsterUpsertKafkaTranslator
-from upsert_kafka_ops.jobs.spec import Pipeline
+from upsert_kafka_ops.pipeline import Pipeline
 from upsert_kafka_ops.spec.cadence import cron_expression, longest_gap
 
 

@@ -24,8 +24,8 @@ from upsert_kafka_ops.dagster.translator import DagsterUpsertKafkaTranslator
 from upsert_kafka_ops.errors import SpecError
 from upsert_kafka_ops.jobs.gates import Backlog, LagCondition, LagGate, backlog, lag_gate
 from upsert_kafka_ops.jobs.lag import lag_jobs
-from upsert_kafka_ops.jobs.spec import Pipeline
 from upsert_kafka_ops.kafka.evaluation import STATUS_ORDER
+from upsert_kafka_ops.pipeline import Pipeline
 
 LAG_CHECK = "lag_within_threshold"
 

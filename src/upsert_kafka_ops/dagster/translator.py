@@ -16,7 +16,7 @@ from typing import Literal
 
 import dagster as dg
 from upsert_kafka_ops.jobs.datasets import Dataset
-from upsert_kafka_ops.jobs.spec import Pipeline, target_table
+from upsert_kafka_ops.pipeline import Pipeline, target_table
 from upsert_kafka_ops.spec.cadence import cron_expression, shortest_gap
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_\-.]")

@@ -7,7 +7,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from upsert_kafka_ops.jobs.spec import (
+from upsert_kafka_ops.jobs.state import StoredState
+from upsert_kafka_ops.jobs.targets import read_stored_offsets
+from upsert_kafka_ops.pipeline import (
     AppendSink,
     AppendSource,
     BackfillJob,
@@ -24,8 +26,6 @@ from upsert_kafka_ops.jobs.spec import (
     TopicToTopicJob,
     UpsertSource,
 )
-from upsert_kafka_ops.jobs.state import StoredState
-from upsert_kafka_ops.jobs.targets import read_stored_offsets
 
 if TYPE_CHECKING:  # type checkers see the functions themselves; importing them is deferred below
     from upsert_kafka_ops.jobs.run import run_job, run_spec

@@ -14,8 +14,8 @@ from upsert_kafka_ops.jobs.core import (
     topic_target,
     written_to_topic,
 )
-from upsert_kafka_ops.jobs.spec import BackfillJob, TopicSink, UpsertSource
 from upsert_kafka_ops.jobs.to_warehouse import run_to_warehouse
+from upsert_kafka_ops.pipeline import BackfillJob, TopicSink, UpsertSource
 
 
 def run_backfill(ctx: RunContext, job: BackfillJob) -> JobResult:

@@ -14,7 +14,10 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from upsert_kafka_ops.errors import SpecError, UpsertKafkaOpsError
-from upsert_kafka_ops.jobs.spec import BackfillJob, MaterializeJob, Pipeline, PublishJob, TopicToTopicJob
+from upsert_kafka_ops.pipeline import (
+    AnyJob,
+    Pipeline,
+)
 from upsert_kafka_ops.spec.connection import KafkaConnection, for_table
 from upsert_kafka_ops.spec.table import KafkaTable, UpsertKafkaTable
 
@@ -26,7 +29,6 @@ if TYPE_CHECKING:
 log = logging.getLogger("upsert_kafka_ops.jobs")
 JOB_RESULT_VERSION = 1
 _SHOWN = 16  # partitions of a topic listed in a result's Markdown summary
-AnyJob = MaterializeJob | BackfillJob | TopicToTopicJob | PublishJob
 
 
 class ConcurrentRunError(UpsertKafkaOpsError):

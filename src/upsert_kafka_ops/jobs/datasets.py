@@ -14,8 +14,8 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from upsert_kafka_ops.errors import SpecError
-from upsert_kafka_ops.jobs.spec import BackfillJob, DeltaFeedSource, MaterializeJob, Pipeline, PublishJob
 from upsert_kafka_ops.jobs.targets import is_warehouse, target_for
+from upsert_kafka_ops.pipeline import BackfillJob, DeltaFeedSource, MaterializeJob, Pipeline, PublishJob
 from upsert_kafka_ops.spec.connection import KafkaConnection
 
 

@@ -21,8 +21,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from upsert_kafka_ops.errors import SpecError
-from upsert_kafka_ops.jobs.flink_dialect import SqlError, read_insert
-from upsert_kafka_ops.jobs.spec import Pipeline
+from upsert_kafka_ops.pipeline import Pipeline
+from upsert_kafka_ops.pipeline.flink_dialect import SqlError, read_insert
 from upsert_kafka_ops.spec.ddl import DdlError, DdlTable, parse_create_table, position, split_statements
 from upsert_kafka_ops.spec.table import KafkaTable, UpsertKafkaTable
 

@@ -23,10 +23,10 @@ from pydantic import Field, model_validator
 
 from upsert_kafka_ops.errors import SpecError
 from upsert_kafka_ops.jobs.lag import job_lag
-from upsert_kafka_ops.jobs.spec import Pipeline
 from upsert_kafka_ops.kafka.admin import Isolation
 from upsert_kafka_ops.kafka.evaluation import STATUS_ORDER, EvaluationConfig, LagStatus, LagWindow, check
 from upsert_kafka_ops.kafka.lag import LagReport, group_lag
+from upsert_kafka_ops.pipeline import Pipeline
 from upsert_kafka_ops.spec.base import SpecModel
 from upsert_kafka_ops.spec.connection import KafkaConnection
 

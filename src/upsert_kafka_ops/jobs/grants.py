@@ -12,8 +12,8 @@ from __future__ import annotations
 from typing import Any
 
 from upsert_kafka_ops.jobs.core import RunContext
-from upsert_kafka_ops.jobs.spec import AppendSink, TopicSink
 from upsert_kafka_ops.kafka.access import Need, check
+from upsert_kafka_ops.pipeline import AppendSink, TopicSink
 from upsert_kafka_ops.spec.connection import KafkaConnection
 
 

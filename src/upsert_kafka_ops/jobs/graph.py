@@ -4,7 +4,7 @@ same cluster, or a table). Used by the Airflow DAG factory and the Dagster asset
 from __future__ import annotations
 
 from upsert_kafka_ops.errors import SpecError
-from upsert_kafka_ops.jobs.spec import Pipeline
+from upsert_kafka_ops.pipeline import Pipeline
 
 
 def upstream_jobs(pipeline: Pipeline) -> dict[str, list[str]]:

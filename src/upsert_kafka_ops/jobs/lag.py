@@ -29,7 +29,12 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from upsert_kafka_ops.errors import SpecError, UpsertKafkaOpsError
-from upsert_kafka_ops.jobs.spec import (
+from upsert_kafka_ops.jobs.state import StoredState
+from upsert_kafka_ops.jobs.targets import read_stored_offsets, readable_here
+from upsert_kafka_ops.kafka.admin import Isolation, KafkaAdmin, TopicPartitionKey
+from upsert_kafka_ops.kafka.lag import LagReport, Points, compute_lag, group_lag
+from upsert_kafka_ops.pipeline import (
+    AnyJob,
     AppendSource,
     BackfillJob,
     MaterializeJob,
@@ -38,13 +43,8 @@ from upsert_kafka_ops.jobs.spec import (
     TopicToTopicJob,
     UpsertSource,
 )
-from upsert_kafka_ops.jobs.state import StoredState
-from upsert_kafka_ops.jobs.targets import read_stored_offsets, readable_here
-from upsert_kafka_ops.kafka.admin import Isolation, KafkaAdmin, TopicPartitionKey
-from upsert_kafka_ops.kafka.lag import LagReport, Points, compute_lag, group_lag
 from upsert_kafka_ops.spec.connection import for_table
 
-AnyJob = MaterializeJob | BackfillJob | TopicToTopicJob | PublishJob
 #: Where a job's committed offsets come from.
 OffsetsFrom = Literal["target", "consumer-group"]
 

@@ -27,7 +27,7 @@ from upsert_kafka_ops.errors import UpsertKafkaOpsError
 from upsert_kafka_ops.jobs.datasets import Dataset, job_datasets
 
 if TYPE_CHECKING:
-    from upsert_kafka_ops.jobs.spec import Pipeline
+    from upsert_kafka_ops.pipeline import Pipeline
 
 
 # -- run events ------------------------------------------------------------------------------------
@@ -286,7 +286,7 @@ def driver_lineage(spec: Mapping[str, Any], env: Mapping[str, str] | None = None
     if e.get("AIRFLOW_CTX_DAG_ID") or transport_from_env(e) is None:
         return None
     try:
-        from upsert_kafka_ops.jobs.spec import Pipeline
+        from upsert_kafka_ops.pipeline import Pipeline
 
         pipeline = Pipeline.model_validate(spec["pipeline"])
         job = spec.get("job") or pipeline.jobs[0].name

@@ -16,7 +16,7 @@ from upsert_kafka_ops.jobs import sink_layout
 from upsert_kafka_ops.jobs.core import JobResult, RunContext, conform, topic_target, written_to_topic
 from upsert_kafka_ops.jobs.faults import fault_point
 from upsert_kafka_ops.jobs.folders import read_text, write_text
-from upsert_kafka_ops.jobs.spec import PublishJob, QuerySource
+from upsert_kafka_ops.pipeline import PublishJob, QuerySource
 from upsert_kafka_ops.spec.storage import split_s3
 
 if TYPE_CHECKING:

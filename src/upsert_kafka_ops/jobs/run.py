@@ -20,10 +20,10 @@ from upsert_kafka_ops.jobs.backfill import run_backfill
 from upsert_kafka_ops.jobs.core import JobResult, RunContext
 from upsert_kafka_ops.jobs.grants import check_grants
 from upsert_kafka_ops.jobs.publish import run_publish
-from upsert_kafka_ops.jobs.spec import Pipeline
 from upsert_kafka_ops.jobs.to_warehouse import run_materialize
 from upsert_kafka_ops.jobs.topic_to_topic import run_topic_to_topic
 from upsert_kafka_ops.metrics.run_export import export_run
+from upsert_kafka_ops.pipeline import Pipeline
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

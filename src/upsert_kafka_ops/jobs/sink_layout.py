@@ -16,7 +16,7 @@ import logging
 from collections.abc import Mapping
 
 from upsert_kafka_ops.errors import UpsertKafkaOpsError
-from upsert_kafka_ops.jobs.spec import AppendSink, TopicSink
+from upsert_kafka_ops.pipeline import AppendSink, TopicSink
 from upsert_kafka_ops.spec.connection import KafkaConnection
 
 log = logging.getLogger("upsert_kafka_ops.jobs")

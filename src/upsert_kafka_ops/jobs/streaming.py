@@ -20,7 +20,7 @@ from upsert_kafka_ops.errors import SpecError, UpsertKafkaOpsError
 from upsert_kafka_ops.jobs.core import JobResult, RunContext, conform, topic_target
 from upsert_kafka_ops.jobs.faults import fault_point
 from upsert_kafka_ops.jobs.folders import delete_folder, file_names, has_files, read_text, write_text
-from upsert_kafka_ops.jobs.spec import AppendSink, AppendSource, TopicToTopicJob
+from upsert_kafka_ops.pipeline import AppendSink, AppendSource, TopicToTopicJob
 from upsert_kafka_ops.spec.connection import KafkaConnection, client_properties, for_table
 from upsert_kafka_ops.spec.storage import S3Storage, split_s3
 from upsert_kafka_ops.spec.table import KafkaTable, UpsertKafkaTable

@@ -21,16 +21,17 @@ from upsert_kafka_ops.jobs import state as st
 from upsert_kafka_ops.jobs.continuity import check_stored, topic_ids
 from upsert_kafka_ops.jobs.core import JobResult, OffsetsError, RunContext, commit_group_offsets
 from upsert_kafka_ops.jobs.faults import fault_point
-from upsert_kafka_ops.jobs.spec import (
+from upsert_kafka_ops.jobs.targets import Stored, WarehouseTable, Write, target_for
+from upsert_kafka_ops.pipeline import (
     AppendSource,
     BackfillJob,
     MaterializeJob,
     UpsertSource,
+    WarehouseJob,
     WarehouseTarget,
     source_table,
     target_table,
 )
-from upsert_kafka_ops.jobs.targets import Stored, WarehouseTable, Write, target_for
 from upsert_kafka_ops.spec.connection import KafkaConnection
 
 log = logging.getLogger("upsert_kafka_ops.jobs")
@@ -40,8 +41,6 @@ if TYPE_CHECKING:
 
     from upsert_kafka_ops.engine.source import Read
     from upsert_kafka_ops.spec.table import UpsertKafkaTable
-
-WarehouseJob = MaterializeJob | BackfillJob
 
 
 def run_materialize(ctx: RunContext, job: MaterializeJob) -> JobResult:

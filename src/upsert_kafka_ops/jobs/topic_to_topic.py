@@ -21,8 +21,8 @@ from upsert_kafka_ops.jobs.core import (
     topic_target,
     written_to_topic,
 )
-from upsert_kafka_ops.jobs.spec import AppendSink, AppendSource, TopicToTopicJob, history_start_error
 from upsert_kafka_ops.jobs.streaming import run_streaming, streaming_verdict
+from upsert_kafka_ops.pipeline import AppendSink, AppendSource, TopicToTopicJob, history_start_error
 from upsert_kafka_ops.spec.table import UpsertKafkaTable
 
 

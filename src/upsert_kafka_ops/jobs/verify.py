@@ -25,15 +25,15 @@ from typing import TYPE_CHECKING, Any
 from upsert_kafka_ops.engine.hashing import ROW_JSON, quoted, row_hash
 from upsert_kafka_ops.errors import SpecError, UpsertKafkaOpsError
 from upsert_kafka_ops.jobs.core import ConcurrentRunError
-from upsert_kafka_ops.jobs.spec import BackfillJob, MaterializeJob, source_table
 from upsert_kafka_ops.jobs.targets import WarehouseTable, is_warehouse, read_stored_offsets, target_for
+from upsert_kafka_ops.pipeline import BackfillJob, MaterializeJob, source_table
 from upsert_kafka_ops.spec.connection import for_table
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
 
-    from upsert_kafka_ops.jobs.spec import Pipeline
     from upsert_kafka_ops.jobs.state import StoredState
+    from upsert_kafka_ops.pipeline import Pipeline
 
 #: the kinds of difference, in the order they are reported
 KINDS = ("missing", "unexpected", "changed", "duplicated")

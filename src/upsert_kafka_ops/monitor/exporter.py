@@ -18,7 +18,6 @@ from typing import Any
 
 from upsert_kafka_ops.errors import SpecError, UpsertKafkaOpsError
 from upsert_kafka_ops.jobs.lag import JobLag, pipeline_lag, pipeline_lag_names
-from upsert_kafka_ops.jobs.spec import Pipeline
 from upsert_kafka_ops.kafka.admin import Isolation, KafkaAdmin
 from upsert_kafka_ops.kafka.evaluation import (
     EvaluationConfig,
@@ -30,6 +29,7 @@ from upsert_kafka_ops.kafka.evaluation import (
 from upsert_kafka_ops.kafka.lag import LagReport, Uncommitted, group_lag
 from upsert_kafka_ops.metrics.documents import jobs_lag_document, lag_document, pipelines_lag_document
 from upsert_kafka_ops.metrics.prometheus import CONTENT_TYPE, Exposition, lag_exposition
+from upsert_kafka_ops.pipeline import Pipeline
 from upsert_kafka_ops.spec.cadence import cron_expression
 from upsert_kafka_ops.spec.connection import KafkaConnection
 

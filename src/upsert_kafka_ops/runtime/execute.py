@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from upsert_kafka_ops.errors import JobFailedError, SpecError
-from upsert_kafka_ops.jobs.spec import Pipeline
+from upsert_kafka_ops.pipeline import Pipeline
 from upsert_kafka_ops.runtime.factory import Runtime as Runtime
 from upsert_kafka_ops.runtime.models import ConnectRuntime as ConnectRuntime
 from upsert_kafka_ops.runtime.models import LocalRuntime as LocalRuntime

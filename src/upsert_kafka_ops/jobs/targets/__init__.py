@@ -1,6 +1,6 @@
 """The warehouse targets, one module each, registered in :data:`TARGETS` by their ``kind``.
 
-Adding a target: a spec model in the pipeline model (``jobs/spec.py``, with its ``kind`` literal in
+Adding a target: a spec model in the pipeline model (``pipeline/targets.py``, with its ``kind`` literal in
 the target union) and a module here whose class satisfies :class:`WarehouseTable`, registered in
 :data:`TARGETS`. The jobs, ``verify``, lineage, the sensors and Dagster's assets reach a target only
 through :func:`target_for`.
@@ -10,13 +10,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, TypeGuard
 
-from upsert_kafka_ops.jobs.spec import Job, Pipeline, WarehouseTarget
 from upsert_kafka_ops.jobs.state import StoredState
 from upsert_kafka_ops.jobs.targets.base import Stored, WarehouseTable, Write
 from upsert_kafka_ops.jobs.targets.delta import DeltaTable
 from upsert_kafka_ops.jobs.targets.iceberg import IcebergTable
 from upsert_kafka_ops.jobs.targets.parquet import ParquetFolder
 from upsert_kafka_ops.jobs.targets.postgres import PostgresTable
+from upsert_kafka_ops.pipeline import Job, Pipeline, WarehouseTarget
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

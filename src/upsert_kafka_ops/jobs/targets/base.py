@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple, Protocol
 from upsert_kafka_ops.jobs.core import ConcurrentRunError, JobResult
 from upsert_kafka_ops.jobs.folders import local_path
 from upsert_kafka_ops.jobs.object_lock import object_lock
-from upsert_kafka_ops.jobs.spec import BackfillJob, MaterializeJob, source_table
 from upsert_kafka_ops.jobs.state import StoredState
+from upsert_kafka_ops.pipeline import BackfillJob, MaterializeJob, source_table
 from upsert_kafka_ops.spec.storage import S3Storage, split_s3
 
 if TYPE_CHECKING:

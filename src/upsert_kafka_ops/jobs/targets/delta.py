@@ -20,9 +20,9 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from upsert_kafka_ops.jobs.continuity import missing_columns
 from upsert_kafka_ops.jobs.core import ConcurrentRunError
 from upsert_kafka_ops.jobs.folders import local_path, store_error
-from upsert_kafka_ops.jobs.spec import DeltaTarget, Pipeline
 from upsert_kafka_ops.jobs.state import MARKER, StoredState, from_payload
 from upsert_kafka_ops.jobs.targets.base import Stored, Write, comparable_rows, folder_lock
+from upsert_kafka_ops.pipeline import DeltaTarget, Pipeline
 from upsert_kafka_ops.spec.storage import S3Storage, is_s3, s3_extra_missing, split_s3
 
 if TYPE_CHECKING:

@@ -17,9 +17,9 @@ from typing import TYPE_CHECKING, ClassVar
 from upsert_kafka_ops.jobs.continuity import missing_columns
 from upsert_kafka_ops.jobs.core import ConcurrentRunError
 from upsert_kafka_ops.jobs.folders import StateError, store_error
-from upsert_kafka_ops.jobs.spec import IcebergTarget, Pipeline
 from upsert_kafka_ops.jobs.state import StoredState, from_payload
 from upsert_kafka_ops.jobs.targets.base import Stored, Write, comparable_rows, folder_lock
+from upsert_kafka_ops.pipeline import IcebergTarget, Pipeline
 from upsert_kafka_ops.spec.iceberg import IcebergCatalog
 from upsert_kafka_ops.spec.storage import S3Storage
 

@@ -15,9 +15,9 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from upsert_kafka_ops.jobs.faults import fault_point
 from upsert_kafka_ops.jobs.folders import read_text, write_text
-from upsert_kafka_ops.jobs.spec import ParquetTarget, Pipeline
 from upsert_kafka_ops.jobs.state import StoredState, from_payload
 from upsert_kafka_ops.jobs.targets.base import Stored, Write, comparable_rows, folder_lock
+from upsert_kafka_ops.pipeline import ParquetTarget, Pipeline
 from upsert_kafka_ops.spec.storage import S3Storage, split_s3
 
 if TYPE_CHECKING:

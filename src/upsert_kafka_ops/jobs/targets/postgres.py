@@ -15,9 +15,9 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from upsert_kafka_ops.jobs.continuity import missing_columns
 from upsert_kafka_ops.jobs.core import ConcurrentRunError
 from upsert_kafka_ops.jobs.faults import fault_point
-from upsert_kafka_ops.jobs.spec import Pipeline, PostgresTarget
 from upsert_kafka_ops.jobs.state import StoredState
 from upsert_kafka_ops.jobs.targets.base import Stored, Write, wait_for
+from upsert_kafka_ops.pipeline import Pipeline, PostgresTarget
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

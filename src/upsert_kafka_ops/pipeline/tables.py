@@ -19,7 +19,7 @@ from typing import Any
 from pydantic import Field, PrivateAttr, model_validator
 
 from upsert_kafka_ops.errors import SpecError
-from upsert_kafka_ops.jobs.flink_dialect import SqlError, read_insert
+from upsert_kafka_ops.pipeline.flink_dialect import SqlError, read_insert
 from upsert_kafka_ops.spec.base import SpecModel, nested
 from upsert_kafka_ops.spec.ddl import parse_create_table
 from upsert_kafka_ops.spec.table import Column, KafkaTable, UpsertKafkaTable

@@ -1,0 +1,322 @@
+"""The job kinds of a pipeline file: materialize, backfill, topic-to-topic and publish."""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Any, Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from upsert_kafka_ops.errors import SpecError
+from upsert_kafka_ops.pipeline.bounds import parse_until
+from upsert_kafka_ops.pipeline.folders import Folder, old_folder
+from upsert_kafka_ops.pipeline.sources import AppendSource, DeltaFeedSource, QuerySource, Source, UpsertSource
+from upsert_kafka_ops.pipeline.targets import AnyTarget, Sink, TopicSink, WarehouseTarget
+from upsert_kafka_ops.spec.base import SpecModel
+from upsert_kafka_ops.spec.cadence import cron_expression
+from upsert_kafka_ops.spec.history import HistorySpec
+from upsert_kafka_ops.spec.table import UpsertKafkaTable
+
+_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_.-]{0,99}$")
+_VIEW = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+class JobSpec(SpecModel):
+    name: str = Field(description="Job name: letters, digits, '_', '.', '-'; unique in the pipeline.")
+    description: str = Field(default="", description="Free text shown by the orchestrators.")
+    schedule: str | None = Field(
+        default=None,
+        description="When the orchestrators run the job, in UTC: a cron expression ('*/15 * * * *') or @hourly, "
+        "@daily, @weekly, @monthly, @yearly. Dagster gets a schedule and freshness checks from it, Airflow's "
+        "pipeline DAG its schedule.",
+    )
+
+    @model_validator(mode="after")
+    def _check_name(self) -> JobSpec:
+        if not _NAME.match(self.name):
+            raise SpecError("name", f"{self.name!r} is not a valid job name.", "use [A-Za-z][A-Za-z0-9_.-]*.")
+        return self
+
+    @field_validator("schedule")
+    @classmethod
+    def _check_schedule(cls, value: str | None) -> str | None:
+        if value is not None:
+            try:
+                cron_expression(value)
+            except SpecError as e:  # the path in the file is the field's: jobs.N.schedule
+                raise SpecError("", e.message, e.fix) from None
+        return value
+
+    @property
+    def consumer_group(self) -> str:
+        """The consumer group the job's processed offsets are committed to (monitoring only)."""
+        return f"upsert-kafka-ops.{self.name}"
+
+    def connections_used(self) -> list[str]:
+        raise NotImplementedError
+
+
+class MaterializeJob(JobSpec):
+    """Topic -> warehouse: fold the upsert topic into the latest row per key in the target."""
+
+    kind: Literal["materialize"] = Field(description="Job kind.")
+    source: Source = Field(
+        description="The upsert-kafka source, or a CDC source (kind: kafka, a debezium-json, canal-json or "
+        "maxwell-json table, with its key)."
+    )
+    target: WarehouseTarget = Field(description="Delta, PostgreSQL, Parquet or Iceberg target.")
+    mode: Literal["incremental", "full"] = Field(
+        default="incremental",
+        description="incremental: continue from the stored offsets; full: rebuild from the earliest offset.",
+    )
+    on_reset: Literal["fail", "rebuild"] = Field(
+        default="fail",
+        description="When the stored offsets cannot be continued (the topic was deleted and created again, "
+        "lost partitions, or was truncated past them): fail before any write, naming the fix (a person "
+        "decides), or rebuild the target from the earliest offset and say why.",
+    )
+    strict: bool = Field(default=False, description="Fail when a key is found in more than one partition.")
+    validation: Literal["winners", "full"] = Field(
+        default="winners",
+        description="Decode only winning values, or every value (fail on the first bad one).",
+    )
+    history: HistorySpec | None = Field(
+        default=None,
+        description="scd2: keep every version of a key (valid_from, valid_to, is_current) instead of the "
+        "latest row; see docs/history.md.",
+    )
+
+    @model_validator(mode="after")
+    def _source(self) -> MaterializeJob:
+        check_folded_source(self.source)
+        return self
+
+    @model_validator(mode="after")
+    def _history(self) -> MaterializeJob:
+        if self.history is None:
+            return self
+        if not isinstance(self.source, UpsertSource):
+            raise SpecError("history", "a history table is built from an upsert-kafka source.",
+                            "read the topic as an upsert-kafka table, or drop history.")  # fmt: skip
+        if self.target.full_only:
+            raise SpecError("history", "a Parquet target is rewritten whole on every run; a history table is "
+                            "updated in place.", "write the history to Delta, PostgreSQL or Iceberg.")  # fmt: skip
+        self.history.check(self.source.table)
+        return self
+
+    @model_validator(mode="after")
+    def _latest_state_target(self) -> MaterializeJob:
+        if self.target.snapshot_column:
+            raise SpecError(
+                "target.as_of_column",
+                "a materialize job keeps the latest state; a snapshot table is written by backfills.",
+                "use kind: backfill for a snapshot table, or drop as_of_column.",
+            )
+        return self
+
+    def connections_used(self) -> list[str]:
+        return [self.source.connection]
+
+
+class BackfillJob(JobSpec):
+    """Bounded earliest -> end read that rebuilds a target idempotently."""
+
+    kind: Literal["backfill"] = Field(description="Job kind.")
+    source: Source = Field(
+        description="The upsert-kafka source, or a CDC source with its key (warehouse targets)."
+    )
+    target: AnyTarget = Field(description="Delta, PostgreSQL, Parquet, Iceberg or an upsert topic.")
+    until: Any = Field(
+        default="latest",
+        description="End of the read: 'latest' (fixed at start), {'timestamp_ms': N}, "
+        "{'offsets': {topic: {partition: offset}}}.",
+    )
+    rewind: bool = Field(
+        default=False,
+        description="Allow an end older than the target's stored offsets (the target goes back in time).",
+    )
+
+    @model_validator(mode="after")
+    def _check_until(self) -> BackfillJob:
+        u = self.until
+        ok = u == "latest" or (
+            isinstance(u, dict) and len(u) == 1 and ("timestamp_ms" in u or "offsets" in u)
+        )
+        if not ok:
+            raise SpecError(
+                "until",
+                f"cannot use {u!r}.",
+                "use 'latest', {timestamp_ms: N} or {offsets: {topic: {p: n}}}.",
+            )
+        check_folded_source(self.source)
+        if isinstance(self.source, AppendSource) and self.target.is_topic:
+            raise SpecError("target", "a CDC source is backfilled into warehouse targets only (for now).",
+                            "use a topic-to-topic job to turn a CDC topic into an upsert topic.")  # fmt: skip
+        as_of = self.target.snapshot_column
+        if as_of and as_of in {c.name for c in self.source.table.columns}:
+            raise SpecError(
+                "target.as_of_column",
+                f"{as_of!r} is also a column of the table {self.source.table.name!r}.",
+                "choose a name the table does not use, e.g. as_of.",
+            )
+        return self
+
+    @property
+    def snapshot(self) -> bool:
+        """Whether the target is a snapshot table (one snapshot per end, see DeltaTarget.as_of_column)."""
+        return bool(self.target.snapshot_column)
+
+    def until_bound(self) -> Any:
+        if isinstance(self.until, dict) and "offsets" in self.until:
+            return dict(self.until["offsets"])
+        return self.until
+
+    def connections_used(self) -> list[str]:
+        return [self.source.connection, *self.target.connections_used()]
+
+
+def history_start_error(name: str, source: Any, why: str) -> SpecError | None:
+    """The error for a source whose ``scan.startup.mode`` would cut the history a job reads whole."""
+    if not isinstance(source, AppendSource) or source.table.startup_mode == "earliest-offset":
+        return None
+    return SpecError(
+        f"{name}.table.scan.startup.mode",
+        f"'{source.table.startup_mode}': {why}, so a start other than the earliest offset would leave out "
+        "part of the table and then write that partial result over the whole one.",
+        "remove it (or set 'earliest-offset'); a start applies to streaming topic-to-topic jobs and engine reads.",
+    )
+
+
+def check_folded_source(source: Any) -> None:
+    """A warehouse job folds its source per key: an upsert table, or a CDC table with ``key``."""
+    if not isinstance(source, AppendSource):
+        return
+    error = history_start_error("source", source, "a warehouse job folds its source from the earliest offset")
+    if error is not None:
+        raise error
+    from upsert_kafka_ops.formats.cdc_json import is_cdc
+
+    if not is_cdc(source.table.value_format):
+        raise SpecError("source", f"{source.table.name!r} is an append-only {source.table.value_format} table: "
+                        "it has no key to keep the latest row of.",
+                        "read an upsert-kafka table, or a CDC table (debezium-json, canal-json, maxwell-json).")  # fmt: skip
+    if not source.key:
+        raise SpecError("source.key", f"the CDC table {source.table.name!r} needs the key of its rows here.",
+                        "add key: [<primary key columns>] to the source.")  # fmt: skip
+    source.upsert_view()
+
+
+def source_table(source: Any) -> UpsertKafkaTable:
+    """The upsert table a warehouse job's source stands for (a CDC source: its upsert view)."""
+    return source.upsert_view() if isinstance(source, AppendSource) else source.table
+
+
+def target_table(job: MaterializeJob | BackfillJob) -> UpsertKafkaTable:
+    """The table a warehouse job's target holds: its source's, or with ``history`` the history table
+    (every version, with its validity and bookkeeping columns)."""
+    table = source_table(job.source)
+    history = getattr(job, "history", None)
+    return history.table(table) if history is not None else table
+
+
+def as_backfill(
+    job: AnyJob,
+    until: Any = None,
+    rewind: bool | None = None,
+) -> BackfillJob:
+    """The bounded backfill of a materialize job (or a backfill job with a new end): reads from the
+    earliest offset to ``until`` (see :func:`parse_until`; default: the job's own end, else latest)
+    and rebuilds the target. ``rewind`` allows an end older than the target's stored offsets."""
+    if isinstance(job, MaterializeJob):
+        return BackfillJob(
+            name=job.name, description=job.description, kind="backfill", source=job.source, target=job.target,
+            until=parse_until(until), rewind=bool(rewind),
+        )  # fmt: skip
+    if isinstance(job, BackfillJob):
+        return BackfillJob.model_validate(
+            {
+                **job.model_dump(),
+                "until": parse_until(until) if until is not None else job.until,
+                "rewind": job.rewind if rewind is None else rewind,
+            }
+        )
+    raise SpecError("job", f"{job.name!r} is a {job.kind} job.", "backfill a materialize or backfill job.")
+
+
+class TopicToTopicJob(JobSpec):
+    """Kafka sources registered as temporary views, a Spark SQL query, an upsert-kafka sink."""
+
+    kind: Literal["topic-to-topic"] = Field(description="Job kind.")
+    sources: dict[str, Source] = Field(
+        description="View name -> source; the query refers to the views by these names."
+    )
+    sql: str | None = Field(
+        default=None,
+        description="Flink's INSERT INTO sink SELECT ... over tables of the pipeline's 'tables', instead of "
+        "'query', 'sources' and 'sink' (the SELECT is translated to Spark SQL; columns go by position).",
+    )
+    query: str = Field(description="Spark SQL SELECT whose columns are the sink table's columns, in order.")
+    sink: Sink = Field(
+        description="The sink: an upsert-kafka table (kind: topic, the default), or a plain kafka table "
+        "(kind: kafka) for an append-only query, written by the streaming path."
+    )
+    execution: Literal["auto", "streaming", "snapshot"] = Field(
+        default="auto",
+        description="auto: Structured Streaming (AvailableNow) when the query can run incrementally "
+        "and exactly, else a bounded recompute written with write_snapshot.",
+    )
+    checkpoint: Folder | None = Field(
+        default=None,
+        description="Streaming checkpoint folder (required for the streaming path): {path, storage}. "
+        "Formerly checkpoint_location and checkpoint_storage, which still read.",
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _old_checkpoint_fields(cls, data: Any) -> Any:
+        return old_folder(data, "checkpoint", "checkpoint_location", "checkpoint_storage")
+
+    @model_validator(mode="after")
+    def _check_views(self) -> TopicToTopicJob:
+        if not self.sources:
+            raise SpecError("sources", "needs at least one source.")
+        for view in self.sources:
+            if not _VIEW.match(view):
+                raise SpecError(
+                    f"sources.{view}", "is not a valid SQL view name.", "use [A-Za-z_][A-Za-z0-9_]*."
+                )
+        return self
+
+    def connections_used(self) -> list[str]:
+        return [s.connection for s in self.sources.values()] + [self.sink.connection]
+
+
+class PublishJob(JobSpec):
+    """Table -> topic: a Delta table's changes (Change Data Feed) or a query's full snapshot."""
+
+    kind: Literal["publish"] = Field(description="Job kind.")
+    source: Annotated[DeltaFeedSource | QuerySource, Field(discriminator="kind")] = Field(
+        description="delta-cdf: publish the changes since the stored version; query: publish a snapshot."
+    )
+    sink: TopicSink = Field(description="The upsert-kafka sink.")
+    state: Folder | None = Field(
+        default=None,
+        description="Folder for the last published Delta version (delta-cdf; default: next to the table, on "
+        "its store): {path, storage}. Formerly state_path and state_storage, which still read.",
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _old_state_fields(cls, data: Any) -> Any:
+        return old_folder(data, "state", "state_path", "state_storage")
+
+    def connections_used(self) -> list[str]:
+        return [self.sink.connection]
+
+
+#: the jobs that write a warehouse table or fill a topic from a bounded read
+WarehouseJob = MaterializeJob | BackfillJob
+
+#: any job of a pipeline file (the type; ``Job`` is the same union as pydantic reads it, by ``kind``)
+AnyJob = MaterializeJob | BackfillJob | TopicToTopicJob | PublishJob
+Job = Annotated[AnyJob, Field(discriminator="kind")]
