@@ -445,10 +445,13 @@ def _resolve(g: JarGroup, folder: Path, repo: str, log: bool) -> None:
         (work / "settings.xml").write_text(maven_settings(repo))
         jars = staging / "jars"
         run_maven(
-            mvn, work, repo, f"resolve the {g.name} jars",
+            mvn,
+            work,
+            repo,
+            f"resolve the {g.name} jars",
             ["dependency:copy-dependencies", f"-DoutputDirectory={jars}", "-DincludeScope=runtime"],
             progress=f"jars: {g.name}" if log else None,
-        )  # fmt: skip
+        )
         names = sorted(p.name for p in jars.glob("*.jar"))
         if not names:
             raise JarsError(f"Maven resolved no jars for {g.name}.")

@@ -33,7 +33,7 @@ from upsert_kafka_ops.airflow._jobs import JobFields, JobRef
 from upsert_kafka_ops.airflow.assets import assets_of, declared_assets
 from upsert_kafka_ops.errors import SpecError, UpsertKafkaOpsError
 from upsert_kafka_ops.pipeline import Pipeline, as_backfill
-from upsert_kafka_ops.runtime.execute import RunHandle, execute_job
+from upsert_kafka_ops.runtime.execute import RunHandle, as_mode, execute_job
 from upsert_kafka_ops.runtime.factory import Runtime, runtime_for
 
 JOB_FIELDS: tuple[str, ...] = ("job", "pipeline_file", "job_name", "kafka_config_id", "kafka_config_ids")
@@ -90,8 +90,14 @@ class UpsertKafkaJobOperator(JobFields, BaseOperator):
     """
 
     template_fields: Sequence[str] = (
-        *JOB_FIELDS, "mode", "spark_master", "spark_conf", "spark_config_id", "spark_history_url", "run_summary",
-    )  # fmt: skip
+        *JOB_FIELDS,
+        "mode",
+        "spark_master",
+        "spark_conf",
+        "spark_config_id",
+        "spark_history_url",
+        "run_summary",
+    )
     template_fields_renderers: ClassVar[dict[str, str]] = {
         "job": "json",
         "spark_conf": "json",
@@ -156,9 +162,10 @@ class UpsertKafkaJobOperator(JobFields, BaseOperator):
             found = SparkRuntimeHook(self.spark_config_id).get_runtime()
             return found.model_copy(update={"conf": {**found.conf, **self.spark_conf}})
         return runtime_for(
-            self.spark_master or "local[*]", conf=self.spark_conf,
+            self.spark_master or "local[*]",
+            conf=self.spark_conf,
             applicable={"deploy_mode": self.deploy_mode, "timeout_s": self.spark_submit_timeout},
-        )  # fmt: skip
+        )
 
     def execute(self, context: Context) -> dict[str, Any]:
         handle = self._handle = RunHandle()
@@ -167,14 +174,13 @@ class UpsertKafkaJobOperator(JobFields, BaseOperator):
             kind = pipeline.job(name).kind
             if self.kinds is not None and kind not in self.kinds:
                 raise SpecError(
-                    "job_name", f"{name!r} is a {kind} job; {type(self).__name__} runs {' or '.join(self.kinds)} jobs.",
+                    "job_name",
+                    f"{name!r} is a {kind} job; {type(self).__name__} runs {' or '.join(self.kinds)} jobs.",
                     "use UpsertKafkaJobOperator, or the operator for that kind.",
-                )  # fmt: skip
+                )
             pipeline = self.prepare(pipeline, name)
             self._lineage = _datasets(pipeline, name)
-            mode = self.mode or None
-            if mode not in (None, "incremental", "full"):
-                raise SpecError("mode", f"{mode!r} is not a mode.", "use 'incremental' or 'full'.")
+            mode = as_mode(self.mode)
             workdir = None
             runtime = self.runtime()
             if runtime.launches_driver:  # the job file and the driver's output
@@ -186,9 +192,14 @@ class UpsertKafkaJobOperator(JobFields, BaseOperator):
             else:
                 self.log.info("running job %r (%s) on %s", name, kind, type(runtime).__name__)
                 result = execute_job(
-                    pipeline, name, mode=mode, runtime=runtime, workdir=workdir, handle=handle,  # type: ignore[arg-type]
+                    pipeline,
+                    name,
+                    mode=mode,
+                    runtime=runtime,
+                    workdir=workdir,
+                    handle=handle,
                     lock_timeout_s=self.lock_timeout,
-                )  # fmt: skip
+                )
         except UpsertKafkaOpsError as exc:
             if handle.killed:
                 raise AirflowException(f"job stopped on request: {exc}") from None
@@ -213,10 +224,11 @@ class UpsertKafkaJobOperator(JobFields, BaseOperator):
 
         if not runtime.can_defer:
             raise SpecError(
-                "deferrable", "a deferred run needs a cluster that runs the driver: YARN in cluster deploy mode.",
+                "deferrable",
+                "a deferred run needs a cluster that runs the driver: YARN in cluster deploy mode.",
                 "use master 'yarn' with deploy_mode 'cluster' and a result_uri (an upsert_kafka_spark connection), "
                 "or deferrable=False.",
-            )  # fmt: skip
+            )
         self.log.info("submitting job %r to YARN (cluster mode)", name)
         return submit_job(pipeline, name, runtime=runtime, mode=mode, workdir=workdir, handle=handle)
 
@@ -244,9 +256,17 @@ class UpsertKafkaJobOperator(JobFields, BaseOperator):
         self.spark_app_id = result.spark_app_id
         self.log.info(
             "job %r %s (%s, %s): %d records read, %d upserted, %d deleted, %d written, %d tombstones in %.1fs",
-            name, result.status, result.mode, result.execution, result.records_read, result.rows_upserted,
-            result.rows_deleted, result.records_written, result.tombstones_written, result.duration_s,
-        )  # fmt: skip
+            name,
+            result.status,
+            result.mode,
+            result.execution,
+            result.records_read,
+            result.rows_upserted,
+            result.rows_deleted,
+            result.records_written,
+            result.tombstones_written,
+            result.duration_s,
+        )
         return out
 
     def on_kill(self) -> None:

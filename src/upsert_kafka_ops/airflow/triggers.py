@@ -131,9 +131,13 @@ class BacklogTrigger(BaseEventTrigger):
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return (
             f"{type(self).__module__}.{type(self).__qualname__}",
-            {"ref": self.ref, "min_records": self.min_records, "max_age_s": self.max_age_s,
-             "poll_interval": self.poll_interval},
-        )  # fmt: skip
+            {
+                "ref": self.ref,
+                "min_records": self.min_records,
+                "max_age_s": self.max_age_s,
+                "poll_interval": self.poll_interval,
+            },
+        )
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
         rule = {"min_records": self.min_records, "max_age_s": self.max_age_s}
@@ -144,8 +148,12 @@ class BacklogTrigger(BaseEventTrigger):
             except SpecError:
                 raise
             except UpsertKafkaOpsError as exc:
-                self.log.warning("backlog unknown, asking again in %gs: %s: %s", self.poll_interval,
-                                 type(exc).__name__, exc)  # fmt: skip
+                self.log.warning(
+                    "backlog unknown, asking again in %gs: %s: %s",
+                    self.poll_interval,
+                    type(exc).__name__,
+                    exc,
+                )
             else:
                 ends = verdict.data.end_offsets
                 if verdict.due and ends != fired:
@@ -154,8 +162,11 @@ class BacklogTrigger(BaseEventTrigger):
                     self.log.info("job %s: %s: firing", verdict.data.job, verdict.reason)
                     yield TriggerEvent({"status": "success", "backlog": verdict.to_dict()})
                 elif verdict.due:
-                    self.log.info("job %s: %s, but already fired for these end offsets", verdict.data.job,
-                                  verdict.reason)  # fmt: skip
+                    self.log.info(
+                        "job %s: %s, but already fired for these end offsets",
+                        verdict.data.job,
+                        verdict.reason,
+                    )
                 else:
                     self.log.info("job %s: %s", verdict.data.job, verdict.reason)
             await asyncio.sleep(self.poll_interval)
@@ -242,9 +253,13 @@ class SparkApplicationTrigger(BaseTrigger):
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return (
             f"{type(self).__module__}.{type(self).__qualname__}",
-            {"rm_url": self.rm_url, "app_id": self.app_id, "poll_interval": self.poll_interval,
-             "max_failures": self.max_failures},
-        )  # fmt: skip
+            {
+                "rm_url": self.rm_url,
+                "app_id": self.app_id,
+                "poll_interval": self.poll_interval,
+                "max_failures": self.max_failures,
+            },
+        )
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
         failures, last = 0, ""

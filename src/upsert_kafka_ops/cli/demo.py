@@ -257,11 +257,18 @@ def register(sub: Any) -> None:
     """Add ``demo``."""
     pd = sub.add_parser("demo", help="run the main job on the embedded default")
     pd.add_argument("--jars-dir", type=Path, default=None, help="jar cache folder")
-    pd.add_argument("--dir", type=Path, default=None,
-                    help="folder for the demo's tables and broker, kept afterwards (default: build/demo)")  # fmt: skip
-    pd.add_argument("--keep", action="store_true",
-                    help="seed the demo's broker and tables and leave the broker running for Airflow and "
-                    "Dagster (the jobs do not run); prints the environment they need")  # fmt: skip
+    pd.add_argument(
+        "--dir",
+        type=Path,
+        default=None,
+        help="folder for the demo's tables and broker, kept afterwards (default: build/demo)",
+    )
+    pd.add_argument(
+        "--keep",
+        action="store_true",
+        help="seed the demo's broker and tables and leave the broker running for Airflow and "
+        "Dagster (the jobs do not run); prints the environment they need",
+    )
     pd.add_argument(
         "--port", type=int, default=KEEP_PORT, help=f"--keep: the broker's port (default {KEEP_PORT})"
     )

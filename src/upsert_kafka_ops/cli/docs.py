@@ -26,8 +26,15 @@ from upsert_kafka_ops.spec.storage import S3Storage
 from upsert_kafka_ops.spec.table import UPSERT_OPTIONS, Column, KafkaTable, UpsertKafkaTable
 
 MODELS: list[type[BaseModel]] = [
-    UpsertKafkaTable, KafkaTable, Column, KafkaConnection, SecretRef, S3Storage, IcebergCatalog, HistorySpec,
-]  # fmt: skip
+    UpsertKafkaTable,
+    KafkaTable,
+    Column,
+    KafkaConnection,
+    SecretRef,
+    S3Storage,
+    IcebergCatalog,
+    HistorySpec,
+]
 _FLINK_NAMES = {field: option for option, field in UPSERT_OPTIONS.items()} | {
     "topic": "topic",
     "topic_pattern": "topic-pattern",
@@ -78,11 +85,27 @@ def render() -> str:
         "Tables also accept Flink's option names through `from_options()` and `from_flink_ddl()`.",
     ]
     job_models: list[type[BaseModel]] = [
-        jobs.Pipeline, PipelineTable, jobs.MaterializeJob, jobs.BackfillJob, jobs.TopicToTopicJob, jobs.PublishJob,
-        jobs.UpsertSource, jobs.AppendSource, jobs.TopicSink, jobs.AppendSink, jobs.DeltaTarget, jobs.PostgresTarget,
-        jobs.ParquetTarget, jobs.IcebergTarget, jobs.DeltaFeedSource, jobs.QuerySource, jobs.Folder,
-        LocalRuntime, SparkSubmitRuntime, LagCondition,
-    ]  # fmt: skip
+        jobs.Pipeline,
+        PipelineTable,
+        jobs.MaterializeJob,
+        jobs.BackfillJob,
+        jobs.TopicToTopicJob,
+        jobs.PublishJob,
+        jobs.UpsertSource,
+        jobs.AppendSource,
+        jobs.TopicSink,
+        jobs.AppendSink,
+        jobs.DeltaTarget,
+        jobs.PostgresTarget,
+        jobs.ParquetTarget,
+        jobs.IcebergTarget,
+        jobs.DeltaFeedSource,
+        jobs.QuerySource,
+        jobs.Folder,
+        LocalRuntime,
+        SparkSubmitRuntime,
+        LagCondition,
+    ]
     for model in MODELS + job_models:
         out += ["", f"## {model.__name__}", "", (model.__doc__ or "").strip().splitlines()[0], ""]
         flink = model in (UpsertKafkaTable, KafkaTable)

@@ -21,6 +21,7 @@ from upsert_kafka_ops.spec.connection import KafkaConnection
 
 if TYPE_CHECKING:
     from upsert_kafka_ops.runtime import Runtime
+    from upsert_kafka_ops.runtime.execute import Mode
 
 
 def register(sub: Any) -> None:
@@ -37,8 +38,11 @@ def register(sub: Any) -> None:
     pb = sub.add_parser("backfill", help="bounded earliest -> end rebuild of a job's target")
     pb.add_argument("pipeline", type=Path, help="pipeline file (YAML or JSON)")
     pb.add_argument("--job", required=True, help="a backfill or materialize job")
-    pb.add_argument("--until", default=None,
-                    help="'latest' (default), epoch milliseconds, or offsets JSON {topic: {partition: offset}}")  # fmt: skip
+    pb.add_argument(
+        "--until",
+        default=None,
+        help="'latest' (default), epoch milliseconds, or offsets JSON {topic: {partition: offset}}",
+    )
     pb.add_argument("--rewind", action="store_true", help="allow an end older than the target's offsets")
     pb.add_argument("--json", action="store_true", help="print the result as JSON")
     _remote_arguments(pb)
@@ -70,8 +74,19 @@ def register(sub: Any) -> None:
 
 def results_table(results: list[dict[str, Any]]) -> str:
     """Job results as an aligned text table (one row per job), with each job's reason below it."""
-    head = ["job", "status", "mode", "execution", "run", "read", "upserted", "deleted", "written", "tombstones",
-            "seconds"]  # fmt: skip
+    head = [
+        "job",
+        "status",
+        "mode",
+        "execution",
+        "run",
+        "read",
+        "upserted",
+        "deleted",
+        "written",
+        "tombstones",
+        "seconds",
+    ]
     rows = [
         [
             r["job"],
@@ -127,8 +142,11 @@ def runtime_of(args: argparse.Namespace) -> Runtime:
     if args.remote is None:
         for option in ("token", "ca_cert"):
             if getattr(args, option) is not None:
-                raise SpecError(f"--{option.replace('_', '-')}", "is given without --remote.",
-                                "add --remote sc://HOST:PORT, or drop it.")  # fmt: skip
+                raise SpecError(
+                    f"--{option.replace('_', '-')}",
+                    "is given without --remote.",
+                    "add --remote sc://HOST:PORT, or drop it.",
+                )
         return runtime_for()
     refs = {"token": args.token, "ca_cert": args.ca_cert}
     try:
@@ -143,7 +161,7 @@ def runtime_of(args: argparse.Namespace) -> Runtime:
 def _run_many(
     pipeline: Pipeline,
     names: list[str],
-    mode: str | None,
+    mode: Mode | None,
     lock_timeout: float,
     runtime: Runtime,
 ) -> list[dict[str, Any]]:
@@ -160,8 +178,14 @@ def _run_many(
             if lineage is not None:
                 lineage.start()
             try:
-                r = execute_job(pipeline, name, mode=mode, runtime=runtime, spark=spark,  # type: ignore[arg-type]
-                                lock_timeout_s=lock_timeout)  # fmt: skip
+                r = execute_job(
+                    pipeline,
+                    name,
+                    mode=mode,
+                    runtime=runtime,
+                    spark=spark,
+                    lock_timeout_s=lock_timeout,
+                )
                 results.append(r.to_dict())
                 if lineage is not None:
                     lineage.complete(results[-1])
@@ -169,8 +193,16 @@ def _run_many(
                 if lineage is not None:
                     lineage.fail(str(exc))
                 job = pipeline.job(name)
-                results.append({"job": name, "kind": job.kind, "status": "failed", "error": str(exc),
-                                "duration_s": round(time.monotonic() - began, 3), "version": 1})  # fmt: skip
+                results.append(
+                    {
+                        "job": name,
+                        "kind": job.kind,
+                        "status": "failed",
+                        "error": str(exc),
+                        "duration_s": round(time.monotonic() - began, 3),
+                        "version": 1,
+                    }
+                )
                 print(f"upsert-kafka-ops: job {name} failed: {exc}", file=sys.stderr)
                 break
             except Exception as exc:  # Spark's own errors propagate; lineage still sees the failure
@@ -187,7 +219,9 @@ def run(args: argparse.Namespace) -> int:
     names = args.job or [j.name for j in pipeline.jobs]
     for n in names:
         pipeline.job(n)  # unknown names fail before Spark starts
-    results = _run_many(pipeline, names, args.mode, args.lock_timeout, runtime_of(args))
+    from upsert_kafka_ops.runtime.execute import as_mode
+
+    results = _run_many(pipeline, names, as_mode(args.mode, "--mode"), args.lock_timeout, runtime_of(args))
     _emit(results, args.json)
     return 1 if any(r["status"] != "succeeded" for r in results) else 0
 
@@ -216,8 +250,10 @@ def verify(args: argparse.Namespace) -> int:
         raise
     except Exception as exc:  # Spark's, the JDBC driver's: a service error (2), never "different" (1)
         first = (str(exc).strip().splitlines() or [""])[0][:500]
-        print(f"upsert-kafka-ops: error: verify of job {args.job!r} failed: {type(exc).__name__}: {first}",
-              file=sys.stderr)  # fmt: skip
+        print(
+            f"upsert-kafka-ops: error: verify of job {args.job!r} failed: {type(exc).__name__}: {first}",
+            file=sys.stderr,
+        )
         return 2
     finally:
         spark.stop()
@@ -270,8 +306,13 @@ def describe_topic(args: argparse.Namespace) -> int:
             f"cleanup.policy is {','.join(config.cleanup_policy)!r}: an upsert source should be compacted "
             "(cleanup.policy=compact), or old keys vanish with retention."
         )
-    doc = {"topic": args.topic, "topic_id": info.topic_id, "partitions": partitions,
-           "config": config.to_dict(), "warnings": warnings}  # fmt: skip
+    doc = {
+        "topic": args.topic,
+        "topic_id": info.topic_id,
+        "partitions": partitions,
+        "config": config.to_dict(),
+        "warnings": warnings,
+    }
     if args.json:
         print(json.dumps(doc, sort_keys=True, indent=2, default=str))
     else:

@@ -61,26 +61,44 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     conn.add_argument(
         "--connection", type=Path, help="a KafkaConnection as JSON or YAML (secrets as references)"
     )
-    conn.add_argument("--pipeline", type=Path, action="append",
-                      help="every job of this pipeline file, with its connections (instead of --group); "
-                      "repeat to serve several files from one port")  # fmt: skip
+    conn.add_argument(
+        "--pipeline",
+        type=Path,
+        action="append",
+        help="every job of this pipeline file, with its connections (instead of --group); "
+        "repeat to serve several files from one port",
+    )
     p.add_argument("--group", help="consumer group id (with --bootstrap-servers or --connection)")
     p.add_argument("--job", action="append", help="with --pipeline: only this job (repeat)")
     p.add_argument(
         "--topic", action="append", help="only this topic (repeat); default: every topic with commits"
     )
-    p.add_argument("--isolation", choices=ISOLATIONS, default="read_committed",
-                   help="the consumer's isolation level (default read_committed: lag against the last stable offset)")  # fmt: skip
-    p.add_argument("--uncommitted", choices=["earliest", "latest"], default="earliest",
-                   help="with --group: where a partition without a commit is read from, as the consumer's "
-                   "auto.offset.reset (default earliest: all its records wait)")  # fmt: skip
+    p.add_argument(
+        "--isolation",
+        choices=ISOLATIONS,
+        default="read_committed",
+        help="the consumer's isolation level (default read_committed: lag against the last stable offset)",
+    )
+    p.add_argument(
+        "--uncommitted",
+        choices=["earliest", "latest"],
+        default="earliest",
+        help="with --group: where a partition without a commit is read from, as the consumer's "
+        "auto.offset.reset (default earliest: all its records wait)",
+    )
     p.add_argument("--json", action="store_true", help="print a JSON document instead of a table")
     p.add_argument("--fail-on", choices=["WARN", "ERR"], help="exit 1 when the group status is this or worse")
-    p.add_argument("--allow-missing-group", action="store_true",
-                   help="report a group the cluster does not know as NOTFOUND (default: an error, exit 2)")  # fmt: skip
-    p.add_argument("--window", type=Path,
-                   help="JSON file keeping the evaluation window between runs (one per job with --pipeline); "
-                   "a directory (one file per pipeline, PIPELINE.json) with several --pipeline")  # fmt: skip
+    p.add_argument(
+        "--allow-missing-group",
+        action="store_true",
+        help="report a group the cluster does not know as NOTFOUND (default: an error, exit 2)",
+    )
+    p.add_argument(
+        "--window",
+        type=Path,
+        help="JSON file keeping the evaluation window between runs (one per job with --pipeline); "
+        "a directory (one file per pipeline, PIPELINE.json) with several --pipeline",
+    )
     p.add_argument("--no-time-lag", action="store_true", help="skip reading records (no time lag)")
     p.add_argument("--timeout", type=float, default=10.0, help="seconds per broker call (default 10)")
     p.add_argument("--allowed-lag", type=int, default=0, help="Burrow's allowed-lag (default 0)")
@@ -90,13 +108,21 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         type=float,
         help="batch job cadence in seconds (schedule-aware mode); a pipeline job's own schedule: wins",
     )
-    p.add_argument("--schedule-grace", type=float, default=0.0,
-                   help="seconds a scheduled run may be late before STOP (a job's schedule: or --schedule-interval)")  # fmt: skip
+    p.add_argument(
+        "--schedule-grace",
+        type=float,
+        default=0.0,
+        help="seconds a scheduled run may be late before STOP (a job's schedule: or --schedule-interval)",
+    )
     p.add_argument("--serve", action="store_true", help="serve /metrics (Prometheus) and /status (JSON)")
     p.add_argument("--host", default="127.0.0.1", help="address to serve on (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=9308, help="port to serve on (default 9308)")
-    p.add_argument("--min-interval", type=float, default=5.0,
-                   help="reuse an evaluation younger than this many seconds when serving (default 5)")  # fmt: skip
+    p.add_argument(
+        "--min-interval",
+        type=float,
+        default=5.0,
+        help="reuse an evaluation younger than this many seconds when serving (default 5)",
+    )
 
 
 def _connection(args: argparse.Namespace) -> KafkaConnection:
@@ -121,11 +147,21 @@ def watch_options(args: argparse.Namespace) -> WatchOptions:
     schedule = None
     if args.schedule_interval:
         schedule = Schedule(interval_s=args.schedule_interval, grace_s=args.schedule_grace)
-    evaluation = EvaluationConfig(intervals=args.intervals, allowed_lag=args.allowed_lag, schedule=schedule,
-                                  schedule_grace_s=args.schedule_grace)  # fmt: skip
-    return WatchOptions(isolation=args.isolation, time_lag=not args.no_time_lag, timeout_s=args.timeout,
-                        min_interval_s=args.min_interval, window_file=args.window, evaluation=evaluation,
-                        uncommitted=args.uncommitted)  # fmt: skip
+    evaluation = EvaluationConfig(
+        intervals=args.intervals,
+        allowed_lag=args.allowed_lag,
+        schedule=schedule,
+        schedule_grace_s=args.schedule_grace,
+    )
+    return WatchOptions(
+        isolation=args.isolation,
+        time_lag=not args.no_time_lag,
+        timeout_s=args.timeout,
+        min_interval_s=args.min_interval,
+        window_file=args.window,
+        evaluation=evaluation,
+        uncommitted=args.uncommitted,
+    )
 
 
 def group_monitor(args: argparse.Namespace) -> LagMonitor:
@@ -143,8 +179,11 @@ def pipeline_monitor(args: argparse.Namespace) -> PipelineLagMonitor | Pipelines
         try:
             folder.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
-            raise SpecError("--window", f"cannot create the folder {str(folder)!r}: {exc.strerror}.",
-                            "with several --pipeline, --window names a folder (one file per pipeline).") from None  # fmt: skip
+            raise SpecError(
+                "--window",
+                f"cannot create the folder {str(folder)!r}: {exc.strerror}.",
+                "with several --pipeline, --window names a folder (one file per pipeline).",
+            ) from None
     monitors = []
     for file in files:
         own = replace(options, window_file=folder / f"{file.stem}.json") if folder is not None else options
@@ -160,8 +199,18 @@ def _rows(status: LagStatus) -> list[str]:
         if p.time_lag_method in ("extrapolated", "next-record"):
             time_lag = (">=" if p.time_lag_method == "next-record" else "~") + time_lag
         lag = "-" if p.lag is None else str(p.lag) + (" LOST" if p.data_loss else "")
-        rows.append((p.topic, str(p.partition), "-" if p.committed is None else str(p.committed), str(p.end),
-                     lag, time_lag, ps.status, p.owner or "-"))  # fmt: skip
+        rows.append(
+            (
+                p.topic,
+                str(p.partition),
+                "-" if p.committed is None else str(p.committed),
+                str(p.end),
+                lag,
+                time_lag,
+                ps.status,
+                p.owner or "-",
+            )
+        )
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     return ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
 
@@ -226,9 +275,11 @@ def run(args: argparse.Namespace) -> int:
     unknown = report.group_state == "DEAD" and all(p.committed is None for p in report.partitions)
     if unknown and not args.allow_missing_group:  # most likely a typo: never a silent NOTFOUND that passes
         where = args.bootstrap_servers or str(args.connection)
-        print(f"upsert-kafka-ops lag: error: consumer group {args.group!r} does not exist on {where} (no member, "
-              "no committed offset). Check its name, or give --allow-missing-group to report it as NOTFOUND.",
-              file=sys.stderr)  # fmt: skip
+        print(
+            f"upsert-kafka-ops lag: error: consumer group {args.group!r} does not exist on {where} (no member, "
+            "no committed offset). Check its name, or give --allow-missing-group to report it as NOTFOUND.",
+            file=sys.stderr,
+        )
         return 2
     if args.json:
         print(json.dumps(lag_document(report, status), sort_keys=True, indent=2))

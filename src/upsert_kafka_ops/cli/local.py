@@ -21,14 +21,25 @@ def register(sub: Any) -> None:
     jsub = pj.add_subparsers(dest="jars_command", required=True)
     for name, text in (("fetch", "resolve the jars (a no-op when up to date)"), ("path", "print folders")):
         sp = jsub.add_parser(name, help=text)
-        sp.add_argument("--dir", type=Path, default=None, help=f"cache folder (default: ${jars.ENV_JARS_DIR} "
-                        "or the user cache directory)")  # fmt: skip
+        sp.add_argument(
+            "--dir",
+            type=Path,
+            default=None,
+            help=f"cache folder (default: ${jars.ENV_JARS_DIR} or the user cache directory)",
+        )
         sp.add_argument("--group", action="append", choices=sorted(jars.GROUP_NAMES), help="only this group")
         which = sp.add_mutually_exclusive_group()
-        which.add_argument("--spark-version", default=None, help="the jars for this Spark release (a cluster's, "
-                           "e.g. 3.5.6-amzn-1) instead of the installed pyspark's")  # fmt: skip
-        which.add_argument("--spark-submit", default=None, help="the jars for the Spark this spark-submit runs "
-                           "(read from its --version)")  # fmt: skip
+        which.add_argument(
+            "--spark-version",
+            default=None,
+            help="the jars for this Spark release (a cluster's, "
+            "e.g. 3.5.6-amzn-1) instead of the installed pyspark's",
+        )
+        which.add_argument(
+            "--spark-submit",
+            default=None,
+            help="the jars for the Spark this spark-submit runs (read from its --version)",
+        )
 
     pl = sub.add_parser("local", help="local services for development and tests")
     lsub = pl.add_subparsers(dest="service", required=True)
@@ -154,8 +165,17 @@ def _local_postgres(args: argparse.Namespace) -> int:
     state_dir = args.dir or lp.default_state_dir()
     if args.action == "start":
         server = lp.start_detached(state_dir)
-        print(json.dumps({"jdbc_url": server.jdbc_url, "port": server.port, "user": server.user,
-                          "password_file": str(server.password_file), "dir": str(state_dir)}))  # fmt: skip
+        print(
+            json.dumps(
+                {
+                    "jdbc_url": server.jdbc_url,
+                    "port": server.port,
+                    "user": server.user,
+                    "password_file": str(server.password_file),
+                    "dir": str(state_dir),
+                }
+            )
+        )
     elif args.action == "stop":
         print("stopped" if lp.stop_detached(state_dir) else "not running")
     else:
@@ -188,9 +208,15 @@ def _spark_connect(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, _stop)
     token, where = _server_token(args, work)
     server = LocalSparkConnect(
-        work, master=args.master, port=args.port, conf=conf, host=args.host, jar_groups=tuple(args.group),
-        token=token, insecure_no_token=args.insecure_no_token,
-    )  # fmt: skip
+        work,
+        master=args.master,
+        port=args.port,
+        conf=conf,
+        host=args.host,
+        jar_groups=tuple(args.group),
+        token=token,
+        insecure_no_token=args.insecure_no_token,
+    )
     if server.token is not None and where is None:  # generated: written where only its owner reads it
         where = {"file": str(_write_private(args.token_file or work / "token", server.token))}
     with server:

@@ -17,8 +17,11 @@ from upsert_kafka_ops.pipeline import Pipeline
 
 def load_pipeline(pipeline_file: str | Path | None, pipeline: Pipeline | None) -> Pipeline:
     if (pipeline_file is None) == (pipeline is None):
-        raise SpecError("pipeline", "give exactly one of pipeline_file or pipeline.",
-                        "e.g. pipeline_file='pipelines/demo.yaml'.")  # fmt: skip
+        raise SpecError(
+            "pipeline",
+            "give exactly one of pipeline_file or pipeline.",
+            "e.g. pipeline_file='pipelines/demo.yaml'.",
+        )
     return pipeline if pipeline is not None else Pipeline.load(pipeline_file)  # type: ignore[arg-type]
 
 
@@ -48,8 +51,11 @@ def plan(
     selected = list(jobs) if jobs is not None else names
     unknown = [j for j in selected if j not in names]
     if unknown:
-        raise SpecError("jobs", f"{', '.join(map(repr, unknown))} is not a job of the pipeline.",
-                        f"use some of: {', '.join(names)}.")  # fmt: skip
+        raise SpecError(
+            "jobs",
+            f"{', '.join(map(repr, unknown))} is not a job of the pipeline.",
+            f"use some of: {', '.join(names)}.",
+        )
     io = {n: job_datasets(pipeline, n) for n in names}
     writer: dict[tuple[str, str], str] = {}
     for n, (_, outputs) in io.items():
@@ -65,8 +71,11 @@ def plan(
         keys = [translator.get_asset_key(o) for o in outs]
         for k in keys:
             if k in seen:
-                raise SpecError("translator", f"jobs {seen[k]!r} and {n!r} both map to asset key {k.to_user_string()}.",
-                                "override get_asset_key so that every output has its own key.")  # fmt: skip
+                raise SpecError(
+                    "translator",
+                    f"jobs {seen[k]!r} and {n!r} both map to asset key {k.to_user_string()}.",
+                    "override get_asset_key so that every output has its own key.",
+                )
             seen[k] = n
         deps: list[dg.AssetKey] = []
         external: list[UpsertKafkaDataset] = []
@@ -90,13 +99,18 @@ def resolve_connections(pipeline: Pipeline, kafka_resources: Mapping[str, str], 
     for name, key in kafka_resources.items():
         res = getattr(resources, key, None)
         if res is None:
-            raise SpecError(f"kafka_resources.{name}", f"resource {key!r} was not provided to this evaluation.",
-                            f"bind resources={{{key!r}: UpsertKafkaResource(...)}} in Definitions, and list "
-                            f"{key!r} in the definition's required_resource_keys.")  # fmt: skip
+            raise SpecError(
+                f"kafka_resources.{name}",
+                f"resource {key!r} was not provided to this evaluation.",
+                f"bind resources={{{key!r}: UpsertKafkaResource(...)}} in Definitions, and list "
+                f"{key!r} in the definition's required_resource_keys.",
+            )
         if not isinstance(res, UpsertKafkaResource):
-            raise SpecError(f"kafka_resources.{name}", f"resource {key!r} is a {type(res).__name__}, not an "
-                            "UpsertKafkaResource.", f"bind resources={{{key!r}: UpsertKafkaResource(...)}} in "
-                            "Definitions.")  # fmt: skip
+            raise SpecError(
+                f"kafka_resources.{name}",
+                f"resource {key!r} is a {type(res).__name__}, not an UpsertKafkaResource.",
+                f"bind resources={{{key!r}: UpsertKafkaResource(...)}} in Definitions.",
+            )
         conns[name] = res.connection()
     return pipeline.with_connections(conns) if conns else pipeline
 
@@ -104,5 +118,8 @@ def resolve_connections(pipeline: Pipeline, kafka_resources: Mapping[str, str], 
 def check_kafka_resources(pipeline: Pipeline, kafka_resources: Mapping[str, str]) -> None:
     unknown = sorted(set(kafka_resources) - set(pipeline.connections))
     if unknown:
-        raise SpecError("kafka_resources", f"{', '.join(map(repr, unknown))} is not a connection of the pipeline.",
-                        f"use one of: {', '.join(sorted(pipeline.connections))}.")  # fmt: skip
+        raise SpecError(
+            "kafka_resources",
+            f"{', '.join(map(repr, unknown))} is not a connection of the pipeline.",
+            f"use one of: {', '.join(sorted(pipeline.connections))}.",
+        )

@@ -214,16 +214,22 @@ def _job_asset(
             yield from results_for(context, live, job, p.output_keys, result, check_names, reported)
             return
         if config.until is not None or config.mode is not None:
-            raise SpecError("until", "a partitioned snapshot asset takes its end from the partition.",
-                            "launch the partitions (or a range) instead of setting until or mode.")  # fmt: skip
+            raise SpecError(
+                "until",
+                "a partitioned snapshot asset takes its end from the partition.",
+                "launch the partitions (or a range) instead of setting until or mode.",
+            )
         snapshots: dict[str, dict[str, Any]] = {}
         for key in context.partition_keys:  # one bounded snapshot per partition, in order
             window = partitions_def.time_window_for_partition_key(key)
             end_ms = int(window.end.timestamp() * 1000)
             one = config.model_copy(update={"until": str(end_ms)})
             result, reported = run(context, live, job, one, runtime)
-            snapshots[key] = {"as_of": window.end.isoformat(), "records_read": result["records_read"],
-                              "rows": result["rows_upserted"]}  # fmt: skip
+            snapshots[key] = {
+                "as_of": window.end.isoformat(),
+                "records_read": result["records_read"],
+                "rows": result["rows_upserted"],
+            }
         yield from results_for(context, live, job, p.output_keys, result, check_names, reported, snapshots)
 
     return _asset
@@ -344,8 +350,10 @@ def _submit_with_pipes(
         if isinstance(r, dg.MaterializeResult) and r.asset_key is not None:
             reported[r.asset_key] = dict(r.metadata or {})
     if not reported:
-        context.log.warning(f"upsert-kafka job {job!r}: the driver reported nothing through Pipes; "
-                            "the metadata comes from its run result.")  # fmt: skip
+        context.log.warning(
+            f"upsert-kafka job {job!r}: the driver reported nothing through Pipes; "
+            "the metadata comes from its run result."
+        )
     return result, reported
 
 
@@ -426,20 +434,35 @@ def results_for(
         checks = []
         if KEYS_CHECK in check_names:
             n = int(read.get("keys_in_several_partitions", 0))
-            checks.append(dg.AssetCheckResult(
-                check_name=KEYS_CHECK, asset_key=key, passed=n == 0,
-                metadata={"keys_in_several_partitions": n, "distinct_keys": int(read.get("distinct_keys", 0))},
-                description="every key in one partition" if n == 0 else
-                f"{n} key(s) were found in more than one partition: their order is not defined.",
-            ))  # fmt: skip
+            checks.append(
+                dg.AssetCheckResult(
+                    check_name=KEYS_CHECK,
+                    asset_key=key,
+                    passed=n == 0,
+                    metadata={
+                        "keys_in_several_partitions": n,
+                        "distinct_keys": int(read.get("distinct_keys", 0)),
+                    },
+                    description="every key in one partition"
+                    if n == 0
+                    else f"{n} key(s) were found in more than one partition: their order is not defined.",
+                )
+            )
         if ROW_COUNT_CHECK in check_names and isinstance(spec, MaterializeJob | BackfillJob):
             live = _live_keys(pipe, spec, result["end_offsets"])
-            checks.append(dg.AssetCheckResult(
-                check_name=ROW_COUNT_CHECK, asset_key=key, passed=row_count == live,
-                metadata={"target_rows": row_count if row_count is not None else -1, "live_keys": live,
-                          "end_offsets": dg.MetadataValue.json(result["end_offsets"])},
-                description=f"target rows {row_count}, live keys of the topic {live}",
-            ))  # fmt: skip
+            checks.append(
+                dg.AssetCheckResult(
+                    check_name=ROW_COUNT_CHECK,
+                    asset_key=key,
+                    passed=row_count == live,
+                    metadata={
+                        "target_rows": row_count if row_count is not None else -1,
+                        "live_keys": live,
+                        "end_offsets": dg.MetadataValue.json(result["end_offsets"]),
+                    },
+                    description=f"target rows {row_count}, live keys of the topic {live}",
+                )
+            )
         own = {**meta, **(reported or {}).get(key, {})}
         yield dg.MaterializeResult(asset_key=key, metadata=own, check_results=checks)
 

@@ -99,7 +99,13 @@ class SparkRuntimeResource(dg.ConfigurableResource):  # type: ignore[type-arg]
         token = SecretRef.from_value(self.token) if self.token else None
         ca_cert = SecretRef(file=self.ca_cert) if self.ca_cert else None
         return runtime_for(
-            self.master, kind=self.runtime, conf=self.conf,
-            applicable={"deploy_mode": self.deploy_mode, "timeout_s": self.timeout_s, "token": token,
-                        "ca_cert": ca_cert},
-        )  # fmt: skip
+            self.master,
+            kind=self.runtime,
+            conf=self.conf,
+            applicable={
+                "deploy_mode": self.deploy_mode,
+                "timeout_s": self.timeout_s,
+                "token": token,
+                "ca_cert": ca_cert,
+            },
+        )

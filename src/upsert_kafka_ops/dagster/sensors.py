@@ -136,21 +136,36 @@ class _LagSubject:
     topics: list[str] | None
 
     @classmethod
-    def of(cls, job: str, pipe: Pipeline, group: str | None, connection: str | None,
-           topics: Sequence[str] | None, kafka_resources: Mapping[str, str] | None) -> "_LagSubject":  # fmt: skip
+    def of(
+        cls,
+        job: str,
+        pipe: Pipeline,
+        group: str | None,
+        connection: str | None,
+        topics: Sequence[str] | None,
+        kafka_resources: Mapping[str, str] | None,
+    ) -> "_LagSubject":
         kres = dict(kafka_resources or {})
         check_kafka_resources(pipe, kres)
         if group is not None and connection not in pipe.connections:
-            raise SpecError("connection", f"{connection!r} is not a connection of the pipeline.",
-                            f"name the group's cluster: one of {', '.join(sorted(pipe.connections))}.")  # fmt: skip
+            raise SpecError(
+                "connection",
+                f"{connection!r} is not a connection of the pipeline.",
+                f"name the group's cluster: one of {', '.join(sorted(pipe.connections))}.",
+            )
         return cls(job, pipe, kres, group, connection, list(topics) if topics else None)
 
     def gate(self, context: dg.SensorEvaluationContext, condition: LagCondition, window: Any) -> LagGate:
         # the daemon's tick fills only annotated parameters, never **kwargs: read context.resources
         live = resolve_connections(self.pipe, self.kres, context.resources)
         if self.group is not None and self.connection is not None:
-            return lag_gate(condition, connection=live.connections[self.connection], group=self.group,
-                            topics=self.topics, window=window)  # fmt: skip
+            return lag_gate(
+                condition,
+                connection=live.connections[self.connection],
+                group=self.group,
+                topics=self.topics,
+                window=window,
+            )
         return lag_gate(condition, pipeline=live, job=self.job, window=window)
 
 
@@ -258,8 +273,10 @@ def lag_status_sensor(
         changed = now != before if before else STATUS_ORDER[now["worst"]] > STATUS_ORDER["OK"]
         line = f"{now['status']} (worst partition {now['worst']})"
         if not changed:
-            return dg.SensorResult(skip_reason=dg.SkipReason(f"lag status unchanged: {line}; {gate.status.summary}"),
-                                   cursor=json.dumps(cursor))  # fmt: skip
+            return dg.SensorResult(
+                skip_reason=dg.SkipReason(f"lag status unchanged: {line}; {gate.status.summary}"),
+                cursor=json.dumps(cursor),
+            )
         was = f"{before['status']} (worst partition {before['worst']})" if before else "not yet evaluated"
         context.log.info(f"upsert-kafka lag of {group or job!r}: {was} -> {line}: {gate.status.summary}")
         cursor["changes"] = changes + 1
@@ -275,13 +292,18 @@ def lag_status_sensor(
         events = [dg.AssetObservation(asset_key=k, metadata=metadata) for k in keys]
         runs = []
         if target is not None:
-            runs.append(dg.RunRequest(
-                run_key=f"{group or job}:lag-status:{changes + 1}",
-                tags={"upsert_kafka/job": job, "upsert_kafka/lag_status": now["status"],
-                      "upsert_kafka/lag_worst_partition_status": now["worst"],
-                      "upsert_kafka/previous_lag_status": before["status"] if before else "",
-                      "upsert_kafka/previous_worst_partition_status": before["worst"] if before else ""},
-            ))  # fmt: skip
+            runs.append(
+                dg.RunRequest(
+                    run_key=f"{group or job}:lag-status:{changes + 1}",
+                    tags={
+                        "upsert_kafka/job": job,
+                        "upsert_kafka/lag_status": now["status"],
+                        "upsert_kafka/lag_worst_partition_status": now["worst"],
+                        "upsert_kafka/previous_lag_status": before["status"] if before else "",
+                        "upsert_kafka/previous_worst_partition_status": before["worst"] if before else "",
+                    },
+                )
+            )
         return dg.SensorResult(run_requests=runs, asset_events=events, cursor=json.dumps(cursor))
 
     return _sensor

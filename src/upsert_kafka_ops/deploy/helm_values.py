@@ -468,8 +468,11 @@ def values_schema() -> dict[str, Any]:
     raw = HelmValues.model_json_schema(by_alias=True)
     schema = _inline(raw, raw.get("$defs", {}))
     _with_defaults(schema, default_values())
-    return {"$schema": "https://json-schema.org/draft/2020-12/schema", "title": "upsert-kafka-ops chart values",
-            **schema}  # fmt: skip
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "title": "upsert-kafka-ops chart values",
+        **schema,
+    }
 
 
 def values_schema_json() -> str:

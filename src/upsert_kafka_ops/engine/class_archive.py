@@ -111,8 +111,12 @@ def build(conf: dict[str, str], log: bool = True) -> Path | None:
         partial = Path(tmp) / path.name
         proc = subprocess.run(
             [sys.executable, "-m", "upsert_kafka_ops.engine.class_archive_training", str(partial)],
-            stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=600, check=False,
-        )  # fmt: skip
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=600,
+            check=False,
+        )
         if proc.returncode != 0 or not partial.is_file():
             raise ToolchainError(
                 f"the Spark driver's class archive could not be built (exit {proc.returncode}):\n"

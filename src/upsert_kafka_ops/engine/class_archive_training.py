@@ -31,20 +31,32 @@ def train(out: Path) -> None:
             .option("assign", '{"t":[0]}')
             .load()
         )
-        columns = [{"name": "id", "type": "BIGINT"}, {"name": "v", "type": "STRING"},
-                   {"name": "d", "type": "DECIMAL(12, 2)"}, {"name": "ts", "type": "TIMESTAMP(3)"}]  # fmt: skip
-        raw = spark.range(2000).selectExpr(
-            "'t' AS topic", "CAST(id % 2 AS INT) AS partition", "id AS offset",
-            "timestamp_millis(id) AS timestamp", "0 AS timestampType",
-            "CAST(to_json(named_struct('id', id % 100)) AS BINARY) AS key",
-            "CAST(to_json(named_struct('id', id % 100, 'v', CAST(id AS STRING), 'd', id / 100, "
-            "'ts', '2026-01-01 00:00:00.123')) AS BINARY) AS value",
-        ).unionByName(kafka.where("false").drop("headers"), allowMissingColumns=True)  # fmt: skip
+        columns = [
+            {"name": "id", "type": "BIGINT"},
+            {"name": "v", "type": "STRING"},
+            {"name": "d", "type": "DECIMAL(12, 2)"},
+            {"name": "ts", "type": "TIMESTAMP(3)"},
+        ]
+        raw = (
+            spark.range(2000)
+            .selectExpr(
+                "'t' AS topic",
+                "CAST(id % 2 AS INT) AS partition",
+                "id AS offset",
+                "timestamp_millis(id) AS timestamp",
+                "0 AS timestampType",
+                "CAST(to_json(named_struct('id', id % 100)) AS BINARY) AS key",
+                "CAST(to_json(named_struct('id', id % 100, 'v', CAST(id AS STRING), 'd', id / 100, "
+                "'ts', '2026-01-01 00:00:00.123')) AS BINARY) AS value",
+            )
+            .unionByName(kafka.where("false").drop("headers"), allowMissingColumns=True)
+        )
         for fmt in ("json", "csv", "avro"):
             table = UpsertKafkaTable.from_options(
                 {"connector": "upsert-kafka", "topic": "t", "key.format": fmt, "value.format": fmt},
-                columns=columns, primary_key=["id"],
-            )  # fmt: skip
+                columns=columns,
+                primary_key=["id"],
+            )
             kd, vd = table.key_codec().decode(F.col("key")), table.value_codec().decode(F.col("value"))
             raw.select(kd.value.alias("k"), vd.value.alias("v"), vd.error).collect()
         per_key = raw.groupBy("key", "topic", "partition").agg(
@@ -58,8 +70,10 @@ def train(out: Path) -> None:
         spark.conf.set("spark.databricks.delta.write.txnAppId", "train")
         spark.conf.set("spark.databricks.delta.write.txnVersion", "1")
         per_key.select("key", "n").createOrReplaceTempView("train_changes")
-        spark.sql(f"MERGE INTO {delta_ref(delta)} AS t USING train_changes AS s ON t.key = s.key "
-                  "WHEN MATCHED THEN UPDATE SET * WHEN NOT MATCHED THEN INSERT *").collect()  # fmt: skip
+        spark.sql(
+            f"MERGE INTO {delta_ref(delta)} AS t USING train_changes AS s ON t.key = s.key "
+            "WHEN MATCHED THEN UPDATE SET * WHEN NOT MATCHED THEN INSERT *"
+        ).collect()
         delta_last_commit(spark, delta)
         spark.read.format("delta").load(delta).write.parquet(parquet)
         spark.read.parquet(parquet).count()

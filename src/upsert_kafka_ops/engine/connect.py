@@ -132,7 +132,9 @@ def refused(exc: BaseException, endpoint: str) -> SpecError | None:
     if "UNAUTHENTICATED" not in text:
         return None
     if "No authentication token provided" in text:
-        return SpecError("token", f"the Spark Connect server at {endpoint} requires a token; none was sent.",
-                         _TOKEN_FIX)  # fmt: skip
-    return SpecError("token", f"the Spark Connect server at {endpoint} refused the token sent (not its token).",
-                     _TOKEN_FIX)  # fmt: skip
+        return SpecError(
+            "token", f"the Spark Connect server at {endpoint} requires a token; none was sent.", _TOKEN_FIX
+        )
+    return SpecError(
+        "token", f"the Spark Connect server at {endpoint} refused the token sent (not its token).", _TOKEN_FIX
+    )

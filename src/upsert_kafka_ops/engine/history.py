@@ -237,13 +237,20 @@ def as_of(
         began = start.isNull() | (start <= point)
         return versions.where(began & (end.isNull() | (end > point))).select(*names)
     if history.sequence_by is not None:
-        raise SpecError("as_of.offsets", f"versions ordered by {history.sequence_by!r} are not in the topic's "
-                        "order, so offsets do not cut them.", "ask for a point of sequence_by with at=.")  # fmt: skip
+        raise SpecError(
+            "as_of.offsets",
+            f"versions ordered by {history.sequence_by!r} are not in the topic's "
+            "order, so offsets do not cut them.",
+            "ask for a point of sequence_by with at=.",
+        )
     assert offsets is not None
     (topic_offsets,) = offsets.values() if len(offsets) == 1 else (None,)
     if topic_offsets is None:
-        raise SpecError("as_of.offsets", f"names {len(offsets)} topics; a history table reads one.",
-                        "give the offsets of its topic.")  # fmt: skip
+        raise SpecError(
+            "as_of.offsets",
+            f"names {len(offsets)} topics; a history table reads one.",
+            "give the offsets of its topic.",
+        )
     ends = F.create_map(*[F.lit(v) for p, o in sorted(topic_offsets.items()) for v in (int(p), int(o))])
     opened = F.col(OPENED[1]) < F.coalesce(ends[F.col(OPENED[0])], F.lit(0))
     closed = F.col(CLOSED[1]).isNotNull() & (F.col(CLOSED[1]) < F.coalesce(ends[F.col(CLOSED[0])], F.lit(0)))

@@ -161,8 +161,9 @@ def iceberg_merge(
     keys = [F.col(quote_name(k)) for k in table.primary_key]  # quoted: a name may hold a dot
     # Iceberg's MERGE returns no counts: every +U row updates or inserts one row; a -D row deletes
     # one when its key is in the table (counted before the MERGE takes it out)
-    counts = src.agg(F.count(F.when(F.col("op") != "-D", 1)).alias("u"),
-                     F.count(F.when(F.col("op") == "-D", 1)).alias("d")).first()  # fmt: skip
+    counts = src.agg(
+        F.count(F.when(F.col("op") != "-D", 1)).alias("u"), F.count(F.when(F.col("op") == "-D", 1)).alias("d")
+    ).first()
     assert counts is not None
     deleted = 0
     if counts["d"]:

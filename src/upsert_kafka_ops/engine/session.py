@@ -326,8 +326,11 @@ def build_spark_session(master: str = "local[*]", **kwargs: Any) -> SparkSession
             if archive is None or "JAVA_GATEWAY_EXITED" not in str(exc):
                 raise
             # a damaged archive stops the JVM at start: remove it and start without it
-            print(f"upsert-kafka-ops: the JVM could not map {archive} (its crash report, hs_err_pid*.log, "
-                  "is in the working folder); removed it, starting without it", file=sys.stderr)  # fmt: skip
+            print(
+                f"upsert-kafka-ops: the JVM could not map {archive} (its crash report, hs_err_pid*.log, "
+                "is in the working folder); removed it, starting without it",
+                file=sys.stderr,
+            )
             archive.unlink(missing_ok=True)
             conf = spark_conf(master, **kwargs)
             _start_context(conf, quiet=level in ("error", "warn"))

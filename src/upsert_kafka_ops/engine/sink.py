@@ -157,9 +157,12 @@ def _record_size(records: DataFrame) -> Column:
     size = F.coalesce(F.length("key"), F.lit(0)) + F.coalesce(F.length("value"), F.lit(0))
     if "headers" in records.columns:
         header = F.aggregate(
-            F.col("headers"), F.lit(0),
-            lambda acc, h: acc + F.coalesce(F.length(h["key"]), F.lit(0)) + F.coalesce(F.length(h["value"]), F.lit(0)),
-        )  # fmt: skip
+            F.col("headers"),
+            F.lit(0),
+            lambda acc, h: (
+                acc + F.coalesce(F.length(h["key"]), F.lit(0)) + F.coalesce(F.length(h["value"]), F.lit(0))
+            ),
+        )
         size = size + F.coalesce(header, F.lit(0))
     return size + F.lit(RECORD_OVERHEAD)
 

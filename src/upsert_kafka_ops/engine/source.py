@@ -263,9 +263,10 @@ def _fold(
     kcodec, vcodec = table.key_codec(), table.value_codec()
     key_names = [c.name for c in table.key_columns]
     if bounds.span() == 0:  # nothing to read (a caught-up incremental run): no Spark job at all
-        return Read(_nothing(spark, table, raw, key_names, vcodec, keep_deletes), _result(
-            keep_deletes, bounds, dict.fromkeys(_STATS, 0), 0, 0, began
-        ))  # fmt: skip
+        return Read(
+            _nothing(spark, table, raw, key_names, vcodec, keep_deletes),
+            _result(keep_deletes, bounds, dict.fromkeys(_STATS, 0), 0, 0, began),
+        )
     # the range is scanned once for the fold and the winning values (and first for a full check)
     progress.expect(bounds.span())
 
@@ -358,8 +359,16 @@ def _per_key_bytes(table: UpsertKafkaTable, raw: DataFrame, kcodec: Any, key_nam
         *[kd.value.getField(table.key_field_name(k)).alias(k) for k in key_names],
         F.col("key").isNull().alias("null_key"),
         _key_error(table, kd).alias("key_error"),
-        "topic", "partition", "offset", "ts", "tomb", "n", "tombs", "bytes", "rec",
-    )  # fmt: skip
+        "topic",
+        "partition",
+        "offset",
+        "ts",
+        "tomb",
+        "n",
+        "tombs",
+        "bytes",
+        "rec",
+    )
 
 
 def _winners(per_bytes: DataFrame, key_names: list[str]) -> DataFrame:

@@ -127,8 +127,10 @@ class AvroConfluentCodec:
                 log.warning(
                     "avro-confluent: schema id %d under %s lacks the column(s) %s, which are NOT NULL in the "
                     "table (no default): its records cannot be read with these columns.",
-                    sid, self.read_subjects, ", ".join(missing),
-                )  # fmt: skip
+                    sid,
+                    self.read_subjects,
+                    ", ".join(missing),
+                )
                 continue
             writer = json.dumps(plain_reader(writer_schema))
             options = {"mode": "PERMISSIVE", "avroSchema": reader}

@@ -130,12 +130,24 @@ def keystore_pem(
         folder = _private_dir()
         p12 = folder / f"key-{len(_done)}.p12"
         _run(
-            ["-importkeystore", "-noprompt", "-srckeystore", str(path), "-srcstorepass:env", "UKO_STORE_PASSWORD",
-             "-destkeystore", str(p12), "-deststoretype", "PKCS12", "-deststorepass:env", "UKO_STORE_PASSWORD"],
+            [
+                "-importkeystore",
+                "-noprompt",
+                "-srckeystore",
+                str(path),
+                "-srcstorepass:env",
+                "UKO_STORE_PASSWORD",
+                "-destkeystore",
+                str(p12),
+                "-deststoretype",
+                "PKCS12",
+                "-deststorepass:env",
+                "UKO_STORE_PASSWORD",
+            ],
             {"UKO_STORE_PASSWORD": password},
             path,
             option,
-        )  # fmt: skip
+        )
         try:
             private, cert, chain = pkcs12.load_key_and_certificates(p12.read_bytes(), password.encode())
         finally:

@@ -117,9 +117,14 @@ def _statement(script: _Script, line: int, column: int, statement: str) -> None:
         _set(script, line, column, statement)
     else:
         words = " ".join(statement.split()[:3])
-        script.problem(line, column, words, "has no equivalent in a pipeline file",
-                       "a script here holds CREATE TABLE, INSERT INTO ... SELECT and SET statements; "
-                       "write a view's query into the INSERT that reads it")  # fmt: skip
+        script.problem(
+            line,
+            column,
+            words,
+            "has no equivalent in a pipeline file",
+            "a script here holds CREATE TABLE, INSERT INTO ... SELECT and SET statements; "
+            "write a view's query into the INSERT that reads it",
+        )
 
 
 def _after(text: str, offset: int, line: int, column: int) -> tuple[int, int]:
@@ -156,8 +161,10 @@ def _create_table(script: _Script, line: int, column: int, statement: str) -> No
         parsed = parse_create_table(statement)
     except DdlError as exc:
         if exc.construct == "WATERMARK":
-            script.notes.append(f"line {line + exc.line - 1}: WATERMARK dropped: a run here reads a bounded "
-                                "range of offsets, and the script's queries have no event-time windows")  # fmt: skip
+            script.notes.append(
+                f"line {line + exc.line - 1}: WATERMARK dropped: a run here reads a bounded "
+                "range of offsets, and the script's queries have no event-time windows"
+            )
             _create_table(script, line, column, _without_watermark(statement, exc))
             return
         problem = exc.message.split(" (line ", 1)[0]
@@ -167,9 +174,13 @@ def _create_table(script: _Script, line: int, column: int, statement: str) -> No
         return
     connector = parsed.options.get("connector")
     if connector not in (*_KAFKA, *_WAREHOUSES):
-        script.problem(line, column, f"table {parsed.name}",
-                       f"has connector {connector!r}, which a pipeline neither reads nor writes",
-                       f"use one of: upsert-kafka, kafka, {', '.join(sorted(_WAREHOUSES))}")  # fmt: skip
+        script.problem(
+            line,
+            column,
+            f"table {parsed.name}",
+            f"has connector {connector!r}, which a pipeline neither reads nor writes",
+            f"use one of: upsert-kafka, kafka, {', '.join(sorted(_WAREHOUSES))}",
+        )
         return
     try:  # a Kafka table's options and columns, as the pipeline will read them
         if connector in _KAFKA:
@@ -194,18 +205,30 @@ def _set(script: _Script, line: int, column: int, statement: str) -> None:
     elif key in _CHECKPOINT_KEYS:
         folder = re.sub(r"^file://", "", re.sub(r"^s3[ap]?://", "s3a://", value)).rstrip("/")
         if re.match(r"^[a-z][a-z0-9+.-]*://", folder) and not folder.startswith("s3a://"):
-            script.problem(line, column, f"SET '{key}'", f"is {value!r}: checkpoints here are in a local "
-                           "folder or on S3", "give a file:// or s3:// folder")  # fmt: skip
+            script.problem(
+                line,
+                column,
+                f"SET '{key}'",
+                f"is {value!r}: checkpoints here are in a local folder or on S3",
+                "give a file:// or s3:// folder",
+            )
         else:
             script.checkpoints = folder
     elif key == "table.local-time-zone" and value.upper() in ("UTC", "Z", "+00:00"):
         script.notes.append(f"line {line}: SET '{key}' = '{value}': runs here are in UTC already")
     elif _RUNTIME_KEYS.match(key):
-        script.notes.append(f"line {line}: SET '{key}' dropped: it tunes Flink's runtime, which a Spark run "
-                            "over a bounded read does not have")  # fmt: skip
+        script.notes.append(
+            f"line {line}: SET '{key}' dropped: it tunes Flink's runtime, which a Spark run "
+            "over a bounded read does not have"
+        )
     else:
-        script.problem(line, column, f"SET '{key}'", "has no equivalent here",
-                       "remove it (a Spark setting goes to the runtime's spark_conf)")  # fmt: skip
+        script.problem(
+            line,
+            column,
+            f"SET '{key}'",
+            "has no equivalent here",
+            "remove it (a Spark setting goes to the runtime's spark_conf)",
+        )
 
 
 def _servers(table: DdlTable) -> str:
@@ -229,8 +252,13 @@ def _job(script: _Script, line: int, column: int, statement: str) -> dict[str, A
         return None
     unknown = [t for t in [insert.sink, *insert.reads] if t not in script.tables]
     if unknown:
-        script.problem(line, column, f"table {unknown[0]}", "is not created in the script",
-                       "add its CREATE TABLE statement before the INSERT")  # fmt: skip
+        script.problem(
+            line,
+            column,
+            f"table {unknown[0]}",
+            "is not created in the script",
+            "add its CREATE TABLE statement before the INSERT",
+        )
         return None
     sink, reads = insert.sink, insert.reads
     sink_line, sink_table, _ = script.tables[sink]
@@ -238,22 +266,41 @@ def _job(script: _Script, line: int, column: int, statement: str) -> dict[str, A
     if connector in _KAFKA:
         for table in reads:
             if script.tables[table][1].options.get("connector") not in _KAFKA:
-                script.problem(line, column, f"table {table}", "is a warehouse table: a job reads Kafka tables",
-                               "read the topic the warehouse table was written from")  # fmt: skip
+                script.problem(
+                    line,
+                    column,
+                    f"table {table}",
+                    "is a warehouse table: a job reads Kafka tables",
+                    "read the topic the warehouse table was written from",
+                )
                 return None
-        return {"name": sink, "kind": "topic-to-topic", "sources": {t: {"table": t} for t in reads},
-                "query": insert.query, "sink": {"table": sink}}  # fmt: skip
+        return {
+            "name": sink,
+            "kind": "topic-to-topic",
+            "sources": {t: {"table": t} for t in reads},
+            "query": insert.query,
+            "sink": {"table": sink},
+        }
     if not (insert.plain_copy and script.tables[reads[0]][1].options.get("connector") == "upsert-kafka"):
-        script.problem(line, column, f"INSERT INTO {sink}",
-                       "writes a warehouse table from a query: a materialize job folds one upsert-kafka table",
-                       "write SELECT * FROM the upsert-kafka table; compute the query in a topic-to-topic job "
-                       "into an upsert-kafka table first")  # fmt: skip
+        script.problem(
+            line,
+            column,
+            f"INSERT INTO {sink}",
+            "writes a warehouse table from a query: a materialize job folds one upsert-kafka table",
+            "write SELECT * FROM the upsert-kafka table; compute the query in a topic-to-topic job "
+            "into an upsert-kafka table first",
+        )
         return None
     source_columns = [c.name for c in script.tables[reads[0]][1].columns if c.metadata_key is None]
     if [c.name for c in sink_table.columns] != source_columns:
-        script.problem(line, column, f"INSERT INTO {sink}", f"table {sink} has the columns "
-                       f"{[c.name for c in sink_table.columns]}, {reads[0]} {source_columns}",
-                       "a materialize job writes the upsert table's columns: declare the same ones")  # fmt: skip
+        script.problem(
+            line,
+            column,
+            f"INSERT INTO {sink}",
+            f"table {sink} has the columns "
+            f"{[c.name for c in sink_table.columns]}, {reads[0]} {source_columns}",
+            "a materialize job writes the upsert table's columns: declare the same ones",
+        )
         return None
     target_spec = _WAREHOUSES[connector](script, sink_line, sink_table)
     if target_spec is None:
@@ -271,26 +318,42 @@ def _jdbc(script: _Script, line: int, table: DdlTable) -> dict[str, Any] | None:
     url = table.options.get("url", "")
     match = re.match(r"^jdbc:postgresql://([^/:?]+)(?::(\d+))?/([^?]+)", url)
     if match is None or "table-name" not in table.options or "username" not in table.options:
-        script.problem(line, 1, f"table {table.name}",
-                       "is a jdbc table without a jdbc:postgresql:// url, 'table-name' and 'username'",
-                       "a PostgreSQL target needs all three")  # fmt: skip
+        script.problem(
+            line,
+            1,
+            f"table {table.name}",
+            "is a jdbc table without a jdbc:postgresql:// url, 'table-name' and 'username'",
+            "a PostgreSQL target needs all three",
+        )
         return None
-    spec: dict[str, Any] = {"kind": "postgres", "host": match.group(1), "database": match.group(3),
-                            "user": table.options["username"], "table": table.options["table-name"]}  # fmt: skip
+    spec: dict[str, Any] = {
+        "kind": "postgres",
+        "host": match.group(1),
+        "database": match.group(3),
+        "user": table.options["username"],
+        "table": table.options["table-name"],
+    }
     if match.group(2):
         spec["port"] = int(match.group(2))
     if "password" in table.options:
         variable = f"{table.name.upper()}_PASSWORD"
         spec["password"] = {"env": variable}
-        script.notes.append(f"line {line}: table {table.name}'s password is read from ${variable} "
-                            "(a pipeline file holds references, never a secret)")  # fmt: skip
+        script.notes.append(
+            f"line {line}: table {table.name}'s password is read from ${variable} "
+            "(a pipeline file holds references, never a secret)"
+        )
     return spec
 
 
 def _filesystem(script: _Script, line: int, table: DdlTable) -> dict[str, Any] | None:
     if table.options.get("format") != "parquet" or "path" not in table.options:
-        script.problem(line, 1, f"table {table.name}", "is a filesystem table that is not Parquet with a 'path'",
-                       "write 'format' = 'parquet' and a 'path'")  # fmt: skip
+        script.problem(
+            line,
+            1,
+            f"table {table.name}",
+            "is a filesystem table that is not Parquet with a 'path'",
+            "write 'format' = 'parquet' and a 'path'",
+        )
         return None
     return {"kind": "parquet", "path": table.options["path"]}
 

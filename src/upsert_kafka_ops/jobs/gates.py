@@ -247,11 +247,19 @@ def lag_gate(
     window_json = window.to_json() if isinstance(window, LagWindow) else window
     history = LagWindow.from_json(window_json).points()
     if pipeline is not None and job is not None:
-        report = job_lag(pipeline, job, isolation=isolation, fetch_records=fetch, history=history,
-                         timeout=timeout)  # fmt: skip
+        report = job_lag(
+            pipeline, job, isolation=isolation, fetch_records=fetch, history=history, timeout=timeout
+        )
     elif connection is not None and group is not None:
-        report = group_lag(connection, group, isolation=isolation, topics=topics, fetch_records=fetch,
-                           history=history, timeout=timeout)  # fmt: skip
+        report = group_lag(
+            connection,
+            group,
+            isolation=isolation,
+            topics=topics,
+            fetch_records=fetch,
+            history=history,
+            timeout=timeout,
+        )
     else:
         raise SpecError("job", "nothing to measure.", "give pipeline and job, or connection and group.")
     return judge(report, condition, window_json)

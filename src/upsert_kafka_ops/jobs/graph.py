@@ -35,8 +35,11 @@ def _check_acyclic(graph: dict[str, list[str]]) -> None:
             return
         if state.get(node) == 1:
             cycle = [*path[path.index(node) :], node]
-            raise SpecError("jobs", f"the jobs read each other in a cycle: {' -> '.join(cycle)}.",
-                            "split the pipeline, or let one job read a different topic.")  # fmt: skip
+            raise SpecError(
+                "jobs",
+                f"the jobs read each other in a cycle: {' -> '.join(cycle)}.",
+                "split the pipeline, or let one job read a different topic.",
+            )
         state[node] = 1
         for up in graph[node]:
             visit(up, [*path, node])

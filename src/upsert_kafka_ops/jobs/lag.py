@@ -179,20 +179,42 @@ def _job_lag(
                 (t, p): held.get((t, p)) for t, info in sorted(found.items()) for p in range(info.partitions)
             }
             missing = tuple(sorted({t for t, _ in held} - set(found)))
-            report = compute_lag(a, committed, isolation=isolation, group=None, fetch_records=fetch_records,
-                                 history=history, now=now)  # fmt: skip
+            report = compute_lag(
+                a,
+                committed,
+                isolation=isolation,
+                group=None,
+                fetch_records=fetch_records,
+                history=history,
+                now=now,
+            )
             report = dataclasses.replace(report, missing_topics=missing)
             return report, stored
         if not by_conn:  # a publish job reads no topic: whatever its group committed (normally nothing)
             sink = spec.sink if isinstance(spec, PublishJob | TopicToTopicJob) else None
             conn = sink.connection if sink is not None else next(iter(pipeline.connections))
-            return group_lag(admin(conn), spec.consumer_group, isolation=isolation,
-                             fetch_records=fetch_records, history=history, now=now), None  # fmt: skip
+            return group_lag(
+                admin(conn),
+                spec.consumer_group,
+                isolation=isolation,
+                fetch_records=fetch_records,
+                history=history,
+                now=now,
+            ), None
         reports = []
         for conn, sources in by_conn.items():
             a = admin(conn)
-            reports.append(group_lag(a, spec.consumer_group, isolation=isolation, topics=_topics(a, sources),
-                                     fetch_records=fetch_records, history=history, now=now))  # fmt: skip
+            reports.append(
+                group_lag(
+                    a,
+                    spec.consumer_group,
+                    isolation=isolation,
+                    topics=_topics(a, sources),
+                    fetch_records=fetch_records,
+                    history=history,
+                    now=now,
+                )
+            )
         return _merge(reports), None
     finally:
         if admins is None:
@@ -229,9 +251,10 @@ def pipeline_lag_names(pipeline: Pipeline, jobs: Iterable[str] | None = None) ->
     for name in names:
         if isinstance(pipeline.job(name), PublishJob):  # unknown names fail in job() too
             raise SpecError(
-                "job", f"{name!r} is a publish job: it reads no topic, so it has no lag.",
+                "job",
+                f"{name!r} is a publish job: it reads no topic, so it has no lag.",
                 f"leave it out; the jobs with a lag are: {', '.join(lag_jobs(pipeline)) or 'none'}.",
-            )  # fmt: skip
+            )
     return names
 
 
@@ -259,16 +282,36 @@ def pipeline_lag(
     try:
         for spec in specs:
             target = getattr(spec, "target", None)
-            base = JobLag(job=spec.name, kind=spec.kind, offsets_from=offsets_from(spec),
-                          group=spec.consumer_group, target=getattr(target, "uri", None), report=None)  # fmt: skip
+            base = JobLag(
+                job=spec.name,
+                kind=spec.kind,
+                offsets_from=offsets_from(spec),
+                group=spec.consumer_group,
+                target=getattr(target, "uri", None),
+                report=None,
+            )
             try:
-                report, stored = _job_lag(pipeline, spec, isolation, fetch_records, (history or {}).get(spec.name),
-                                       now, timeout, pool)  # fmt: skip
+                report, stored = _job_lag(
+                    pipeline,
+                    spec,
+                    isolation,
+                    fetch_records,
+                    (history or {}).get(spec.name),
+                    now,
+                    timeout,
+                    pool,
+                )
             except UpsertKafkaOpsError as exc:
                 out.append(dataclasses.replace(base, error=str(exc)))
                 continue
-            out.append(dataclasses.replace(base, report=report, stored_run=stored.run if stored else None,
-                                           stored_mode=stored.mode if stored else None))  # fmt: skip
+            out.append(
+                dataclasses.replace(
+                    base,
+                    report=report,
+                    stored_run=stored.run if stored else None,
+                    stored_mode=stored.mode if stored else None,
+                )
+            )
     finally:
         if admins is None:
             for a in pool.values():

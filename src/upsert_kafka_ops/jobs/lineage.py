@@ -210,8 +210,14 @@ def transport_from_env(env: Mapping[str, str] | None = None) -> Transport | None
             timeout = float(e.get("UKO_OPENLINEAGE_TIMEOUT", "5") or 5)
         except ValueError:
             timeout = 5.0
-        items.append(HttpTransport(url, e.get("OPENLINEAGE_ENDPOINT") or "api/v1/lineage",
-                                   max(0.1, timeout), e.get("OPENLINEAGE_API_KEY") or None))  # fmt: skip
+        items.append(
+            HttpTransport(
+                url,
+                e.get("OPENLINEAGE_ENDPOINT") or "api/v1/lineage",
+                max(0.1, timeout),
+                e.get("OPENLINEAGE_API_KEY") or None,
+            )
+        )
     file = e.get("UKO_OPENLINEAGE_FILE", "").strip()
     if file:
         items.append(FileTransport(Path(file)))
@@ -256,8 +262,15 @@ class RunLineage:
 
     def _send(self, event_type: EventType, **kw: Any) -> None:
         try:
-            event = run_event(event_type, run_id=self.run_id, job_name=self.job, namespace=self.namespace,
-                              inputs=self.inputs, outputs=self.outputs, **kw)  # fmt: skip
+            event = run_event(
+                event_type,
+                run_id=self.run_id,
+                job_name=self.job,
+                namespace=self.namespace,
+                inputs=self.inputs,
+                outputs=self.outputs,
+                **kw,
+            )
             self.transport.emit(event)
         except Exception as exc:  # lineage never fails a job
             _log.warning("OpenLineage %s event of job %s not sent: %s", event_type, self.job, exc)

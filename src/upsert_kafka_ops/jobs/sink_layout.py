@@ -83,8 +83,11 @@ def check(
         log.warning(
             "job %s: sink topic %s has %d partitions, %d when the job last wrote it; writing anyway "
             "(on_partitions_changed: write): keys written before may now have records in two partitions",
-            job, topic, now, then,
-        )  # fmt: skip
+            job,
+            topic,
+            now,
+            then,
+        )
         return {topic: now}
     raise SinkPartitionsError(
         f"job {job!r}: sink topic {topic!r} has {now} partitions, {then} when the job last wrote it. Kafka "

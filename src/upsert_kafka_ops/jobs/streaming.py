@@ -126,14 +126,19 @@ def _register_streams(
                     F.col("_bad"),
                     F.raise_error(
                         F.concat(
-                            F.lit("Cannot decode the value of the record at topic "), F.col("_topic"),
-                            F.lit(", partition "), F.col("_partition").cast("string"), F.lit(", offset "),
+                            F.lit("Cannot decode the value of the record at topic "),
+                            F.col("_topic"),
+                            F.lit(", partition "),
+                            F.col("_partition").cast("string"),
+                            F.lit(", offset "),
                             F.col("_offset").cast("string"),
-                            F.lit(". Set 'value.<format>.ignore-parse-errors' = 'true' to skip such records."),
+                            F.lit(
+                                ". Set 'value.<format>.ignore-parse-errors' = 'true' to skip such records."
+                            ),
                         )
                     ),
                 ).otherwise(F.lit(True))
-            )  # fmt: skip
+            )
         decoded = decoded.drop("_bad", "_topic", "_partition", "_offset")
         decoded.createOrReplaceTempView(name)
         views.append(name)
@@ -180,8 +185,10 @@ def _fingerprint(job: TopicToTopicJob, connections: Mapping[str, KafkaConnection
         }
         for k, v in sorted(job.sources.items())
     }
-    sink = {"table": json.loads(job.sink.table.model_dump_json()),
-            "cluster": connections[job.sink.connection].bootstrap_servers}  # fmt: skip
+    sink = {
+        "table": json.loads(job.sink.table.model_dump_json()),
+        "cluster": connections[job.sink.connection].bootstrap_servers,
+    }
     text = json.dumps(
         {"query": " ".join(job.query.split()), "sources": sources, "sink": sink}, sort_keys=True
     )
@@ -262,8 +269,10 @@ def run_streaming(ctx: RunContext, job: TopicToTopicJob, reason: str) -> JobResu
             log.warning(
                 "job %s: Spark %s failed reporting the progress of the batch it replayed from its "
                 "checkpoint (SPARK-55271), after committing it; continuing after it (the run's "
-                "records_read leaves that batch out)", job.name, spark.version,
-            )  # fmt: skip
+                "records_read leaves that batch out)",
+                job.name,
+                spark.version,
+            )
             query = start()
             _await(query, job, location)
         records, ends = _progress_totals(query.recentProgress)

@@ -117,9 +117,14 @@ def _read_and_write(
     span = sum(int(o) for parts in r.end_offsets.values() for o in parts.values()) - sum(
         int(o) for parts in r.start_offsets.values() for o in parts.values()
     )
-    log.info("job %s: read %s of %s records in the offset range (%d row(s) to write) at %.1f s",
-             job.name, f"{r.records_in:,}", f"{max(span, r.records_in):,}", r.records_out,
-             time.monotonic() - ctx.began)  # fmt: skip
+    log.info(
+        "job %s: read %s of %s records in the offset range (%d row(s) to write) at %.1f s",
+        job.name,
+        f"{r.records_in:,}",
+        f"{max(span, r.records_in):,}",
+        r.records_out,
+        time.monotonic() - ctx.began,
+    )
     result.records_read = r.records_in
     result.read = r.to_dict()
     result.start_offsets, result.end_offsets = r.start_offsets, r.end_offsets
@@ -216,8 +221,12 @@ def _read_history(
         types = {f.name: f.dataType for f in records.df.schema.fields}
         names = [*table.primary_key, *[c.name for c in spec.table(table).columns[len(table.columns) :]]]
         have = target.rows(ctx.spark, names)  # the key, history and bookkeeping columns
-        have = have.select(*[F.col(quoted(c)).cast(types[c]).alias(c) if c in keys else F.col(quoted(c))
-                             for c in have.columns])  # fmt: skip
+        have = have.select(
+            *[
+                F.col(quoted(c)).cast(types[c]).alias(c) if c in keys else F.col(quoted(c))
+                for c in have.columns
+            ]
+        )
         have = have.join(records.df.select(*[quoted(k) for k in keys]).distinct(), keys, "left_semi")
         have = have.persist()  # read once (over JDBC for PostgreSQL), for the check and the seeds
         late = hist.late_keys(records.df, have, table, spec).count()

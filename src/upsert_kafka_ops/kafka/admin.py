@@ -350,9 +350,12 @@ class KafkaAdmin:
             user = self.config.get("sasl.username")
             who = f"User:{user}" if user else "the connection's principal"
             return KafkaAccessDeniedError(
-                self._text(what, f"access denied to {who} ({detail}); grant {who} the operation (DESCRIBE for "
-                           f"offsets and groups, DESCRIBE_CONFIGS for a topic's settings), or {_AUTH_HINT}")
-            )  # fmt: skip
+                self._text(
+                    what,
+                    f"access denied to {who} ({detail}); grant {who} the operation (DESCRIBE for "
+                    f"offsets and groups, DESCRIBE_CONFIGS for a topic's settings), or {_AUTH_HINT}",
+                )
+            )
         if name in _UNREACHABLE:
             cause = _describe(self.bootstrap_servers, self._errors, detail, self.timeout)
             return KafkaTimeoutError(f"{cause} (while trying to {what})")

@@ -498,10 +498,16 @@ def evaluate(window: LagWindow, report: LagReport, config: EvaluationConfig | No
             )
         else:
             v = evaluate_partition(
-                w.samples, w.recent_broker_offsets(), p.lag, now, allowed_lag=cfg.allowed_lag,
-                intervals=cfg.intervals, minimum_complete=cfg.minimum_complete, schedule=cfg.schedule,
+                w.samples,
+                w.recent_broker_offsets(),
+                p.lag,
+                now,
+                allowed_lag=cfg.allowed_lag,
+                intervals=cfg.intervals,
+                minimum_complete=cfg.minimum_complete,
+                schedule=cfg.schedule,
                 waiting_since=w.waiting_since,
-            )  # fmt: skip
+            )
         if p.data_loss and STATUS_ORDER[v.status] < STATUS_ORDER["WARN"]:
             v = Verdict(
                 "WARN",

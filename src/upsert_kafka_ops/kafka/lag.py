@@ -406,8 +406,16 @@ def _compute(
         low, end = marks[tp]
         lag, data_loss, lost = lags[tp]
         points = [*(history or {}).get(tp, ()), (end, observed)]
-        common = {"topic": tp[0], "partition": tp[1], "committed": c, "earliest": low, "end": end,
-                  "data_loss": data_loss, "records_lost": lost, "owner": owners.get(tp)}  # fmt: skip
+        common = {
+            "topic": tp[0],
+            "partition": tp[1],
+            "committed": c,
+            "earliest": low,
+            "end": end,
+            "data_loss": data_loss,
+            "records_lost": lost,
+            "owner": owners.get(tp),
+        }
         if c is None and lag == 0:
             out.append(PartitionLag(lag=0, time_lag_method="no-commit", **common))  # type: ignore[arg-type]
             continue
@@ -415,10 +423,14 @@ def _compute(
         if lag == 0 or (probe is not None and probe.eof):
             out.append(
                 PartitionLag(
-                    lag=0, marker_only=lag > 0, time_lag_s=0.0, time_lag_method="caught-up",
-                    time_lag_tolerance_s=0.0, **common,  # type: ignore[arg-type]
+                    lag=0,
+                    marker_only=lag > 0,
+                    time_lag_s=0.0,
+                    time_lag_method="caught-up",
+                    time_lag_tolerance_s=0.0,
+                    **common,  # type: ignore[arg-type]
                 )
-            )  # fmt: skip
+            )
             continue
         out.append(_with_time_lag(lag, low if c is None else c, probe, points, observed, common))
     return LagReport(
@@ -439,9 +451,13 @@ def _with_time_lag(
 ) -> PartitionLag:
     if probe is not None and probe.offset == c and probe.timestamp_ms is not None:
         return PartitionLag(
-            lag=lag, time_lag_s=max(0.0, now - probe.timestamp_ms / 1000), time_lag_method="record",
-            time_lag_tolerance_s=RECORD_TOLERANCE_S, record_timestamp_ms=probe.timestamp_ms, **common,
-        )  # fmt: skip
+            lag=lag,
+            time_lag_s=max(0.0, now - probe.timestamp_ms / 1000),
+            time_lag_method="record",
+            time_lag_tolerance_s=RECORD_TOLERANCE_S,
+            record_timestamp_ms=probe.timestamp_ms,
+            **common,
+        )
     floor = None  # the newer record read instead was written after the one at c
     if probe is not None and probe.timestamp_ms is not None:
         floor = max(0.0, now - probe.timestamp_ms / 1000)
@@ -451,9 +467,12 @@ def _with_time_lag(
         if floor is not None:
             value = max(value, floor)
         return PartitionLag(
-            lag=lag, time_lag_s=max(0.0, value), time_lag_method=est.method,
-            time_lag_tolerance_s=est.tolerance_s, **common,
-        )  # fmt: skip
+            lag=lag,
+            time_lag_s=max(0.0, value),
+            time_lag_method=est.method,
+            time_lag_tolerance_s=est.tolerance_s,
+            **common,
+        )
     if floor is not None:
         return PartitionLag(
             lag=lag, time_lag_s=floor, time_lag_method="next-record", time_lag_tolerance_s=None, **common

@@ -252,9 +252,17 @@ class LocalKafka:
 
     def _run_tool(self, java: str, classpath: str, args: list[str]) -> None:
         proc = subprocess.run(
-            [java, "-cp", classpath, f"-Dlog4j2.configurationFile={self.work_dir / 'tools-log4j2.properties'}", *args],
-            capture_output=True, text=True, check=False,
-        )  # fmt: skip
+            [
+                java,
+                "-cp",
+                classpath,
+                f"-Dlog4j2.configurationFile={self.work_dir / 'tools-log4j2.properties'}",
+                *args,
+            ],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
         if proc.returncode != 0:
             lines = (proc.stdout + proc.stderr).splitlines()
             # the exception's message is at the top; the stack trace below it says little
@@ -309,11 +317,18 @@ class LocalKafka:
         self._run_tool(java, classpath, fmt)
 
         cmd = [
-            java, f"-Xmx{self.heap}", "-Xms256m", "-XX:+UseG1GC", "-Djava.awt.headless=true",
+            java,
+            f"-Xmx{self.heap}",
+            "-Xms256m",
+            "-XX:+UseG1GC",
+            "-Djava.awt.headless=true",
             f"-Dlog4j2.configurationFile={self.work_dir / 'log4j2.properties'}",
             *([f"-Djava.security.krb5.conf={self.kerberos.krb5_conf}"] if self.kerberos else []),
-            "-cp", classpath, "kafka.Kafka", str(props_file),
-        ]  # fmt: skip
+            "-cp",
+            classpath,
+            "kafka.Kafka",
+            str(props_file),
+        ]
         with open(self.stdout_file, "ab") as out:
             self._proc = subprocess.Popen(
                 cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True

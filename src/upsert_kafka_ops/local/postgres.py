@@ -79,7 +79,9 @@ class PgBinaries:
             return str(candidate)
         found = shutil.which(name)
         if found is None:
-            raise LocalServiceError(f"The PostgreSQL program {name!r} is neither in {self.bindir} nor on PATH. {INSTALL_HINT}")  # fmt: skip
+            raise LocalServiceError(
+                f"The PostgreSQL program {name!r} is neither in {self.bindir} nor on PATH. {INSTALL_HINT}"
+            )
         return found
 
 
@@ -168,10 +170,23 @@ def service_account(name: str = SERVICE_USER) -> ServiceAccount | None:
                 "exist; `useradd` was not found to create it. Create the user, or run as a non-root user."
             ) from None
         proc = subprocess.run(
-            [useradd, "--system", "--user-group", "--no-create-home", "--home-dir", "/nonexistent",
-             "--shell", "/usr/sbin/nologin", "--comment", "upsert-kafka-ops local PostgreSQL", name],
-            capture_output=True, text=True, check=False,
-        )  # fmt: skip
+            [
+                useradd,
+                "--system",
+                "--user-group",
+                "--no-create-home",
+                "--home-dir",
+                "/nonexistent",
+                "--shell",
+                "/usr/sbin/nologin",
+                "--comment",
+                "upsert-kafka-ops local PostgreSQL",
+                name,
+            ],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
         try:  # a concurrent run may have created it first: look again either way
             entry = pwd.getpwnam(name)
         except KeyError:
@@ -258,8 +273,13 @@ class LocalPostgres:
     @property
     def conninfo(self) -> str:
         """A libpq/psycopg connection string over TCP, with the password."""
-        parts = {"host": self.host, "port": str(self.port), "dbname": self.database, "user": self.user,
-                 "password": self.password}  # fmt: skip
+        parts = {
+            "host": self.host,
+            "port": str(self.port),
+            "dbname": self.database,
+            "user": self.user,
+            "password": self.password,
+        }
         return " ".join(f"{k}={_conninfo_quote(v)}" for k, v in parts.items())
 
     @property
@@ -349,11 +369,20 @@ class LocalPostgres:
         cmd = self._as_server_user([self._binaries().tool(program), *args])
         try:
             return subprocess.run(
-                cmd, capture_output=True, text=True, stdin=subprocess.DEVNULL, cwd=self._dir(),
-                env=self._env(), timeout=timeout, check=False, start_new_session=True,
-            )  # fmt: skip
+                cmd,
+                capture_output=True,
+                text=True,
+                stdin=subprocess.DEVNULL,
+                cwd=self._dir(),
+                env=self._env(),
+                timeout=timeout,
+                check=False,
+                start_new_session=True,
+            )
         except subprocess.TimeoutExpired as exc:
-            raise LocalServiceError(f"`{program} {' '.join(args[:1])}` did not finish within {timeout:g}s.\n{self.log_tail()}") from exc  # fmt: skip
+            raise LocalServiceError(
+                f"`{program} {' '.join(args[:1])}` did not finish within {timeout:g}s.\n{self.log_tail()}"
+            ) from exc
 
     def _give_to_server_user(self, path: Path) -> None:
         if self._account is not None:
@@ -433,10 +462,20 @@ class LocalPostgres:
     def _initdb(self) -> None:
         proc = self._run(
             "initdb",
-            ["-D", str(self.data_dir), "-U", self.user, f"--pwfile={self.password_file}", "-E", "UTF8",
-             "--no-locale", "--auth-local=trust", "--auth-host=scram-sha-256"],
+            [
+                "-D",
+                str(self.data_dir),
+                "-U",
+                self.user,
+                f"--pwfile={self.password_file}",
+                "-E",
+                "UTF8",
+                "--no-locale",
+                "--auth-local=trust",
+                "--auth-host=scram-sha-256",
+            ],
             timeout=300,
-        )  # fmt: skip
+        )
         if proc.returncode != 0:
             raise LocalServiceError(
                 f"initdb failed (exit {proc.returncode}) for {self.data_dir}:\n"
@@ -444,7 +483,9 @@ class LocalPostgres:
             )
         self._write(self.data_dir / "pg_hba.conf", _HBA)
         with open(self.data_dir / "postgresql.conf", "a") as f:
-            f.write(f"\n# upsert_kafka_ops.local.postgres: address, socket and auth\ninclude_if_exists = '{_CONF_NAME}'\n")  # fmt: skip
+            f.write(
+                f"\n# upsert_kafka_ops.local.postgres: address, socket and auth\ninclude_if_exists = '{_CONF_NAME}'\n"
+            )
 
     def _write_settings(self, port: int) -> None:
         settings = {
@@ -466,9 +507,18 @@ class LocalPostgres:
             log_offset = self.log_file.stat().st_size if self.log_file.is_file() else 0
             proc = self._run(
                 "pg_ctl",
-                ["start", "-D", str(self.data_dir), "-l", str(self.log_file), "-w", "-t", str(max(1, int(timeout)))],
+                [
+                    "start",
+                    "-D",
+                    str(self.data_dir),
+                    "-l",
+                    str(self.log_file),
+                    "-w",
+                    "-t",
+                    str(max(1, int(timeout))),
+                ],
                 timeout=timeout + 30,
-            )  # fmt: skip
+            )
             if proc.returncode == 0:
                 self._port = port
                 self._wait_tcp(timeout)
@@ -557,7 +607,9 @@ class LocalPostgres:
             timeout=60,
         )
         if proc.returncode != 0:
-            raise LocalServiceError(f"Creating the database {name!r} failed: {(proc.stdout + proc.stderr).strip()}")  # fmt: skip
+            raise LocalServiceError(
+                f"Creating the database {name!r} failed: {(proc.stdout + proc.stderr).strip()}"
+            )
 
     def _log_text(self) -> str:
         try:

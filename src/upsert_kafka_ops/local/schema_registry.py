@@ -143,9 +143,13 @@ def build(jars_dir: Path | None = None, repo_url: str | None = None, log: bool =
         resources.mkdir(parents=True)
         (resources / "application.properties").write_text(_PROPERTIES)
         jars.run_maven(
-            mvn, staging, repo, "build the local Schema Registry", ["package", "-DskipTests"],
+            mvn,
+            staging,
+            repo,
+            "build the local Schema Registry",
+            ["package", "-DskipTests"],
             progress="jars: schema-registry" if log else None,
-        )  # fmt: skip
+        )
         out = staging / "out"
         out.mkdir()
         (staging / "target" / "schema-registry-0-runner.jar").rename(out / "registry-runner.jar")
@@ -212,16 +216,23 @@ class LocalSchemaRegistry:
             files = generate(self.work_dir / "tls")
             assert files.ca_cert == self.ca_file
             listen = [
-                f"-Dquarkus.http.port={plain_port}", f"-Dquarkus.http.ssl-port={self.port}",
+                f"-Dquarkus.http.port={plain_port}",
+                f"-Dquarkus.http.ssl-port={self.port}",
                 "-Dquarkus.http.insecure-requests=disabled",
                 f"-Dquarkus.http.ssl.certificate.files={files.server_keystore}",
                 f"-Dquarkus.http.ssl.certificate.key-files={files.server_keystore}",
-            ]  # fmt: skip
+            ]
         cmd = [
-            java, f"-Xmx{self.heap}", "-XX:+UseSerialGC", "-Djava.awt.headless=true",
-            "-Dquarkus.http.host=127.0.0.1", *listen,
-            "-Dquarkus.log.console.color=false", "-jar", str(folder / "registry-runner.jar"),
-        ]  # fmt: skip
+            java,
+            f"-Xmx{self.heap}",
+            "-XX:+UseSerialGC",
+            "-Djava.awt.headless=true",
+            "-Dquarkus.http.host=127.0.0.1",
+            *listen,
+            "-Dquarkus.log.console.color=false",
+            "-jar",
+            str(folder / "registry-runner.jar"),
+        ]
         with open(self.log_file, "ab") as out:
             self._proc = subprocess.Popen(
                 cmd,

@@ -100,8 +100,11 @@ class LocalSparkConnect:
         from upsert_kafka_ops.engine.session import spark_conf
 
         if any(key.lower() == "spark.connect.authenticate.token" for key in self.conf):
-            raise SpecError("conf", "holds spark.connect.authenticate.token: process arguments are public.",
-                            "give the token as token= (it reaches the server through its environment).")  # fmt: skip
+            raise SpecError(
+                "conf",
+                "holds spark.connect.authenticate.token: process arguments are public.",
+                "give the token as token= (it reaches the server through its environment).",
+            )
         conf = {**spark_conf(self.master, jar_groups=self.jar_groups), **self.conf}
         conf.pop("spark.app.name", None)
         conf["spark.connect.grpc.binding.address"] = self.host
@@ -136,9 +139,14 @@ class LocalSparkConnect:
         log = os.open(self.log_file, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
         with os.fdopen(log, "ab") as out:
             self._proc = subprocess.Popen(
-                self.command(), stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
-                cwd=self.dir, start_new_session=True,  # the server leaves ./artifacts in its folder
-            )  # fmt: skip
+                self.command(),
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env=env,
+                cwd=self.dir,
+                start_new_session=True,  # the server leaves ./artifacts in its folder
+            )
 
         def answers(left: float) -> bool:
             with contextlib.suppress(OSError):

@@ -98,8 +98,13 @@ def lag_exposition(
     for p in report.partitions:
         where = {"topic": p.topic, "partition": str(p.partition)}
         exp.add("partition_earliest_offset", "gauge", "Log start offset of the partition.", p.earliest, where)
-        exp.add("partition_end_offset", "gauge", "End offset: last stable offset for read_committed, else the high watermark.",
-                p.end, {**where, "isolation": report.isolation})  # fmt: skip
+        exp.add(
+            "partition_end_offset",
+            "gauge",
+            "End offset: last stable offset for read_committed, else the high watermark.",
+            p.end,
+            {**where, "isolation": report.isolation},
+        )
     for p in report.partitions:
         labels = {"group": group, "topic": p.topic, "partition": str(p.partition)}
         exp.add(
@@ -122,8 +127,13 @@ def lag_exposition(
         exp.add(
             "consumer_committed_offset", "gauge", "Committed offset of the consumer.", p.committed, labels
         )
-        exp.add("consumer_records_lost", "gauge", "Offsets deleted before they were consumed (earliest minus committed).",
-                p.records_lost, labels)  # fmt: skip
+        exp.add(
+            "consumer_records_lost",
+            "gauge",
+            "Offsets deleted before they were consumed (earliest minus committed).",
+            p.records_lost,
+            labels,
+        )
     exp.add(
         "consumer_group_lag_records",
         "gauge",
@@ -132,19 +142,49 @@ def lag_exposition(
         {"group": group},
     )
     if report.max_time_lag_s is not None:
-        exp.add("consumer_group_max_lag_seconds", "gauge", "Largest time lag of the group's partitions.",
-                report.max_time_lag_s, {"group": group})  # fmt: skip
-    exp.add("consumer_group_observed_timestamp_seconds", "gauge", "When the offsets were read (Unix time).",
-            report.observed_at, {"group": group})  # fmt: skip
+        exp.add(
+            "consumer_group_max_lag_seconds",
+            "gauge",
+            "Largest time lag of the group's partitions.",
+            report.max_time_lag_s,
+            {"group": group},
+        )
+    exp.add(
+        "consumer_group_observed_timestamp_seconds",
+        "gauge",
+        "When the offsets were read (Unix time).",
+        report.observed_at,
+        {"group": group},
+    )
     if status is not None:
         for name in GROUP_STATUSES:
-            exp.add("consumer_group_status", "gauge", "Burrow's group status: 1 for the current one.",
-                    1.0 if status.status == name else 0.0, {"group": group, "status": name})  # fmt: skip
+            exp.add(
+                "consumer_group_status",
+                "gauge",
+                "Burrow's group status: 1 for the current one.",
+                1.0 if status.status == name else 0.0,
+                {"group": group, "status": name},
+            )
         for ps in status.partitions:
-            exp.add("consumer_partition_status", "gauge", "Burrow's partition status (the current one only).", 1.0,
-                    {"group": group, "topic": ps.lag.topic, "partition": str(ps.lag.partition), "status": ps.status})  # fmt: skip
-        exp.add("consumer_group_window_complete_ratio", "gauge", "Share of partitions with a full evaluation window.",
-                status.complete, {"group": group})  # fmt: skip
+            exp.add(
+                "consumer_partition_status",
+                "gauge",
+                "Burrow's partition status (the current one only).",
+                1.0,
+                {
+                    "group": group,
+                    "topic": ps.lag.topic,
+                    "partition": str(ps.lag.partition),
+                    "status": ps.status,
+                },
+            )
+        exp.add(
+            "consumer_group_window_complete_ratio",
+            "gauge",
+            "Share of partitions with a full evaluation window.",
+            status.complete,
+            {"group": group},
+        )
     return exp.exposition if isinstance(exp, _Labelled) else exp
 
 
@@ -226,8 +266,13 @@ def run_result_exposition(
         float(data.get("distinct_keys", 0) or 0),
         labels,
     )
-    exp.add("run_keys_in_several_partitions", "gauge", "Keys found in more than one partition.",
-            float(data.get("keys_in_several_partitions", 0) or 0), labels)  # fmt: skip
+    exp.add(
+        "run_keys_in_several_partitions",
+        "gauge",
+        "Keys found in more than one partition.",
+        float(data.get("keys_in_several_partitions", 0) or 0),
+        labels,
+    )
     exp.add(
         "run_duration_seconds",
         "gauge",
@@ -238,6 +283,11 @@ def run_result_exposition(
     for which in ("start", "end"):
         for topic, partitions in sorted((data.get(f"{which}_offsets") or {}).items()):
             for partition, offset in sorted(partitions.items(), key=lambda kv: int(kv[0])):
-                exp.add(f"run_{which}_offset", "gauge", f"The run's {which} offset (exclusive end).", float(offset),
-                        {**labels, "topic": topic, "partition": str(partition)})  # fmt: skip
+                exp.add(
+                    f"run_{which}_offset",
+                    "gauge",
+                    f"The run's {which} offset (exclusive end).",
+                    float(offset),
+                    {**labels, "topic": topic, "partition": str(partition)},
+                )
     return exp

@@ -46,15 +46,30 @@ def run_expositions(
     """``(last success, outcome)``: the run's own numbers (None for a failed run) and its outcome."""
     labels = {"pipeline": pipeline, "pipeline_job": job}
     outcome = Exposition()
-    outcome.add("run_success", "gauge", "1 when the job's last run succeeded, 0 when it failed.",
-                0.0 if result is None else 1.0, labels)  # fmt: skip
-    outcome.add("run_last_finished_timestamp_seconds", "gauge", "When the job's last run ended (Unix time).",
-                finished_at, labels)  # fmt: skip
+    outcome.add(
+        "run_success",
+        "gauge",
+        "1 when the job's last run succeeded, 0 when it failed.",
+        0.0 if result is None else 1.0,
+        labels,
+    )
+    outcome.add(
+        "run_last_finished_timestamp_seconds",
+        "gauge",
+        "When the job's last run ended (Unix time).",
+        finished_at,
+        labels,
+    )
     if result is None:
         return None, outcome
     success = run_result_exposition(result, job, pipeline=pipeline)
-    success.add("run_last_success_timestamp_seconds", "gauge",
-                "When the job's last successful run ended (Unix time).", finished_at, labels)  # fmt: skip
+    success.add(
+        "run_last_success_timestamp_seconds",
+        "gauge",
+        "When the job's last successful run ended (Unix time).",
+        finished_at,
+        labels,
+    )
     return success, outcome
 
 
@@ -150,8 +165,9 @@ def push(
 
     key = {"pipeline": pipeline or "_", "pipeline_job": job}
     timeout = float(env.get("UKO_PUSHGATEWAY_TIMEOUT") or 5.0)
-    pushadd_to_gateway(gateway, job=PUSH_JOB, registry=registry, grouping_key=key, timeout=timeout,
-                       handler=handler)  # fmt: skip
+    pushadd_to_gateway(
+        gateway, job=PUSH_JOB, registry=registry, grouping_key=key, timeout=timeout, handler=handler
+    )
 
 
 def _without_userinfo(url: str) -> str:

@@ -91,10 +91,14 @@ class LagMonitor:
             started = time.monotonic()
             try:
                 report = group_lag(
-                    self.admin, self.group, isolation=self.options.isolation, topics=self.topics,
-                    fetch_records=self.options.time_lag, history=self.window.points(),
+                    self.admin,
+                    self.group,
+                    isolation=self.options.isolation,
+                    topics=self.topics,
+                    fetch_records=self.options.time_lag,
+                    history=self.window.points(),
                     uncommitted=self.options.uncommitted,
-                )  # fmt: skip
+                )
             except UpsertKafkaOpsError:
                 self.errors += 1
                 raise
@@ -126,8 +130,13 @@ class LagMonitor:
             self.up = True
         except UpsertKafkaOpsError:
             self.up = False
-        exp.add("lag_up", "gauge", "1 when the lag was read at the last evaluation, else 0.", float(self.up),
-                {"group": self.group})  # fmt: skip
+        exp.add(
+            "lag_up",
+            "gauge",
+            "1 when the lag was read at the last evaluation, else 0.",
+            float(self.up),
+            {"group": self.group},
+        )
         exp.add("lag_scrape_errors_total", "counter", "Evaluations that failed.", self.errors)
         exp.add("lag_evaluation_duration_seconds", "gauge", "Time the last evaluation took.", self.duration_s)
         return exp.render()
@@ -175,8 +184,11 @@ class PipelineLagMonitor:
         if self.window_file is not None and self.window_file.is_file():
             doc = json.loads(self.window_file.read_text() or "{}")
             if doc and (doc.get("version") != JOBS_WINDOW_VERSION or "jobs" not in doc):
-                raise SpecError("window_file", f"{str(self.window_file)!r} does not hold the windows of a pipeline's jobs.",
-                                "give the pipeline its own window file.")  # fmt: skip
+                raise SpecError(
+                    "window_file",
+                    f"{str(self.window_file)!r} does not hold the windows of a pipeline's jobs.",
+                    "give the pipeline its own window file.",
+                )
             self.windows = {str(k): LagWindow.from_json(v) for k, v in doc.get("jobs", {}).items()}
             self.runs = {str(k): int(v) for k, v in doc.get("runs", {}).items()}
         self.lock = threading.Lock()
@@ -192,9 +204,14 @@ class PipelineLagMonitor:
             started = time.monotonic()
             history = {n: self.windows[n].points() for n in self.names if n in self.windows}
             jobs = pipeline_lag(
-                self.pipeline, self.names, isolation=self.options.isolation, fetch_records=self.options.time_lag,
-                history=history, timeout=self.options.timeout_s, admins=self.admins,
-            )  # fmt: skip
+                self.pipeline,
+                self.names,
+                isolation=self.options.isolation,
+                fetch_records=self.options.time_lag,
+                history=history,
+                timeout=self.options.timeout_s,
+                admins=self.admins,
+            )
             out: list[tuple[JobLag, LagStatus | None]] = []
             for jl in jobs:
                 if jl.report is None:
@@ -247,13 +264,28 @@ class PipelineLagMonitor:
             if jl.report is not None:
                 lag_exposition(jl.report, status, exp, labels=self.labels(jl.job))
         for jl, _ in jobs:
-            exp.add("lag_up", "gauge", "1 when the job's lag was read at the last evaluation, else 0.",
-                    0.0 if jl.report is None else 1.0, self.labels(jl.job))  # fmt: skip
+            exp.add(
+                "lag_up",
+                "gauge",
+                "1 when the job's lag was read at the last evaluation, else 0.",
+                0.0 if jl.report is None else 1.0,
+                self.labels(jl.job),
+            )
         for name in self.names:
-            exp.add("lag_scrape_errors_total", "counter", "Evaluations that failed.", self.errors.get(name, 0),
-                    self.labels(name))  # fmt: skip
-        exp.add("lag_evaluation_duration_seconds", "gauge", "Time the last evaluation took.", self.duration_s,
-                {"pipeline": self.name})  # fmt: skip
+            exp.add(
+                "lag_scrape_errors_total",
+                "counter",
+                "Evaluations that failed.",
+                self.errors.get(name, 0),
+                self.labels(name),
+            )
+        exp.add(
+            "lag_evaluation_duration_seconds",
+            "gauge",
+            "Time the last evaluation took.",
+            self.duration_s,
+            {"pipeline": self.name},
+        )
 
 
 class PipelinesMonitor:
@@ -264,8 +296,11 @@ class PipelinesMonitor:
         names = [m.name for m in monitors]
         twice = sorted({n for n in names if names.count(n) > 1})
         if twice:
-            raise SpecError("pipeline", f"two pipeline files are named {twice[0]!r}: their series would mix.",
-                            "give each pipeline file its own name.")  # fmt: skip
+            raise SpecError(
+                "pipeline",
+                f"two pipeline files are named {twice[0]!r}: their series would mix.",
+                "give each pipeline file its own name.",
+            )
         self.monitors = monitors
         self.options = monitors[0].options
 

@@ -92,11 +92,20 @@ def read_insert(statement: str) -> Insert:
     from sqlglot import exp
 
     for pattern, what, message, fix in (
-        (_WINDOW, None, "an event-time window has no equivalent here yet",
-         "aggregate without a window, or keep this INSERT in Flink"),
-        (_TEMPORAL, "FOR SYSTEM_TIME AS OF", "a temporal join has no equivalent here yet (Flink itself refuses a "
-         "processing-time one over an upsert-kafka table)", "join the upsert table's latest rows with a plain JOIN"),
-    ):  # fmt: skip
+        (
+            _WINDOW,
+            None,
+            "an event-time window has no equivalent here yet",
+            "aggregate without a window, or keep this INSERT in Flink",
+        ),
+        (
+            _TEMPORAL,
+            "FOR SYSTEM_TIME AS OF",
+            "a temporal join has no equivalent here yet (Flink itself refuses a "
+            "processing-time one over an upsert-kafka table)",
+            "join the upsert table's latest rows with a plain JOIN",
+        ),
+    ):
         found = pattern.search(statement)
         if found:
             raise SqlError(
@@ -106,9 +115,13 @@ def read_insert(statement: str) -> Insert:
         tree = sqlglot.parse_one(statement, read=_dialect())
     except sqlglot.errors.ParseError as exc:
         error = exc.errors[0] if exc.errors else {}
-        raise SqlError(int(error.get("line") or 1), int(error.get("col") or 1), "INSERT INTO",
-                       f"cannot be read: {error.get('description', exc)}",
-                       "write the query in the SQL subset Flink and Spark share") from None  # fmt: skip
+        raise SqlError(
+            int(error.get("line") or 1),
+            int(error.get("col") or 1),
+            "INSERT INTO",
+            f"cannot be read: {error.get('description', exc)}",
+            "write the query in the SQL subset Flink and Spark share",
+        ) from None
     if not isinstance(tree, exp.Insert) or not isinstance(tree.expression, exp.Query):
         raise SqlError(1, 1, "INSERT INTO", "is not INSERT INTO table SELECT ...", "write it as one")
     if tree.args.get("overwrite"):
@@ -116,8 +129,13 @@ def read_insert(statement: str) -> Insert:
             1, 1, "INSERT OVERWRITE", "has no equivalent: a job writes changes by key", "write INSERT INTO"
         )
     if isinstance(tree.this, exp.Schema):
-        raise SqlError(1, 1, "INSERT INTO t (columns)", "has no equivalent: columns go by position",
-                       "drop the column list and select the sink's columns in its order")  # fmt: skip
+        raise SqlError(
+            1,
+            1,
+            "INSERT INTO t (columns)",
+            "has no equivalent: columns go by position",
+            "drop the column list and select the sink's columns in its order",
+        )
     query = tree.expression
     ctes = {cte.alias for cte in query.find_all(exp.CTE)}
     reads = tuple(sorted({t.name for t in query.find_all(exp.Table)} - ctes))

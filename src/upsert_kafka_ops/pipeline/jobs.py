@@ -96,11 +96,17 @@ class MaterializeJob(JobSpec):
         if self.history is None:
             return self
         if not isinstance(self.source, UpsertSource):
-            raise SpecError("history", "a history table is built from an upsert-kafka source.",
-                            "read the topic as an upsert-kafka table, or drop history.")  # fmt: skip
+            raise SpecError(
+                "history",
+                "a history table is built from an upsert-kafka source.",
+                "read the topic as an upsert-kafka table, or drop history.",
+            )
         if self.target.full_only:
-            raise SpecError("history", "a Parquet target is rewritten whole on every run; a history table is "
-                            "updated in place.", "write the history to Delta, PostgreSQL or Iceberg.")  # fmt: skip
+            raise SpecError(
+                "history",
+                "a Parquet target is rewritten whole on every run; a history table is updated in place.",
+                "write the history to Delta, PostgreSQL or Iceberg.",
+            )
         self.history.check(self.source.table)
         return self
 
@@ -150,8 +156,11 @@ class BackfillJob(JobSpec):
             )
         check_folded_source(self.source)
         if isinstance(self.source, AppendSource) and self.target.is_topic:
-            raise SpecError("target", "a CDC source is backfilled into warehouse targets only (for now).",
-                            "use a topic-to-topic job to turn a CDC topic into an upsert topic.")  # fmt: skip
+            raise SpecError(
+                "target",
+                "a CDC source is backfilled into warehouse targets only (for now).",
+                "use a topic-to-topic job to turn a CDC topic into an upsert topic.",
+            )
         as_of = self.target.snapshot_column
         if as_of and as_of in {c.name for c in self.source.table.columns}:
             raise SpecError(
@@ -197,12 +206,18 @@ def check_folded_source(source: Any) -> None:
     from upsert_kafka_ops.formats.cdc_json import is_cdc
 
     if not is_cdc(source.table.value_format):
-        raise SpecError("source", f"{source.table.name!r} is an append-only {source.table.value_format} table: "
-                        "it has no key to keep the latest row of.",
-                        "read an upsert-kafka table, or a CDC table (debezium-json, canal-json, maxwell-json).")  # fmt: skip
+        raise SpecError(
+            "source",
+            f"{source.table.name!r} is an append-only {source.table.value_format} table: "
+            "it has no key to keep the latest row of.",
+            "read an upsert-kafka table, or a CDC table (debezium-json, canal-json, maxwell-json).",
+        )
     if not source.key:
-        raise SpecError("source.key", f"the CDC table {source.table.name!r} needs the key of its rows here.",
-                        "add key: [<primary key columns>] to the source.")  # fmt: skip
+        raise SpecError(
+            "source.key",
+            f"the CDC table {source.table.name!r} needs the key of its rows here.",
+            "add key: [<primary key columns>] to the source.",
+        )
     source.upsert_view()
 
 
@@ -229,9 +244,14 @@ def as_backfill(
     and rebuilds the target. ``rewind`` allows an end older than the target's stored offsets."""
     if isinstance(job, MaterializeJob):
         return BackfillJob(
-            name=job.name, description=job.description, kind="backfill", source=job.source, target=job.target,
-            until=parse_until(until), rewind=bool(rewind),
-        )  # fmt: skip
+            name=job.name,
+            description=job.description,
+            kind="backfill",
+            source=job.source,
+            target=job.target,
+            until=parse_until(until),
+            rewind=bool(rewind),
+        )
     if isinstance(job, BackfillJob):
         return BackfillJob.model_validate(
             {

@@ -71,21 +71,33 @@ class AppendSource(TableOnConnection):
         names = {c.name for c in self.table.physical_columns}
         unknown = [k for k in self.key if k not in names]
         if unknown:
-            raise SpecError("key", f"{unknown[0]!r} is not a column of {self.table.name!r}.",
-                            f"use some of: {', '.join(sorted(names))}.")  # fmt: skip
+            raise SpecError(
+                "key",
+                f"{unknown[0]!r} is not a column of {self.table.name!r}.",
+                f"use some of: {', '.join(sorted(names))}.",
+            )
         return self
 
     def upsert_view(self) -> UpsertKafkaTable:
         """The table a CDC source folds into, as an upsert table keyed by ``key``: what warehouse
         targets are created from and offsets are tracked for (its formats are never used)."""
         if not self.table.topic:
-            raise SpecError("table.topic", "a CDC source of a warehouse job reads named topics.",
-                            "give 'topic' instead of 'topic-pattern'.")  # fmt: skip
-        return UpsertKafkaTable.model_validate({
-            "name": self.table.name, "topic": self.table.topic, "properties": dict(self.table.properties),
-            "columns": [c.model_dump() for c in self.table.physical_columns], "primary_key": list(self.key),
-            "key_format": "json", "value_format": "json",
-        })  # fmt: skip
+            raise SpecError(
+                "table.topic",
+                "a CDC source of a warehouse job reads named topics.",
+                "give 'topic' instead of 'topic-pattern'.",
+            )
+        return UpsertKafkaTable.model_validate(
+            {
+                "name": self.table.name,
+                "topic": self.table.topic,
+                "properties": dict(self.table.properties),
+                "columns": [c.model_dump() for c in self.table.physical_columns],
+                "primary_key": list(self.key),
+                "key_format": "json",
+                "value_format": "json",
+            }
+        )
 
 
 def kind_of(value: Any, default: str) -> str:

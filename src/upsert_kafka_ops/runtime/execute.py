@@ -47,6 +47,17 @@ if TYPE_CHECKING:
 Mode = Literal["incremental", "full"]
 
 
+def as_mode(value: str | None, field: str = "mode") -> Mode | None:
+    """``value`` as a run's mode: ``incremental``, ``full``, or ``None`` (empty: the job's own)."""
+    if not value:
+        return None
+    if value == "incremental":
+        return "incremental"
+    if value == "full":
+        return "full"
+    raise SpecError(field, f"{value!r} is not a mode.", "use 'incremental' or 'full'.")
+
+
 def connect_session(runtime: ConnectRuntime) -> SparkSession:
     """The run's session on the runtime's Spark Connect server. A process holds Spark Connect
     sessions or a local driver, not both: pyspark switches its functions to the client's for the
@@ -68,8 +79,11 @@ def open_session(
     if runtime.kind == "connect":
         return connect_session(runtime)
     if runtime.kind == "spark-submit":
-        raise SpecError("runtime", "spark-submit runs each job in a driver of its own: there is no session to share.",
-                        "run each job with execute_job(runtime=...).")  # fmt: skip
+        raise SpecError(
+            "runtime",
+            "spark-submit runs each job in a driver of its own: there is no session to share.",
+            "run each job with execute_job(runtime=...).",
+        )
     from upsert_kafka_ops.engine.session import build_spark_session
 
     return build_spark_session(
@@ -177,8 +191,11 @@ class SubmittedRun:
 def _spark_submit(runtime: Runtime, what: str) -> SparkSubmitRuntime:
     """``runtime`` as the spark-submit runtime ``what`` needs."""
     if runtime.kind != "spark-submit":
-        raise SpecError("runtime", f"{what} submits the driver with spark-submit; this runtime is {runtime.kind}.",
-                        "give a SparkSubmitRuntime (master 'yarn', deploy_mode 'cluster').")  # fmt: skip
+        raise SpecError(
+            "runtime",
+            f"{what} submits the driver with spark-submit; this runtime is {runtime.kind}.",
+            "give a SparkSubmitRuntime (master 'yarn', deploy_mode 'cluster').",
+        )
     return runtime
 
 

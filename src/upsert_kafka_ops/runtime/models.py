@@ -96,8 +96,11 @@ class ConnectRuntime(RuntimeModel):
     @classmethod
     def _no_token_in_url(cls, value: str) -> str:
         if re.search(r";\s*token\s*=", value, re.IGNORECASE):
-            raise SpecError("remote", "holds a token; a secret never goes into a URL.",
-                            "give it as token: {env: VAR} (or {file: PATH}).")  # fmt: skip
+            raise SpecError(
+                "remote",
+                "holds a token; a secret never goes into a URL.",
+                "give it as token: {env: VAR} (or {file: PATH}).",
+            )
         return value
 
     def resolved_token(self) -> str | None:
@@ -117,5 +120,8 @@ class ConnectRuntime(RuntimeModel):
         try:
             return Path(path).read_bytes()
         except OSError as exc:
-            raise SpecError(CA_CERT_ENV, f"names {path}, which cannot be read ({exc.strerror}).",
-                            "mount the CA bundle there, or unset the variable.") from None  # fmt: skip
+            raise SpecError(
+                CA_CERT_ENV,
+                f"names {path}, which cannot be read ({exc.strerror}).",
+                "mount the CA bundle there, or unset the variable.",
+            ) from None

@@ -514,8 +514,11 @@ def submit_application(
     :raises JobFailedError: when spark-submit fails or names no application.
     """
     if runtime.master != "yarn" or runtime.deploy_mode != "cluster":
-        raise SpecError("deploy_mode", "a run is followed without a process only in YARN cluster mode.",
-                        "use master='yarn' and deploy_mode='cluster' (with result_uri).")  # fmt: skip
+        raise SpecError(
+            "deploy_mode",
+            "a run is followed without a process only in YARN cluster mode.",
+            "use master='yarn' and deploy_mode='cluster' (with result_uri).",
+        )
     detached = runtime.model_copy(
         update={"conf": {**runtime.conf, "spark.yarn.submit.waitAppCompletion": "false"}}
     )
@@ -595,9 +598,14 @@ def _run_process(
     interruption (Ctrl-C, a task killed by the orchestrator) takes Spark down too."""
     try:
         proc = subprocess.Popen(
-            cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
-            env=_process_env(runtime), cwd=workdir, start_new_session=True,
-        )  # fmt: skip
+            cmd,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            stdin=subprocess.DEVNULL,
+            env=_process_env(runtime),
+            cwd=workdir,
+            start_new_session=True,
+        )
     except OSError as exc:
         raise ToolchainError(f"cannot run spark-submit ({cmd[0]}): {exc.strerror}.") from None
     if handle is not None:

@@ -38,8 +38,13 @@ class Application:
         return self.state == "FINISHED" and self.final_status == "SUCCEEDED"
 
     def to_dict(self) -> dict[str, Any]:
-        return {"id": self.id, "state": self.state, "final_status": self.final_status,
-                "diagnostics": self.diagnostics, "tracking_url": self.tracking_url}  # fmt: skip
+        return {
+            "id": self.id,
+            "state": self.state,
+            "final_status": self.final_status,
+            "diagnostics": self.diagnostics,
+            "tracking_url": self.tracking_url,
+        }
 
 
 def _site(conf_dir: Path) -> dict[str, str]:
@@ -60,8 +65,10 @@ def resource_manager_url(conf_dir: str | Path | None = None) -> str:
     ``yarn.http.policy=HTTPS_ONLY``), else the RM host on port 8088."""
     folder = conf_dir or os.environ.get("HADOOP_CONF_DIR") or os.environ.get("YARN_CONF_DIR")
     if not folder:
-        raise JobFailedError("No Hadoop configuration to find the YARN ResourceManager in: set hadoop_conf_dir "
-                             "on the runtime (or HADOOP_CONF_DIR).")  # fmt: skip
+        raise JobFailedError(
+            "No Hadoop configuration to find the YARN ResourceManager in: set hadoop_conf_dir "
+            "on the runtime (or HADOOP_CONF_DIR)."
+        )
     site = _site(Path(folder))
     https = site.get("yarn.http.policy", "HTTP_ONLY") == "HTTPS_ONLY"
     key = "yarn.resourcemanager.webapp.https.address" if https else "yarn.resourcemanager.webapp.address"
@@ -73,8 +80,12 @@ def resource_manager_url(conf_dir: str | Path | None = None) -> str:
 
 def _call(url: str, method: str = "GET", body: dict[str, Any] | None = None, timeout: float = 10.0) -> Any:
     data = json.dumps(body).encode() if body is not None else None
-    request = urllib.request.Request(url, data=data, method=method,
-                                     headers={"Accept": "application/json", "Content-Type": "application/json"})  # fmt: skip
+    request = urllib.request.Request(
+        url,
+        data=data,
+        method=method,
+        headers={"Accept": "application/json", "Content-Type": "application/json"},
+    )
     opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
     try:
         with opener.open(request, timeout=timeout) as resp:

@@ -288,9 +288,11 @@ class _Parser:
             digits = body[i + 2 : i + 8] if long else body[i + 1 : i + 5]
             if len(digits) != (6 if long else 4) or not all(c in "0123456789abcdefABCDEF" for c in digits):
                 raise self.error(
-                    "Unicode literal", tok, f"invalid escape in {tok.text}",
+                    "Unicode literal",
+                    tok,
+                    f"invalid escape in {tok.text}",
                     f"write {escape}XXXX (4 hex digits), {escape}+XXXXXX (6) or {escape}{escape}",
-                )  # fmt: skip
+                )
             code = int(digits, 16)
             if code > 0x10FFFF:
                 raise self.error(

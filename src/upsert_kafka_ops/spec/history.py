@@ -61,8 +61,11 @@ class HistorySpec(SpecModel):
     def _distinct_names(self) -> HistorySpec:
         names = [self.valid_from, self.valid_to, self.is_current]
         if len(set(names)) != 3:
-            raise SpecError("history", f"valid_from, valid_to and is_current must differ: {names}.",
-                            "give each its own column name.")  # fmt: skip
+            raise SpecError(
+                "history",
+                f"valid_from, valid_to and is_current must differ: {names}.",
+                "give each its own column name.",
+            )
         return self
 
     def time_type(self, table: UpsertKafkaTable) -> str:
@@ -82,30 +85,49 @@ class HistorySpec(SpecModel):
     def check(self, table: UpsertKafkaTable, field: str = "history") -> None:
         """The spec fits the source ``table``: its names are free, its columns exist and order."""
         if table.topic_pattern is not None or len(table.topic or []) != 1:
-            raise SpecError(f"{field}", f"a history table reads one topic; {table.name!r} names "
-                            f"{table.topic_pattern or ';'.join(table.topic or [])!r} (a version is named by "
-                            "its record's partition and offset).", "read one topic per history job.")  # fmt: skip
+            raise SpecError(
+                f"{field}",
+                f"a history table reads one topic; {table.name!r} names "
+                f"{table.topic_pattern or ';'.join(table.topic or [])!r} (a version is named by "
+                "its record's partition and offset).",
+                "read one topic per history job.",
+            )
         columns = {c.name: c for c in table.columns}
         for name in (self.valid_from, self.valid_to, self.is_current):
             if name in columns or name.startswith("_uko_"):
-                raise SpecError(f"{field}", f"column {name!r} is already a column of {table.name!r} "
-                                "(or a bookkeeping name).", "name the history columns apart from the table's.")  # fmt: skip
+                raise SpecError(
+                    f"{field}",
+                    f"column {name!r} is already a column of {table.name!r} (or a bookkeeping name).",
+                    "name the history columns apart from the table's.",
+                )
         physical = {c.name for c in table.physical_columns}
         if self.sequence_by is not None:
             column = columns.get(self.sequence_by)
             if column is None or column.name not in physical or column.name in table.primary_key:
-                raise SpecError(f"{field}.sequence_by", f"{self.sequence_by!r} is not a value column of "
-                                f"{table.name!r}.", f"use one of {sorted(physical - set(table.primary_key))}.")  # fmt: skip
+                raise SpecError(
+                    f"{field}.sequence_by",
+                    f"{self.sequence_by!r} is not a value column of {table.name!r}.",
+                    f"use one of {sorted(physical - set(table.primary_key))}.",
+                )
             if parse_type(column.type).name not in _ORDERED:
-                raise SpecError(f"{field}.sequence_by", f"{self.sequence_by!r} is {column.type}, which does "
-                                "not order versions.", "use a TIMESTAMP, DATE, DECIMAL or integer column.")  # fmt: skip
+                raise SpecError(
+                    f"{field}.sequence_by",
+                    f"{self.sequence_by!r} is {column.type}, which does not order versions.",
+                    "use a TIMESTAMP, DATE, DECIMAL or integer column.",
+                )
         for name in self.track_columns or []:
             if name not in physical or name in table.primary_key:
-                raise SpecError(f"{field}.track_columns", f"{name!r} is not a value column of {table.name!r}.",
-                                f"use columns of {sorted(physical - set(table.primary_key))}.")  # fmt: skip
+                raise SpecError(
+                    f"{field}.track_columns",
+                    f"{name!r} is not a value column of {table.name!r}.",
+                    f"use columns of {sorted(physical - set(table.primary_key))}.",
+                )
         if self.track_columns is not None and not self.track_columns:
-            raise SpecError(f"{field}.track_columns", "is empty: no change would open a version.",
-                            "list at least one column, or leave track_columns out.")  # fmt: skip
+            raise SpecError(
+                f"{field}.track_columns",
+                "is empty: no change would open a version.",
+                "list at least one column, or leave track_columns out.",
+            )
 
     def table(self, table: UpsertKafkaTable) -> UpsertKafkaTable:
         """The history table's spec: the source's columns, the history columns and the bookkeeping

@@ -171,8 +171,11 @@ class S3Storage(SpecModel):
     def iceberg_io_options(self) -> dict[str, str]:
         """pyiceberg's S3 FileIO properties (``s3.*``), secrets resolved; bounded connect and request
         times, so an unreachable store is an error in seconds."""
-        opts: dict[str, str] = {"s3.region": self.region or "us-east-1", "s3.connect-timeout": "5",
-                                "s3.request-timeout": "10"}  # fmt: skip
+        opts: dict[str, str] = {
+            "s3.region": self.region or "us-east-1",
+            "s3.connect-timeout": "5",
+            "s3.request-timeout": "10",
+        }
         if self.endpoint is not None:
             opts["s3.endpoint"] = self.endpoint
         opts["s3.force-virtual-addressing"] = str(not self.path_style_access).lower()
