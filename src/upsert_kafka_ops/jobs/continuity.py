@@ -52,7 +52,7 @@ def check_stored(table: Any, conn: KafkaConnection, stored: st.StoredState, on_r
     parts = ko.topic_partitions(config, topics=table.topic, pattern=table.topic_pattern)
     earliest = ko.earliest_offsets(config, parts)
     latest = ko.end_offsets(config, parts, read_committed=False)
-    problem = _reset_problem(stored, ids, earliest, latest)
+    problem = reset_problem(stored, ids, earliest, latest)
     if problem and on_reset == "rebuild":
         return f"{problem}: the target is rebuilt from the earliest offset (on_reset: rebuild)"
     if problem:
@@ -73,7 +73,7 @@ def check_stored(table: Any, conn: KafkaConnection, stored: st.StoredState, on_r
     return ""
 
 
-def _reset_problem(
+def reset_problem(
     stored: st.StoredState,
     ids: dict[str, str],
     earliest: dict[tuple[str, int], int],
