@@ -15,7 +15,7 @@ from typing import Any
 
 from upsert_kafka_ops.errors import SpecError
 from upsert_kafka_ops.kafka import offsets as ko
-from upsert_kafka_ops.spec.table import KafkaTable, StartAt, StopAt, UpsertKafkaTable
+from upsert_kafka_ops.spec.table import KafkaTable, ReadEnd, StartAt, StopAt, UpsertKafkaTable
 
 Offsets = dict[tuple[str, int], int]
 
@@ -72,7 +72,7 @@ def resolve_bounds(
     table: UpsertKafkaTable | KafkaTable,
     config: dict[str, Any],
     start: str | Mapping[Any, Any] | StartAt | None = None,
-    until: Any = None,
+    until: ReadEnd = None,
 ) -> Bounds:
     """Fix the bounds of a read now, against the cluster (``config``: librdkafka settings). ``start``
     and ``until`` None: the table's own (``scan.startup.*``, ``scan.bounded.*``)."""

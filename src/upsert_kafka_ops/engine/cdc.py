@@ -24,7 +24,7 @@ from upsert_kafka_ops.engine.results import RunResult
 from upsert_kafka_ops.engine.source import POSITION, Read, first_error, read_raw, resolve_connection
 from upsert_kafka_ops.errors import SpecError
 from upsert_kafka_ops.formats.cdc_json import decode_cdc, is_cdc
-from upsert_kafka_ops.spec.table import KafkaTable
+from upsert_kafka_ops.spec.table import KafkaTable, ReadEnd
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -66,7 +66,7 @@ def read_cdc(
     connection: KafkaConnection | None = None,
     *,
     start: str | Mapping[Any, Any] | None = None,
-    until: Any = None,
+    until: ReadEnd = None,
 ) -> Read:
     """Every change of a CDC topic inside the bounds (see the module docstring). A record that does
     not decode fails the read naming topic, partition and offset, unless the format's
@@ -147,7 +147,7 @@ def materialize_cdc(
     *,
     key: Sequence[str] | None = None,
     start: str | Mapping[Any, Any] | None = None,
-    until: Any = None,
+    until: ReadEnd = None,
 ) -> Read:
     """The rows of the table a CDC topic describes, up to ``until`` (cached, counted)."""
     from pyspark import StorageLevel
@@ -183,7 +183,7 @@ def last_changes(
     *,
     key: Sequence[str],
     start: str | Mapping[Any, Any] | None = None,
-    until: Any = None,
+    until: ReadEnd = None,
 ) -> Read:
     """The last change per key inside the bounds, as :func:`~upsert_kafka_ops.engine.read_changes`
     gives it for upsert topics: ``op`` '+U' with the row, or '-D' with the key only, and the

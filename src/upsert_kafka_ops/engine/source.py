@@ -26,7 +26,7 @@ from upsert_kafka_ops.errors import SpecError, UpsertKafkaOpsError
 from upsert_kafka_ops.formats.columns import Decoded
 from upsert_kafka_ops.formats.registry import FORMATS
 from upsert_kafka_ops.spec.connection import KafkaConnection, client_properties, for_table
-from upsert_kafka_ops.spec.table import KafkaTable, UpsertKafkaTable
+from upsert_kafka_ops.spec.table import KafkaTable, ReadEnd, UpsertKafkaTable
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -205,7 +205,7 @@ def read_changes(
     connection: KafkaConnection | None = None,
     *,
     start: str | Mapping[Any, Any] = "earliest",
-    until: Any = None,
+    until: ReadEnd = None,
     strict: bool = False,
     validation: Literal["winners", "full"] = "winners",
 ) -> Read:
@@ -224,7 +224,7 @@ def materialize(
     connection: KafkaConnection | None = None,
     *,
     start: str | Mapping[Any, Any] = "earliest",
-    until: Any = None,
+    until: ReadEnd = None,
     strict: bool = False,
     validation: Literal["winners", "full"] = "winners",
 ) -> Read:
@@ -247,7 +247,7 @@ def _fold(
     table: UpsertKafkaTable,
     connection: KafkaConnection | None,
     start: str | Mapping[Any, Any],
-    until: Any,
+    until: ReadEnd,
     strict: bool,
     validation: str,
     keep_deletes: bool,
@@ -571,7 +571,7 @@ def read_records(
     connection: KafkaConnection | None = None,
     *,
     start: str | Mapping[Any, Any] = "earliest",
-    until: Any = None,
+    until: ReadEnd = None,
     strict: bool = False,
 ) -> Read:
     """Every record inside the bounds, decoded: the table's columns, ``_is_null`` (a tombstone),
@@ -624,7 +624,7 @@ def read_changelog(
     connection: KafkaConnection | None = None,
     *,
     start: str | Mapping[Any, Any] = "earliest",
-    until: Any = None,
+    until: ReadEnd = None,
     mode: Literal["upsert", "retract"] = "upsert",
     strict: bool = False,
 ) -> Read:
@@ -722,7 +722,7 @@ def read_append(
     connection: KafkaConnection | None = None,
     *,
     start: str | Mapping[Any, Any] | None = None,
-    until: Any = None,
+    until: ReadEnd = None,
 ) -> Read:
     """Every record of a plain (append-only) Kafka table inside the bounds, decoded into its columns.
 

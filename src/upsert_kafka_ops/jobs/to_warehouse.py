@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Literal
 
 from upsert_kafka_ops.engine.hashing import quoted
 from upsert_kafka_ops.engine.history import closing_columns
@@ -40,7 +40,7 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
     from upsert_kafka_ops.engine.source import Read
-    from upsert_kafka_ops.spec.table import UpsertKafkaTable
+    from upsert_kafka_ops.spec.table import ReadEnd, UpsertKafkaTable
 
 
 def run_materialize(ctx: RunContext, job: MaterializeJob) -> JobResult:
@@ -49,7 +49,7 @@ def run_materialize(ctx: RunContext, job: MaterializeJob) -> JobResult:
 
 
 def run_to_warehouse(
-    ctx: RunContext, job: WarehouseJob, target: WarehouseTarget, mode: str, until: Any, rewind: bool
+    ctx: RunContext, job: WarehouseJob, target: WarehouseTarget, mode: str, until: ReadEnd, rewind: bool
 ) -> JobResult:
     """Hold the target's lock, read what it stored, fold and write; commit the group's offsets."""
     conn = ctx.connection(job.source.connection, job.source.table)
@@ -67,7 +67,7 @@ def fold_source(
     source: UpsertSource | AppendSource,
     conn: KafkaConnection,
     *,
-    until: Any = None,
+    until: ReadEnd = None,
     strict: bool = False,
     validation: Literal["winners", "full"] = "winners",
 ) -> Read:
@@ -91,7 +91,7 @@ def _read_and_write(
     conn: KafkaConnection,
     held: Stored,
     mode: str,
-    until: Any,
+    until: ReadEnd,
     rewind: bool,
     result: JobResult,
 ) -> None:
@@ -172,7 +172,12 @@ def _choose_mode(
 
 
 def _read_since(
-    ctx: RunContext, job: WarehouseJob, table: Any, conn: KafkaConnection, stored: st.StoredState, until: Any
+    ctx: RunContext,
+    job: WarehouseJob,
+    table: UpsertKafkaTable,
+    conn: KafkaConnection,
+    stored: st.StoredState,
+    until: ReadEnd,
 ) -> Read:
     """The changes after the stored offsets: the last change per key."""
     from upsert_kafka_ops.engine import read_changes
@@ -199,7 +204,7 @@ def _read_history(
     target: WarehouseTable,
     conn: KafkaConnection,
     stored: st.StoredState | None,
-    until: Any,
+    until: ReadEnd,
     result: JobResult,
 ) -> Read:
     """A history table's rows to write: every version of the keys the read touched. Incremental
@@ -259,7 +264,7 @@ def _read_from_earliest(
     table: UpsertKafkaTable,
     conn: KafkaConnection,
     stored: st.StoredState | None,
-    until: Any,
+    until: ReadEnd,
     rewind: bool,
     result: JobResult,
 ) -> Read:

@@ -26,7 +26,7 @@ from upsert_kafka_ops.engine.hashing import ROW_JSON, quoted, row_hash
 from upsert_kafka_ops.errors import SpecError, UpsertKafkaOpsError
 from upsert_kafka_ops.jobs.core import ConcurrentRunError
 from upsert_kafka_ops.jobs.targets import WarehouseTable, is_warehouse, read_stored_offsets, target_for
-from upsert_kafka_ops.pipeline import BackfillJob, MaterializeJob, source_table
+from upsert_kafka_ops.pipeline import AnyJob, BackfillJob, MaterializeJob, WarehouseJob, source_table
 from upsert_kafka_ops.spec.connection import for_table
 
 if TYPE_CHECKING:
@@ -103,8 +103,7 @@ class Verification:
 def verify_job(spark: SparkSession, pipeline: Pipeline, job_name: str, *, show: int = 10) -> Verification:
     """Compare ``job_name``'s warehouse table with the fold of its source up to the offsets the table
     stored; ``show``: how many keys of each kind of difference to list."""
-    job = pipeline.job(job_name)
-    target = _verifiable_target(job, pipeline)
+    job, target = _verifiable(pipeline.job(job_name), pipeline)
     began = time.monotonic()
     for _ in range(_ATTEMPTS):
         stored = read_stored_offsets(job, pipeline)
@@ -124,7 +123,7 @@ def verify_job(spark: SparkSession, pipeline: Pipeline, job_name: str, *, show: 
     )
 
 
-def refusal(job: Any) -> SpecError | None:
+def refusal(job: AnyJob) -> SpecError | None:
     """Why ``job`` has no table verify can compare (None: it has one): not a materialize or backfill
     job, a topic target, a snapshot table, or a history ordered by a column (its current versions
     are not the topic's fold; a history in the topic's order compares its current versions)."""
@@ -158,15 +157,21 @@ def refusal(job: Any) -> SpecError | None:
     return None
 
 
-def _verifiable_target(job: Any, pipeline: Pipeline) -> WarehouseTable:
+def _verifiable(job: AnyJob, pipeline: Pipeline) -> tuple[WarehouseJob, WarehouseTable]:
     refused = refusal(job)
     if refused is not None:
         raise refused
-    return target_for(job.target, pipeline)
+    assert isinstance(job, MaterializeJob | BackfillJob) and is_warehouse(job.target)  # what refusal checks
+    return job, target_for(job.target, pipeline)
 
 
 def _compare(
-    spark: SparkSession, pipeline: Pipeline, job: Any, target: WarehouseTable, stored: StoredState, show: int
+    spark: SparkSession,
+    pipeline: Pipeline,
+    job: WarehouseJob,
+    target: WarehouseTable,
+    stored: StoredState,
+    show: int,
 ) -> Verification:
     from upsert_kafka_ops.jobs.to_warehouse import fold_source
 

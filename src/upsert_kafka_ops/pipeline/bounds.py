@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
-from typing import Literal, TypedDict, cast
+from typing import Literal, cast
+
+from typing_extensions import TypedDict  # pydantic reads typing.TypedDict from Python 3.12 on
 
 from upsert_kafka_ops.errors import SpecError
 
@@ -17,11 +19,24 @@ class TimestampUntil(TypedDict):
 class OffsetsUntil(TypedDict):
     """The state up to these offsets (exclusive), per topic and partition."""
 
-    offsets: dict[str, dict[str, int]]
+    offsets: dict[str, dict[int | str, int]]  # partitions as the file writes them
 
 
 #: A backfill's end as a pipeline file writes it
 Until = Literal["latest"] | TimestampUntil | OffsetsUntil
+
+
+def check_until(value: object, field: str = "until") -> object:
+    """``value`` if it has the shape of an end (``latest``, ``{timestamp_ms: N}`` or ``{offsets: ...}``),
+    else the error that names the three forms."""
+    ok = value == "latest" or (
+        isinstance(value, dict) and len(value) == 1 and ("timestamp_ms" in value or "offsets" in value)
+    )
+    if not ok:
+        raise SpecError(
+            field, f"cannot use {value!r}.", "use 'latest', {timestamp_ms: N} or {offsets: {topic: {p: n}}}."
+        )
+    return value
 
 
 def parse_until(value: object, field: str = "until") -> Until:
@@ -30,7 +45,7 @@ def parse_until(value: object, field: str = "until") -> Until:
     if value is None or value == "latest":
         return "latest"
     if isinstance(value, dict):
-        return cast(Until, value)  # the spec form: BackfillJob checks its shape
+        return cast(Until, check_until(value, field))
     if isinstance(value, int) and not isinstance(value, bool):
         return {"timestamp_ms": value}
     text = str(value).strip()

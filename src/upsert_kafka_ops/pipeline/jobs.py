@@ -3,19 +3,19 @@
 from __future__ import annotations
 
 import re
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, cast
 
 from pydantic import Field, field_validator, model_validator
 
 from upsert_kafka_ops.errors import SpecError
-from upsert_kafka_ops.pipeline.bounds import parse_until
+from upsert_kafka_ops.pipeline.bounds import OffsetsUntil, Until, check_until, parse_until
 from upsert_kafka_ops.pipeline.folders import Folder, old_folder
 from upsert_kafka_ops.pipeline.sources import AppendSource, DeltaFeedSource, QuerySource, Source, UpsertSource
 from upsert_kafka_ops.pipeline.targets import AnyTarget, Sink, TopicSink, WarehouseTarget
 from upsert_kafka_ops.spec.base import SpecModel
 from upsert_kafka_ops.spec.cadence import cron_expression
 from upsert_kafka_ops.spec.history import HistorySpec
-from upsert_kafka_ops.spec.table import UpsertKafkaTable
+from upsert_kafka_ops.spec.table import ReadEnd, UpsertKafkaTable
 
 _NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_.-]{0,99}$")
 _VIEW = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -132,7 +132,7 @@ class BackfillJob(JobSpec):
         description="The upsert-kafka source, or a CDC source with its key (warehouse targets)."
     )
     target: AnyTarget = Field(description="Delta, PostgreSQL, Parquet, Iceberg or an upsert topic.")
-    until: Any = Field(
+    until: Until = Field(
         default="latest",
         description="End of the read: 'latest' (fixed at start), {'timestamp_ms': N}, "
         "{'offsets': {topic: {partition: offset}}}.",
@@ -142,18 +142,13 @@ class BackfillJob(JobSpec):
         description="Allow an end older than the target's stored offsets (the target goes back in time).",
     )
 
+    @field_validator("until", mode="before")
+    @classmethod
+    def _until_shape(cls, value: object) -> object:
+        return check_until(value)
+
     @model_validator(mode="after")
     def _check_until(self) -> BackfillJob:
-        u = self.until
-        ok = u == "latest" or (
-            isinstance(u, dict) and len(u) == 1 and ("timestamp_ms" in u or "offsets" in u)
-        )
-        if not ok:
-            raise SpecError(
-                "until",
-                f"cannot use {u!r}.",
-                "use 'latest', {timestamp_ms: N} or {offsets: {topic: {p: n}}}.",
-            )
         check_folded_source(self.source)
         if isinstance(self.source, AppendSource) and self.target.is_topic:
             raise SpecError(
@@ -175,9 +170,10 @@ class BackfillJob(JobSpec):
         """Whether the target is a snapshot table (one snapshot per end, see DeltaTarget.as_of_column)."""
         return bool(self.target.snapshot_column)
 
-    def until_bound(self) -> Any:
+    def until_bound(self) -> ReadEnd:
+        """The end as the engine reads it (offsets by topic and partition)."""
         if isinstance(self.until, dict) and "offsets" in self.until:
-            return dict(self.until["offsets"])
+            return dict(cast(OffsetsUntil, self.until)["offsets"])
         return self.until
 
     def connections_used(self) -> list[str]:
@@ -236,7 +232,7 @@ def target_table(job: MaterializeJob | BackfillJob) -> UpsertKafkaTable:
 
 def as_backfill(
     job: AnyJob,
-    until: Any = None,
+    until: object = None,
     rewind: bool | None = None,
 ) -> BackfillJob:
     """The bounded backfill of a materialize job (or a backfill job with a new end): reads from the

@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from collections.abc import Mapping
+from datetime import datetime
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypeVar
 
@@ -845,6 +847,13 @@ class StopAt:
 
     offsets: dict[int, int]
     group: str | None = None
+
+
+#: Where a read ends (``None``: the table's own ``scan.bounded.*``): ``latest`` (fixed as the read
+#: starts), a time, ``{"timestamp_ms": N}``, a consumer group's committed offsets
+#: (``{"group": name}``), a table's bounded mode (:class:`StopAt`), or offsets by
+#: ``(topic, partition)`` or ``{topic: {partition: offset}}``.
+ReadEnd = Literal["latest"] | datetime | StopAt | Mapping[Any, Any] | None
 
 
 def _check_position(table: _KafkaTableBase, side: str, mode: str, stamp: object, offsets: str | None) -> None:
