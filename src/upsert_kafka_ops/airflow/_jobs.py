@@ -13,6 +13,7 @@ carry it to the triggerer and resolve it there.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -25,12 +26,15 @@ from upsert_kafka_ops.pipeline import (
 )
 from upsert_kafka_ops.spec.connection import KafkaConnection
 
+#: a task's job: a job model, or its dict form (as a pipeline file writes it)
+JobArg = AnyJob | Mapping[str, Any] | None
+
 DEFAULT_KAFKA_CONN = "kafka_default"
 
 
 @dataclass(frozen=True)
 class JobRef:
-    job: dict[str, Any] | None = None
+    job: Mapping[str, Any] | None = None
     pipeline_file: str | None = None
     job_name: str | None = None
     kafka_config_id: str | None = None
@@ -39,7 +43,7 @@ class JobRef:
     @classmethod
     def of(
         cls,
-        job: Any = None,
+        job: JobArg = None,
         pipeline_file: str | None = None,
         job_name: str | None = None,
         kafka_config_id: str | None = None,
@@ -100,7 +104,7 @@ class JobRef:
 class JobFields:
     """The job a task names: the arguments the operators and the sensors share (a mixin)."""
 
-    job: dict[str, Any] | None
+    job: Mapping[str, Any] | None
     pipeline_file: str | None
     job_name: str | None
     kafka_config_id: str | None
@@ -108,7 +112,7 @@ class JobFields:
 
     def _set_job(
         self,
-        job: Any,
+        job: JobArg,
         pipeline_file: Any,
         job_name: str | None,
         kafka_config_id: str | None,
@@ -136,7 +140,7 @@ def _connection_names(data: Any) -> set[str]:
     return set()
 
 
-def _validate_job(data: dict[str, Any]) -> AnyJob:
+def _validate_job(data: Mapping[str, Any]) -> AnyJob:
     """A job given as a dict, validated as the only job of a pipeline: errors name ``job.<path>``."""
     placeholders = {n: {"bootstrap_servers": "unresolved:9092"} for n in _connection_names(data)}
     try:

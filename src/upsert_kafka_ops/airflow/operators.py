@@ -29,7 +29,7 @@ from urllib.parse import quote
 from airflow.sdk import BaseOperator, BaseOperatorLink, Context
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
-from upsert_kafka_ops.airflow._jobs import JobFields, JobRef
+from upsert_kafka_ops.airflow._jobs import JobArg, JobFields, JobRef
 from upsert_kafka_ops.airflow.assets import assets_of, declared_assets
 from upsert_kafka_ops.errors import SpecError, UpsertKafkaOpsError
 from upsert_kafka_ops.pipeline import Pipeline, as_backfill
@@ -113,7 +113,7 @@ class UpsertKafkaJobOperator(JobFields, BaseOperator):
     def __init__(
         self,
         *,
-        job: Any = None,
+        job: JobArg = None,
         pipeline_file: str | Path | None = None,
         job_name: str | None = None,
         kafka_config_id: str | None = None,
@@ -333,7 +333,7 @@ class UpsertKafkaBackfillOperator(UpsertKafkaJobOperator):
     template_fields: Sequence[str] = (*UpsertKafkaJobOperator.template_fields, "until", "rewind")
     kinds = ("materialize", "backfill")
 
-    def __init__(self, *, until: Any = None, rewind: bool | str | None = None, **kwargs: Any) -> None:
+    def __init__(self, *, until: object = None, rewind: bool | str | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.until = until
         self.rewind = rewind
@@ -370,7 +370,7 @@ class UpsertKafkaVerifyOperator(JobFields, BaseOperator):
     def __init__(
         self,
         *,
-        job: Any = None,
+        job: JobArg = None,
         pipeline_file: str | Path | None = None,
         job_name: str | None = None,
         kafka_config_id: str | None = None,

@@ -19,7 +19,7 @@ from typing import Any
 from airflow.sdk import BaseSensorOperator, Context, PokeReturnValue, conf
 from airflow.sdk.exceptions import AirflowException
 
-from upsert_kafka_ops.airflow._jobs import JobFields
+from upsert_kafka_ops.airflow._jobs import JobArg, JobFields
 from upsert_kafka_ops.airflow.operators import JOB_FIELDS, task_error
 from upsert_kafka_ops.airflow.triggers import LagTrigger, NewDataTrigger, check_lag, check_new_data
 from upsert_kafka_ops.errors import SpecError, UpsertKafkaOpsError
@@ -56,7 +56,7 @@ class NewDataSensor(_Deferring):
     def __init__(
         self,
         *,
-        job: Any = None,
+        job: JobArg = None,
         pipeline_file: str | Path | None = None,
         job_name: str | None = None,
         kafka_config_id: str | None = None,
@@ -108,7 +108,7 @@ class ConsumerLagSensor(_Deferring):
         *,
         group: str | None = None,
         topics: list[str] | None = None,
-        job: Any = None,
+        job: JobArg = None,
         pipeline_file: str | Path | None = None,
         job_name: str | None = None,
         kafka_config_id: str | None = None,

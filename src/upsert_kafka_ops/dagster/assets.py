@@ -30,10 +30,12 @@ from upsert_kafka_ops.dagster.translator import DagsterUpsertKafkaTranslator
 from upsert_kafka_ops.errors import SpecError, UpsertKafkaOpsError
 from upsert_kafka_ops.jobs.targets import previewed
 from upsert_kafka_ops.pipeline import (
+    AnyJob,
     BackfillJob,
     MaterializeJob,
     Pipeline,
     PublishJob,
+    WarehouseTarget,
     as_backfill,
 )
 from upsert_kafka_ops.runtime.factory import Runtime
@@ -126,11 +128,11 @@ def upsert_kafka_assets(
     return [*external.values(), *out]
 
 
-def _is_snapshot(spec: Any) -> bool:
+def _is_snapshot(spec: AnyJob) -> bool:
     return isinstance(spec, BackfillJob) and spec.snapshot
 
 
-def _checks_for(spec: Any, row_count_check: bool) -> list[str]:
+def _checks_for(spec: AnyJob, row_count_check: bool) -> list[str]:
     names = []
     if isinstance(spec, MaterializeJob | BackfillJob):
         names.append(KEYS_CHECK)
@@ -150,7 +152,7 @@ _CHECK_DESCRIPTIONS = {
 
 
 def _asset_specs(
-    spec: Any,
+    spec: AnyJob,
     p: JobPlan,
     tr: DagsterUpsertKafkaTranslator,
     partitions_def: dg.TimeWindowPartitionsDefinition | None,
@@ -368,7 +370,7 @@ def _cell(v: Any) -> Any:
     return v if v is None or isinstance(v, bool | int | float | str) else str(v)
 
 
-def _table_facts(pipe: Pipeline, job: str, target: Any) -> tuple[int, dg.MetadataValue]:
+def _table_facts(pipe: Pipeline, job: str, target: WarehouseTarget) -> tuple[int, dg.MetadataValue]:
     from upsert_kafka_ops.jobs.targets import read_target
 
     with local_spark(pipe.jar_groups(job)) as spark:

@@ -8,7 +8,6 @@ column, or tombstones may have been compacted away since the last run).
 from __future__ import annotations
 
 import datetime as dt
-from typing import Any
 
 from upsert_kafka_ops.jobs import state as st
 from upsert_kafka_ops.jobs.core import OffsetsError
@@ -37,7 +36,9 @@ def topic_ids(conn: KafkaConnection, topics: list[str]) -> dict[str, str]:
         return admin.topic_ids(topics)
 
 
-def check_stored(table: Any, conn: KafkaConnection, stored: st.StoredState, on_reset: str = "fail") -> str:
+def check_stored(
+    table: UpsertKafkaTable, conn: KafkaConnection, stored: st.StoredState, on_reset: str = "fail"
+) -> str:
     """Why the run must rebuild instead of continuing the stored offsets (a tombstone may have been
     compacted away since the last run; with ``on_reset="rebuild"``, offsets the topic no longer
     holds), or ''. Offsets the topic no longer holds fail by default: a person decides."""

@@ -10,13 +10,21 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import Any
 from urllib.parse import urlsplit
 
 from upsert_kafka_ops.errors import SpecError
 from upsert_kafka_ops.jobs.targets import is_warehouse, target_for
-from upsert_kafka_ops.pipeline import BackfillJob, DeltaFeedSource, MaterializeJob, Pipeline, PublishJob
+from upsert_kafka_ops.pipeline import (
+    AnyTarget,
+    BackfillJob,
+    DeltaFeedSource,
+    MaterializeJob,
+    Pipeline,
+    PublishJob,
+    Sink,
+)
 from upsert_kafka_ops.spec.connection import KafkaConnection
+from upsert_kafka_ops.spec.table import KafkaTable, UpsertKafkaTable
 
 
 @dataclass(frozen=True)
@@ -88,8 +96,8 @@ def table_dataset(uri: str) -> Dataset:
     )
 
 
-def _table_topics(table: Any) -> list[str]:
-    return list(table.topic or []) if getattr(table, "topic", None) else []
+def _table_topics(table: UpsertKafkaTable | KafkaTable) -> list[str]:
+    return list(table.topic or [])
 
 
 def job_datasets(pipeline: Pipeline, job: str) -> tuple[list[Dataset], list[Dataset]]:
@@ -101,13 +109,13 @@ def job_datasets(pipeline: Pipeline, job: str) -> tuple[list[Dataset], list[Data
     spec = pipeline.job(job)
     conns = pipeline.connections
 
-    def topics(connection: str, table: Any) -> list[Dataset]:
+    def topics(connection: str, table: UpsertKafkaTable | KafkaTable) -> list[Dataset]:
         return [kafka_dataset(conns[connection], t) for t in _table_topics(table)]
 
-    def target(t: Any) -> list[Dataset]:
+    def target(t: AnyTarget | Sink) -> list[Dataset]:
         if is_warehouse(t):
             return [table_dataset(target_for(t, pipeline).lineage_uri)]
-        return topics(t.connection, t.table)  # a topic sink
+        return topics(t.connection, t.table)  # a topic
 
     if isinstance(spec, MaterializeJob | BackfillJob):
         return topics(spec.source.connection, spec.source.table), target(spec.target)

@@ -29,7 +29,7 @@ from upsert_kafka_ops.kafka.evaluation import (
 from upsert_kafka_ops.kafka.lag import LagReport, Uncommitted, group_lag
 from upsert_kafka_ops.metrics.documents import jobs_lag_document, lag_document, pipelines_lag_document
 from upsert_kafka_ops.metrics.prometheus import CONTENT_TYPE, Exposition, lag_exposition
-from upsert_kafka_ops.pipeline import Pipeline
+from upsert_kafka_ops.pipeline import AnyJob, Pipeline
 from upsert_kafka_ops.spec.cadence import cron_expression
 from upsert_kafka_ops.spec.connection import KafkaConnection
 
@@ -142,11 +142,11 @@ class LagMonitor:
         return exp.render()
 
 
-def job_evaluation(config: EvaluationConfig, job: Any) -> EvaluationConfig:
+def job_evaluation(config: EvaluationConfig, job: AnyJob) -> EvaluationConfig:
     """How one job of a pipeline is judged: ``config``, with the job's own ``schedule:`` as its cadence
     when it has one (a batch job is OK between runs and STOP once the run after its last is overdue,
     ``schedule_grace_s`` late), else the process's cadence, if any."""
-    if getattr(job, "schedule", None) is None:
+    if job.schedule is None:
         return config
     schedule = Schedule(cron=cron_expression(job.schedule), grace_s=config.schedule_grace_s)
     return replace(config, schedule=schedule)

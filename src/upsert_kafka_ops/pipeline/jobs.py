@@ -180,7 +180,7 @@ class BackfillJob(JobSpec):
         return [self.source.connection, *self.target.connections_used()]
 
 
-def history_start_error(name: str, source: Any, why: str) -> SpecError | None:
+def history_start_error(name: str, source: UpsertSource | AppendSource, why: str) -> SpecError | None:
     """The error for a source whose ``scan.startup.mode`` would cut the history a job reads whole."""
     if not isinstance(source, AppendSource) or source.table.startup_mode == "earliest-offset":
         return None
@@ -192,7 +192,7 @@ def history_start_error(name: str, source: Any, why: str) -> SpecError | None:
     )
 
 
-def check_folded_source(source: Any) -> None:
+def check_folded_source(source: UpsertSource | AppendSource) -> None:
     """A warehouse job folds its source per key: an upsert table, or a CDC table with ``key``."""
     if not isinstance(source, AppendSource):
         return
@@ -217,7 +217,7 @@ def check_folded_source(source: Any) -> None:
     source.upsert_view()
 
 
-def source_table(source: Any) -> UpsertKafkaTable:
+def source_table(source: UpsertSource | AppendSource) -> UpsertKafkaTable:
     """The upsert table a warehouse job's source stands for (a CDC source: its upsert view)."""
     return source.upsert_view() if isinstance(source, AppendSource) else source.table
 

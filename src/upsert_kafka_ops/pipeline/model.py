@@ -28,7 +28,7 @@ from upsert_kafka_ops.spec.iceberg import IcebergCatalog
 from upsert_kafka_ops.spec.storage import S3Storage, is_s3
 
 
-def _stores_named(job: Any) -> Iterator[tuple[str, str]]:
+def _stores_named(job: AnyJob) -> Iterator[tuple[str, str]]:
     """``(field, store name)`` for each store a job's parts name (target, source, checkpoint, state)."""
     for field in ("target.storage", "source.storage", "checkpoint.storage", "state.storage"):
         owner, _, attr = field.rpartition(".")
@@ -37,7 +37,7 @@ def _stores_named(job: Any) -> Iterator[tuple[str, str]]:
             yield field, name
 
 
-def _kafka_parts(job: Any) -> Iterator[tuple[str, Any]]:
+def _kafka_parts(job: AnyJob) -> Iterator[tuple[str, Any]]:
     """``(where, part)`` for each of a job's parts that reads or writes a Kafka table through a named
     connection (a source, a topic target or sink, each source of a topic-to-topic job)."""
     for name in ("source", "target", "sink"):
@@ -52,12 +52,12 @@ def _kafka_parts(job: Any) -> Iterator[tuple[str, Any]]:
 _SECTIONS = {"connection": "connections", "storage": "storage", "catalog": "catalogs"}
 
 
-def _folder_of(part: Any, catalogs: Mapping[str, IcebergCatalog]) -> tuple[str, str | None] | None:
+def _folder_of(part: object, catalogs: Mapping[str, IcebergCatalog]) -> tuple[str, str | None] | None:
     """A target's or a Delta source's folder and the name of its store (``None``: it has none)."""
     return part.folder(catalogs) if isinstance(part, TargetSpec | Folder) else None
 
 
-def _catalog_of(job: Any) -> str | None:
+def _catalog_of(job: AnyJob) -> str | None:
     """The catalog a job's target is in (``None``: not an Iceberg table, or no target)."""
     target = getattr(job, "target", None)
     return target.catalog_used() if target is not None else None
@@ -178,7 +178,7 @@ class Pipeline(SpecModel):
             groups.append("iceberg")
         return tuple(groups)
 
-    def _folders(self, job: Any) -> Iterator[tuple[str, str | None]]:
+    def _folders(self, job: AnyJob) -> Iterator[tuple[str, str | None]]:
         """``(folder, store name)`` of each folder a job reads or writes: its target's (an Iceberg
         table's location, on its catalog's store), a Delta source's, its checkpoint, its publish state."""
         found = _folder_of(getattr(job, "target", None), self.catalogs)
@@ -197,13 +197,13 @@ class Pipeline(SpecModel):
             return None
         return self.storage[name] if name is not None else S3Storage()
 
-    def location_of(self, target: Any) -> str | None:
+    def location_of(self, target: object) -> str | None:
         """Where a warehouse target's files live: a Delta or Parquet target's path, an Iceberg
         table's default location in its catalog's warehouse; ``None`` for other targets."""
         found = _folder_of(target, self.catalogs)
         return found[0] if found is not None else None
 
-    def storage_of(self, target: Any) -> S3Storage | None:
+    def storage_of(self, target: object) -> S3Storage | None:
         """The store of a target (or a Delta source) on object storage (one that names none: AWS S3
         with the AWS credential chain); ``None`` for other targets."""
         found = _folder_of(target, self.catalogs)
@@ -220,7 +220,7 @@ class Pipeline(SpecModel):
             return None, None
         return folder, self._store(folder, name)
 
-    def checkpoint_storage_of(self, job: Any) -> S3Storage | None:
+    def checkpoint_storage_of(self, job: AnyJob) -> S3Storage | None:
         """The store of a topic-to-topic job's checkpoint on S3; ``None`` for other jobs."""
         folder = getattr(job, "checkpoint", None)
         return self._store(folder.path, folder.storage) if folder is not None else None

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, TypeGuard
 
+from typing_extensions import TypeIs  # typing.TypeIs from Python 3.13
+
 from upsert_kafka_ops.jobs.state import StoredState
 from upsert_kafka_ops.jobs.targets.base import Stored, WarehouseTable, Write
 from upsert_kafka_ops.jobs.targets.delta import DeltaTable
@@ -30,12 +32,12 @@ TARGETS: dict[str, Any] = {
 }
 
 
-def is_warehouse(spec: object) -> TypeGuard[WarehouseTarget]:
+def is_warehouse(spec: object) -> TypeIs[WarehouseTarget]:
     """Whether ``spec`` (a job's target or sink) is a warehouse table (not a topic)."""
     return getattr(spec, "kind", None) in TARGETS
 
 
-def previewed(spec: object) -> bool:
+def previewed(spec: object) -> TypeGuard[WarehouseTarget]:
     """Whether the rows of the target ``spec`` names are counted and previewed after a run (Dagster's
     row count and preview)."""
     return is_warehouse(spec) and bool(TARGETS[spec.kind].previewed)
