@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 import upsert_kafka_ops.pipeline as pipeline_spec
+from upsert_kafka_ops.errors import OldFieldWarning
 from upsert_kafka_ops.jobs.targets import TARGETS, is_warehouse, previewed, read_stored_offsets, target_for
 from upsert_kafka_ops.jobs.targets.base import WarehouseTable
 
@@ -106,7 +107,7 @@ def test_a_spec_is_bound_to_its_class_and_named_for_lineage(kind: str) -> None:
 def test_topic_targets_are_not_warehouse_tables_and_keep_no_offsets() -> None:
     pipeline = _pipeline(
         {
-            "kind": "topic",
+            "kind": "upsert-kafka",
             "connection": "main",
             "table": {
                 "name": "out",
@@ -156,3 +157,19 @@ def test_no_module_outside_the_registry_asks_which_kind_a_target_is() -> None:
         for hit in _isinstance_of_targets(path)
     ]
     assert found == [], "dispatch on a target through jobs.targets (target_for), not isinstance"
+
+
+def test_a_topic_sinks_old_kind_still_reads_with_a_warning_and_is_written_back_under_its_new_name() -> None:
+    table = {
+        "name": "out",
+        "topic": "out",
+        "columns": [{"name": "id", "type": "BIGINT"}],
+        "primary_key": ["id"],
+        "key_format": "json",
+        "value_format": "json",
+    }
+    with pytest.warns(OldFieldWarning, match="kind: topic is the old name .* write kind: upsert-kafka"):
+        old = _pipeline({"kind": "topic", "connection": "main", "table": table}, "backfill")
+    new = _pipeline({"kind": "upsert-kafka", "connection": "main", "table": table}, "backfill")
+    assert old == new and old.job("users").target.kind == "upsert-kafka"  # type: ignore[union-attr]
+    assert "kind: topic\n" not in old.to_yaml()

@@ -42,7 +42,7 @@ def run_topic_to_topic(ctx: RunContext, job: TopicToTopicJob) -> JobResult:
             f"job {job.name!r} appends to the plain kafka table {job.sink.table.name!r}, which takes an "
             f"append-only stream of rows, but it cannot stream: {reason}. A recompute would append its "
             "whole result again each run (and an updating query is one Flink's kafka sink refuses too).",
-            "write to an upsert-kafka table (sink kind: topic), or make the query append-only.",
+            "write to an upsert-kafka table (sink kind: upsert-kafka), or make the query append-only.",
         )
     if not ok:
         for name, src in job.sources.items():

@@ -273,7 +273,7 @@ class TopicToTopicJob(JobSpec):
     )
     query: str = Field(description="Spark SQL SELECT whose columns are the sink table's columns, in order.")
     sink: Sink = Field(
-        description="The sink: an upsert-kafka table (kind: topic, the default), or a plain kafka table "
+        description="The sink: an upsert-kafka table (kind: upsert-kafka, the default), or a plain kafka table "
         "(kind: kafka) for an append-only query, written by the streaming path."
     )
     execution: Literal["auto", "streaming", "snapshot"] = Field(

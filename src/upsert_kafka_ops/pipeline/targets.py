@@ -5,12 +5,13 @@ warehouse table (Delta, PostgreSQL, Parquet, Iceberg). What a run does with a wa
 from __future__ import annotations
 
 import re
+import warnings
 from collections.abc import Mapping
 from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import Discriminator, Field, Tag, model_validator
 
-from upsert_kafka_ops.errors import SpecError
+from upsert_kafka_ops.errors import OldFieldWarning, SpecError
 from upsert_kafka_ops.pipeline.folders import Folder
 from upsert_kafka_ops.pipeline.sources import TableOnConnection, kind_of
 from upsert_kafka_ops.spec.base import SpecModel
@@ -71,7 +72,26 @@ class SinkSpec(TableOnConnection, TargetSpec):
 class TopicSink(SinkSpec):
     """An upsert-kafka table written through a named connection."""
 
-    kind: Literal["topic"] = Field(default="topic", description="Target kind.")
+    kind: Literal["upsert-kafka"] = Field(
+        default="upsert-kafka",
+        description="Target kind: upsert-kafka, as a source of the same table says (formerly topic, which "
+        "still reads).",
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _old_kind(cls, data: Any) -> Any:
+        if isinstance(data, Mapping) and data.get("kind") == OLD_TOPIC_KIND:
+            warnings.warn(
+                f"kind: {OLD_TOPIC_KIND} is the old name of a topic sink's kind; write kind: upsert-kafka "
+                "(a source of the same table says so). The old name still reads and will be removed in a "
+                "later release.",
+                OldFieldWarning,
+                stacklevel=2,
+            )
+            return {**data, "kind": "upsert-kafka"}
+        return data
+
     connection: str = Field(description="Name of a connection in the pipeline's 'connections'.")
     table: UpsertKafkaTable = Field(
         description="The sink table (its topic, key and formats), or a name in 'tables'."
@@ -101,10 +121,20 @@ def _check_one_topic(table: UpsertKafkaTable | KafkaTable) -> None:
         )
 
 
-#: A topic-to-topic sink; ``kind`` defaults to ``topic`` (an upsert-kafka table).
+#: the kind a topic sink had before it was named like its source's
+OLD_TOPIC_KIND = "topic"
+
+
+def _write_kind(value: Any, default: str) -> str:
+    """The kind of what a job writes, its old name read as the new one."""
+    kind = kind_of(value, default)
+    return "upsert-kafka" if kind == OLD_TOPIC_KIND else kind
+
+
+#: A topic-to-topic sink; ``kind`` defaults to ``upsert-kafka``.
 Sink = Annotated[
-    Annotated[TopicSink, Tag("topic")] | Annotated[AppendSink, Tag("kafka")],
-    Discriminator(lambda value: kind_of(value, "topic")),
+    Annotated[TopicSink, Tag("upsert-kafka")] | Annotated[AppendSink, Tag("kafka")],
+    Discriminator(lambda value: _write_kind(value, "upsert-kafka")),
 ]
 
 
@@ -232,5 +262,10 @@ WarehouseTarget = Annotated[
     DeltaTarget | PostgresTarget | ParquetTarget | IcebergTarget, Field(discriminator="kind")
 ]
 AnyTarget = Annotated[
-    DeltaTarget | PostgresTarget | ParquetTarget | IcebergTarget | TopicSink, Field(discriminator="kind")
+    Annotated[DeltaTarget, Tag("delta")]
+    | Annotated[PostgresTarget, Tag("postgres")]
+    | Annotated[ParquetTarget, Tag("parquet")]
+    | Annotated[IcebergTarget, Tag("iceberg")]
+    | Annotated[TopicSink, Tag("upsert-kafka")],
+    Discriminator(lambda value: _write_kind(value, "")),
 ]
