@@ -14,8 +14,8 @@ from upsert_kafka_ops.errors import SpecError
 from upsert_kafka_ops.jobs import Pipeline
 from upsert_kafka_ops.jobs.flink_sql import import_flink_sql
 from upsert_kafka_ops.pipeline import (
-    AppendSource,
     DeltaTarget,
+    KafkaSource,
     MaterializeJob,
     PostgresTarget,
     TopicToTopicJob,
@@ -46,7 +46,7 @@ def test_the_shipped_script_becomes_a_topic_to_topic_and_a_materialize_job(
     p = Pipeline.from_yaml(out)
     assert p.name == "pageviews" and list(p.tables) == ["pageviews", "pageviews_per_region"]
     flow, lake = p.job("pageviews-per-region"), p.job("pageviews-per-region-lake")
-    assert isinstance(flow, TopicToTopicJob) and isinstance(flow.sources["pageviews"], AppendSource)
+    assert isinstance(flow, TopicToTopicJob) and isinstance(flow.sources["pageviews"], KafkaSource)
     assert "COUNT(DISTINCT user_id)" in flow.query and flow.sink.table.value_format == "avro"
     assert isinstance(lake, MaterializeJob) and isinstance(lake.target, DeltaTarget)
     assert lake.source.table.topic == ["pageviews_per_region"]  # type: ignore[union-attr]
@@ -147,7 +147,7 @@ def test_flip_149s_statements_import_or_are_named_with_their_place() -> None:
     users, regions = p.job("users"), p.job("pageviews-per-region")
     assert isinstance(users, TopicToTopicJob) and isinstance(regions, TopicToTopicJob)
     assert users.sources["dbz_users"].table.value_format == "debezium-json"  # type: ignore[union-attr]
-    assert not isinstance(regions.sources["pageviews_per_region_5min"], AppendSource)
+    assert not isinstance(regions.sources["pageviews_per_region_5min"], KafkaSource)
     with pytest.raises(SpecError) as caught:
         import_flink_sql((data / "flip149.sql").read_text())
     assert [(p.field, p.message.split(":")[0]) for p in caught.value.problems] == [

@@ -264,12 +264,12 @@ def test_a_folded_cdc_source_refuses_a_start_after_the_earliest_offset(kind: str
 
 def test_a_sink_table_with_several_topics_is_refused_when_the_pipeline_is_read() -> None:
     from upsert_kafka_ops.errors import SpecError
-    from upsert_kafka_ops.pipeline import TopicSink
+    from upsert_kafka_ops.pipeline import UpsertSink
 
     table = {"name": "s", "options": {"connector": "upsert-kafka", "topic": "t1;t2", "key.format": "json",
              "value.format": "json"}, "columns": [{"name": "id", "type": "BIGINT"}], "primary_key": ["id"]}  # fmt: skip
     with pytest.raises(SpecError, match="exactly one topic") as info:
-        TopicSink.model_validate({"connection": "main", "table": table})
+        UpsertSink.model_validate({"connection": "main", "table": table})
     assert info.value.field == "sink.table.topic" and "'t1;t2'" in str(info.value)
 
 

@@ -14,11 +14,11 @@ import yaml
 from upsert_kafka_ops.errors import SpecError
 from upsert_kafka_ops.jobs import Pipeline
 from upsert_kafka_ops.pipeline import (
-    AppendSink,
-    AppendSource,
+    KafkaSink,
+    KafkaSource,
     PostgresTarget,
-    TopicSink,
     TopicToTopicJob,
+    UpsertSink,
     UpsertSource,
 )
 
@@ -58,7 +58,7 @@ def test_demo_defines_each_table_once_and_its_jobs_are_those_of_inline_tables() 
     inline = Pipeline.model_validate(Pipeline.from_yaml(yaml.safe_dump(data)).to_json_dict())
     assert named.jobs == inline.jobs
     assert [type(s) for s in named.job("pageviews-per-region").sources.values()] == [
-        AppendSource,
+        KafkaSource,
         UpsertSource,
     ]  # type: ignore[union-attr]
 
@@ -87,8 +87,8 @@ def test_the_options_form_and_an_append_table_take_the_kind_their_connector_says
         _pipeline([job, copy], clicks={"connection": "main", "ddl": CLICKS}, out=out, clicks_out=clicks_out)
     )
     t, c = p.job("t"), p.job("c")
-    assert isinstance(t.sources["clicks"], AppendSource) and isinstance(t.sink, TopicSink)  # type: ignore[union-attr]
-    assert t.sink.table.primary_key == ["id"] and isinstance(c.sink, AppendSink)  # type: ignore[union-attr]
+    assert isinstance(t.sources["clicks"], KafkaSource) and isinstance(t.sink, UpsertSink)  # type: ignore[union-attr]
+    assert t.sink.table.primary_key == ["id"] and isinstance(c.sink, KafkaSink)  # type: ignore[union-attr]
 
 
 def test_a_warehouse_target_table_stays_a_table_name() -> None:
@@ -154,7 +154,7 @@ def test_the_example_in_the_jobs_guide_loads() -> None:
     env = {"KAFKA_BOOTSTRAP": "a:9092", "KAFKA_REPLICA_BOOTSTRAP": "b:9092"}
     p = Pipeline.from_yaml(text, env)
     flow = p.job("clicks-per-region")
-    assert isinstance(flow.sources["clicks"], AppendSource) and flow.sources["users"].connection == "replica"  # type: ignore[union-attr]
+    assert isinstance(flow.sources["clicks"], KafkaSource) and flow.sources["users"].connection == "replica"  # type: ignore[union-attr]
     assert flow.sink.table.primary_key == ["region"]  # type: ignore[union-attr]
 
 
@@ -169,7 +169,7 @@ def test_a_job_given_as_a_flink_insert_reads_and_writes_the_tables_it_names() ->
     p = Pipeline.model_validate(_flow(sql))
     job = p.job("t")
     assert isinstance(job, TopicToTopicJob) and job.sql == sql
-    assert list(job.sources) == ["clicks"] and isinstance(job.sources["clicks"], AppendSource)
+    assert list(job.sources) == ["clicks"] and isinstance(job.sources["clicks"], KafkaSource)
     assert job.sink.table.topic == ["users"] and "GROUP BY" in job.query
     assert Pipeline.model_validate(p.to_json_dict()) == p  # written back, read again
     driver = p.only("t")  # what a driver receives: no 'tables', the job whole

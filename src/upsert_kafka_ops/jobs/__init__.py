@@ -10,22 +10,26 @@ from typing import TYPE_CHECKING, Any
 from upsert_kafka_ops.jobs.state import StoredState
 from upsert_kafka_ops.jobs.targets import read_stored_offsets
 from upsert_kafka_ops.pipeline import (
-    AppendSink,
-    AppendSource,
     BackfillJob,
     DeltaFeedSource,
     DeltaTarget,
     IcebergTarget,
+    KafkaSink,
+    KafkaSource,
     MaterializeJob,
     ParquetTarget,
     Pipeline,
     PostgresTarget,
     PublishJob,
     QuerySource,
-    TopicSink,
     TopicToTopicJob,
+    UpsertSink,
     UpsertSource,
 )
+
+#: the names these models had before they were named by their kind (upsert-kafka or kafka), kept so
+#: that code written for 0.2 imports them still
+AppendSource, AppendSink, TopicSink = KafkaSource, KafkaSink, UpsertSink
 
 if TYPE_CHECKING:  # type checkers see the functions themselves; importing them is deferred below
     from upsert_kafka_ops.jobs.run import run_job, run_spec
@@ -53,6 +57,8 @@ __all__ = [
     "DeltaFeedSource",
     "DeltaTarget",
     "IcebergTarget",
+    "KafkaSink",
+    "KafkaSource",
     "MaterializeJob",
     "ParquetTarget",
     "Pipeline",
@@ -62,6 +68,7 @@ __all__ = [
     "StoredState",
     "TopicSink",
     "TopicToTopicJob",
+    "UpsertSink",
     "UpsertSource",
     "read_stored_offsets",
     "run_job",

@@ -15,12 +15,12 @@ from upsert_kafka_ops.jobs.core import (
     written_to_topic,
 )
 from upsert_kafka_ops.jobs.to_warehouse import run_to_warehouse
-from upsert_kafka_ops.pipeline import BackfillJob, TopicSink, UpsertSource
+from upsert_kafka_ops.pipeline import BackfillJob, UpsertSink, UpsertSource
 
 
 def run_backfill(ctx: RunContext, job: BackfillJob) -> JobResult:
     """Rebuild the target from the earliest offset to the backfill's end."""
-    if not isinstance(job.target, TopicSink):
+    if not isinstance(job.target, UpsertSink):
         return run_to_warehouse(ctx, job, job.target, "full", until=job.until_bound(), rewind=job.rewind)
     source = ctx.connection(job.source.connection, job.source.table)
     before = sink_layout.recorded_in_group(source, job.consumer_group)
@@ -31,7 +31,7 @@ def run_backfill(ctx: RunContext, job: BackfillJob) -> JobResult:
     return result
 
 
-def _backfill_topic(ctx: RunContext, job: BackfillJob, sink: TopicSink) -> JobResult:
+def _backfill_topic(ctx: RunContext, job: BackfillJob, sink: UpsertSink) -> JobResult:
     """Bounded earliest -> end, written with write_snapshot (brings the topic to the snapshot; not
     atomic: a consumer may see some keys updated before others)."""
     from upsert_kafka_ops.engine import materialize, write_snapshot

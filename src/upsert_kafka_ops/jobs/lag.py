@@ -35,8 +35,8 @@ from upsert_kafka_ops.kafka.admin import Isolation, KafkaAdmin, TopicPartitionKe
 from upsert_kafka_ops.kafka.lag import LagReport, Points, compute_lag, group_lag
 from upsert_kafka_ops.pipeline import (
     AnyJob,
-    AppendSource,
     BackfillJob,
+    KafkaSource,
     MaterializeJob,
     Pipeline,
     PublishJob,
@@ -86,19 +86,19 @@ def offsets_from(job: AnyJob) -> OffsetsFrom:
     return "consumer-group"
 
 
-def source_topics(job: AnyJob) -> dict[str, list[UpsertSource | AppendSource]]:
+def source_topics(job: AnyJob) -> dict[str, list[UpsertSource | KafkaSource]]:
     """The job's Kafka sources by connection name (a publish job has none)."""
     if isinstance(job, MaterializeJob | BackfillJob):
         return {job.source.connection: [job.source]}
     if isinstance(job, TopicToTopicJob):
-        out: dict[str, list[UpsertSource | AppendSource]] = {}
+        out: dict[str, list[UpsertSource | KafkaSource]] = {}
         for s in job.sources.values():
             out.setdefault(s.connection, []).append(s)
         return out
     return {}
 
 
-def _topics(admin: KafkaAdmin, sources: Iterable[UpsertSource | AppendSource]) -> list[str]:
+def _topics(admin: KafkaAdmin, sources: Iterable[UpsertSource | KafkaSource]) -> list[str]:
     """The topics of the sources: named ones, and the existing topics a ``topic_pattern`` matches
     (Java and Python regexes agree on the patterns topic names use)."""
     named: set[str] = set()

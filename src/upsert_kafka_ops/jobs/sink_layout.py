@@ -16,7 +16,7 @@ import logging
 from collections.abc import Mapping
 
 from upsert_kafka_ops.errors import UpsertKafkaOpsError
-from upsert_kafka_ops.pipeline import AppendSink, TopicSink
+from upsert_kafka_ops.pipeline import KafkaSink, UpsertSink
 from upsert_kafka_ops.spec.connection import KafkaConnection
 
 log = logging.getLogger("upsert_kafka_ops.jobs")
@@ -58,7 +58,7 @@ def recorded_in_group(conn: KafkaConnection, group: str) -> dict[str, int]:
 
 
 def check(
-    job: str, sink: TopicSink | AppendSink, conn: KafkaConnection, before: Mapping[str, int]
+    job: str, sink: UpsertSink | KafkaSink, conn: KafkaConnection, before: Mapping[str, int]
 ) -> dict[str, int]:
     """The sink topic's partition count now, as ``{topic: count}`` to record after the write.
 
@@ -72,7 +72,7 @@ def check(
         now, then = admin.partition_counts([topic])[topic], before.get(topic)
         if then is None or then == now:
             return {topic: now}
-        if isinstance(sink, AppendSink) and not sink.table.key_fields:
+        if isinstance(sink, KafkaSink) and not sink.table.key_fields:
             return {topic: now}  # records without a key go to any partition: nothing to keep in place
         parts = [(topic, p) for p in range(now)]
         starts = admin.earliest_offsets(parts)

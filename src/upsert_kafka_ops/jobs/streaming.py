@@ -20,7 +20,7 @@ from upsert_kafka_ops.errors import SpecError, UpsertKafkaOpsError
 from upsert_kafka_ops.jobs.core import JobResult, RunContext, conform, topic_target
 from upsert_kafka_ops.jobs.faults import fault_point
 from upsert_kafka_ops.jobs.folders import delete_folder, file_names, has_files, read_text, write_text
-from upsert_kafka_ops.pipeline import AppendSink, AppendSource, TopicToTopicJob
+from upsert_kafka_ops.pipeline import KafkaSink, KafkaSource, TopicToTopicJob
 from upsert_kafka_ops.spec.connection import KafkaConnection, client_properties, for_table
 from upsert_kafka_ops.spec.storage import S3Storage, split_s3
 from upsert_kafka_ops.spec.table import KafkaTable, UpsertKafkaTable
@@ -45,7 +45,7 @@ def streaming_verdict(
     from upsert_kafka_ops.formats.cdc_json import is_cdc
 
     changelogs = [
-        n for n, s in job.sources.items() if isinstance(s, AppendSource) and is_cdc(s.table.value_format)
+        n for n, s in job.sources.items() if isinstance(s, KafkaSource) and is_cdc(s.table.value_format)
     ]
     if changelogs:
         return False, (
@@ -53,16 +53,14 @@ def streaming_verdict(
             "over them needs retractions, which Spark's streaming does not have; each run recomputes the snapshot"
         )
     bounded = [
-        n
-        for n, s in job.sources.items()
-        if isinstance(s, AppendSource) and s.table.end_position() != "latest"
+        n for n, s in job.sources.items() if isinstance(s, KafkaSource) and s.table.end_position() != "latest"
     ]
     if bounded:
         return False, (
             f"source(s) {', '.join(bounded)} set scan.bounded.*: a stream reads on to the end of its topics, "
             "so each run recomputes the snapshot up to the bound"
         )
-    upserts = [name for name, s in job.sources.items() if not isinstance(s, AppendSource)]
+    upserts = [name for name, s in job.sources.items() if not isinstance(s, KafkaSource)]
     if upserts:
         return False, (
             f"source(s) {', '.join(upserts)} are upsert tables: an incremental query over an updating input "
@@ -75,7 +73,7 @@ def streaming_verdict(
         jvm = spark.sparkContext._jvm
         assert jvm is not None
         checker = jvm.org.apache.spark.sql.catalyst.analysis.UnsupportedOperationChecker
-        append = isinstance(job.sink, AppendSink)
+        append = isinstance(job.sink, KafkaSink)
         modes = jvm.org.apache.spark.sql.streaming.OutputMode
         mode = modes.Append() if append else modes.Update()
         try:
@@ -114,7 +112,7 @@ def _register_streams(
 
     views = []
     for name, src in job.sources.items():
-        assert isinstance(src, AppendSource)
+        assert isinstance(src, KafkaSource)
         raw = _stream_reader(spark, src, connections[src.connection], fresh).load()
         decoded = decode_append(src.table, raw)
         vopts = {k.split(".", 2)[2]: v for k, v in src.table.format_options.items() if k.startswith("value.")}
@@ -150,7 +148,7 @@ def _fresh(location: str, storage: S3Storage | None) -> bool:
     return not has_files(location.rstrip("/") + "/offsets", storage)
 
 
-def _stream_reader(spark: SparkSession, src: AppendSource, conn: KafkaConnection, fresh: bool) -> Any:
+def _stream_reader(spark: SparkSession, src: KafkaSource, conn: KafkaConnection, fresh: bool) -> Any:
     table = src.table
     options = {f"kafka.{k}": v for k, v in client_properties(table.properties).items()}
     table_conn = for_table(conn, table.properties)

@@ -23,8 +23,8 @@ from upsert_kafka_ops.jobs.core import JobResult, OffsetsError, RunContext, comm
 from upsert_kafka_ops.jobs.faults import fault_point
 from upsert_kafka_ops.jobs.targets import Stored, WarehouseTable, Write, target_for
 from upsert_kafka_ops.pipeline import (
-    AppendSource,
     BackfillJob,
+    KafkaSource,
     MaterializeJob,
     UpsertSource,
     WarehouseJob,
@@ -64,7 +64,7 @@ def run_to_warehouse(
 
 def fold_source(
     spark: SparkSession,
-    source: UpsertSource | AppendSource,
+    source: UpsertSource | KafkaSource,
     conn: KafkaConnection,
     *,
     until: ReadEnd = None,
@@ -76,7 +76,7 @@ def fold_source(
     from upsert_kafka_ops.engine import materialize
     from upsert_kafka_ops.engine.cdc import materialize_cdc
 
-    if isinstance(source, AppendSource):
+    if isinstance(source, KafkaSource):
         return materialize_cdc(spark, source.table, conn, key=source.key, until=until)
     return materialize(
         spark, source.table, conn, start="earliest", until=until, strict=strict, validation=validation
@@ -183,7 +183,7 @@ def _read_since(
     from upsert_kafka_ops.engine import read_changes
     from upsert_kafka_ops.engine.cdc import last_changes
 
-    if isinstance(job.source, AppendSource):  # a CDC source: the last change per key
+    if isinstance(job.source, KafkaSource):  # a CDC source: the last change per key
         return last_changes(
             ctx.spark, job.source.table, conn, key=job.source.key, start=stored.offsets, until=until
         )

@@ -22,7 +22,7 @@ from upsert_kafka_ops.jobs.core import (
     written_to_topic,
 )
 from upsert_kafka_ops.jobs.streaming import run_streaming, streaming_verdict
-from upsert_kafka_ops.pipeline import AppendSink, AppendSource, TopicToTopicJob, history_start_error
+from upsert_kafka_ops.pipeline import KafkaSink, KafkaSource, TopicToTopicJob, history_start_error
 from upsert_kafka_ops.spec.table import UpsertKafkaTable
 
 
@@ -36,7 +36,7 @@ def run_topic_to_topic(ctx: RunContext, job: TopicToTopicJob) -> JobResult:
             raise SpecError(
                 "execution", f"job {job.name!r} cannot stream: {reason}.", "use execution: auto or snapshot."
             )
-    if not ok and isinstance(job.sink, AppendSink):
+    if not ok and isinstance(job.sink, KafkaSink):
         raise SpecError(
             "sink",
             f"job {job.name!r} appends to the plain kafka table {job.sink.table.name!r}, which takes an "
@@ -86,9 +86,9 @@ def _run_snapshot(ctx: RunContext, job: TopicToTopicJob, reason: str) -> JobResu
     try:
         for name, src in job.sources.items():
             conn = ctx.connection(src.connection, src.table)
-            if isinstance(src, AppendSource) and is_cdc(src.table.value_format):
+            if isinstance(src, KafkaSource) and is_cdc(src.table.value_format):
                 read = materialize_cdc(spark, src.table, conn, key=src.key or None)
-            elif isinstance(src, AppendSource):
+            elif isinstance(src, KafkaSource):
                 read = read_append(spark, src.table, conn)
             else:
                 read = materialize(spark, src.table, conn)

@@ -31,16 +31,16 @@ from upsert_kafka_ops.pipeline.jobs import (
 )
 from upsert_kafka_ops.pipeline.loading import PIPELINE_VERSION, expand_env
 from upsert_kafka_ops.pipeline.model import Pipeline
-from upsert_kafka_ops.pipeline.sources import AppendSource, DeltaFeedSource, QuerySource, Source, UpsertSource
+from upsert_kafka_ops.pipeline.sources import DeltaFeedSource, KafkaSource, QuerySource, Source, UpsertSource
 from upsert_kafka_ops.pipeline.targets import (
     AnyTarget,
-    AppendSink,
     DeltaTarget,
     IcebergTarget,
+    KafkaSink,
     ParquetTarget,
     PostgresTarget,
     Sink,
-    TopicSink,
+    UpsertSink,
     WarehouseTarget,
 )
 
@@ -48,14 +48,14 @@ __all__ = [
     "PIPELINE_VERSION",
     "AnyJob",
     "AnyTarget",
-    "AppendSink",
-    "AppendSource",
     "BackfillJob",
     "DeltaFeedSource",
     "DeltaTarget",
     "Folder",
     "IcebergTarget",
     "Job",
+    "KafkaSink",
+    "KafkaSource",
     "MaterializeJob",
     "ParquetTarget",
     "Pipeline",
@@ -64,9 +64,9 @@ __all__ = [
     "QuerySource",
     "Sink",
     "Source",
-    "TopicSink",
     "TopicToTopicJob",
     "Until",
+    "UpsertSink",
     "UpsertSource",
     "WarehouseJob",
     "WarehouseTarget",

@@ -10,8 +10,8 @@ from pydantic import Field, field_validator, model_validator
 from upsert_kafka_ops.errors import SpecError
 from upsert_kafka_ops.pipeline.bounds import OffsetsUntil, Until, check_until, parse_until
 from upsert_kafka_ops.pipeline.folders import Folder, old_folder
-from upsert_kafka_ops.pipeline.sources import AppendSource, DeltaFeedSource, QuerySource, Source, UpsertSource
-from upsert_kafka_ops.pipeline.targets import AnyTarget, Sink, TopicSink, WarehouseTarget
+from upsert_kafka_ops.pipeline.sources import DeltaFeedSource, KafkaSource, QuerySource, Source, UpsertSource
+from upsert_kafka_ops.pipeline.targets import AnyTarget, Sink, UpsertSink, WarehouseTarget
 from upsert_kafka_ops.spec.base import SpecModel
 from upsert_kafka_ops.spec.cadence import cron_expression
 from upsert_kafka_ops.spec.history import HistorySpec
@@ -150,7 +150,7 @@ class BackfillJob(JobSpec):
     @model_validator(mode="after")
     def _check_until(self) -> BackfillJob:
         check_folded_source(self.source)
-        if isinstance(self.source, AppendSource) and self.target.is_topic:
+        if isinstance(self.source, KafkaSource) and self.target.is_topic:
             raise SpecError(
                 "target",
                 "a CDC source is backfilled into warehouse targets only (for now).",
@@ -180,9 +180,9 @@ class BackfillJob(JobSpec):
         return [self.source.connection, *self.target.connections_used()]
 
 
-def history_start_error(name: str, source: UpsertSource | AppendSource, why: str) -> SpecError | None:
+def history_start_error(name: str, source: UpsertSource | KafkaSource, why: str) -> SpecError | None:
     """The error for a source whose ``scan.startup.mode`` would cut the history a job reads whole."""
-    if not isinstance(source, AppendSource) or source.table.startup_mode == "earliest-offset":
+    if not isinstance(source, KafkaSource) or source.table.startup_mode == "earliest-offset":
         return None
     return SpecError(
         f"{name}.table.scan.startup.mode",
@@ -192,9 +192,9 @@ def history_start_error(name: str, source: UpsertSource | AppendSource, why: str
     )
 
 
-def check_folded_source(source: UpsertSource | AppendSource) -> None:
+def check_folded_source(source: UpsertSource | KafkaSource) -> None:
     """A warehouse job folds its source per key: an upsert table, or a CDC table with ``key``."""
-    if not isinstance(source, AppendSource):
+    if not isinstance(source, KafkaSource):
         return
     error = history_start_error("source", source, "a warehouse job folds its source from the earliest offset")
     if error is not None:
@@ -217,9 +217,9 @@ def check_folded_source(source: UpsertSource | AppendSource) -> None:
     source.upsert_view()
 
 
-def source_table(source: UpsertSource | AppendSource) -> UpsertKafkaTable:
+def source_table(source: UpsertSource | KafkaSource) -> UpsertKafkaTable:
     """The upsert table a warehouse job's source stands for (a CDC source: its upsert view)."""
-    return source.upsert_view() if isinstance(source, AppendSource) else source.table
+    return source.upsert_view() if isinstance(source, KafkaSource) else source.table
 
 
 def target_table(job: MaterializeJob | BackfillJob) -> UpsertKafkaTable:
@@ -314,7 +314,7 @@ class PublishJob(JobSpec):
     source: Annotated[DeltaFeedSource | QuerySource, Field(discriminator="kind")] = Field(
         description="delta-cdf: publish the changes since the stored version; query: publish a snapshot."
     )
-    sink: TopicSink = Field(description="The upsert-kafka sink.")
+    sink: UpsertSink = Field(description="The upsert-kafka sink.")
     state: Folder | None = Field(
         default=None,
         description="Folder for the last published Delta version (delta-cdf; default: next to the table, on "

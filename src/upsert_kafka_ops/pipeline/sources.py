@@ -41,7 +41,7 @@ class UpsertSource(TableOnConnection):
     )
 
 
-class AppendSource(TableOnConnection):
+class KafkaSource(TableOnConnection):
     """A plain (append-only) Kafka table read from a named connection."""
 
     table_kind: ClassVar[type[UpsertKafkaTable] | type[KafkaTable]] = KafkaTable
@@ -59,7 +59,7 @@ class AppendSource(TableOnConnection):
     )
 
     @model_validator(mode="after")
-    def _check_key(self) -> AppendSource:
+    def _check_key(self) -> KafkaSource:
         from upsert_kafka_ops.formats.cdc_json import is_cdc
 
         if self.key and not is_cdc(self.table.value_format):
@@ -108,7 +108,7 @@ def kind_of(value: Any, default: str) -> str:
 
 #: A topic-to-topic source; ``kind`` defaults to ``upsert-kafka``.
 Source = Annotated[
-    Annotated[UpsertSource, Tag("upsert-kafka")] | Annotated[AppendSource, Tag("kafka")],
+    Annotated[UpsertSource, Tag("upsert-kafka")] | Annotated[KafkaSource, Tag("kafka")],
     Discriminator(lambda value: kind_of(value, "upsert-kafka")),
 ]
 

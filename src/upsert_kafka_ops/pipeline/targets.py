@@ -69,7 +69,7 @@ class SinkSpec(TableOnConnection, TargetSpec):
         return [self.connection]  # type: ignore[attr-defined]
 
 
-class TopicSink(SinkSpec):
+class UpsertSink(SinkSpec):
     """An upsert-kafka table written through a named connection."""
 
     kind: Literal["upsert-kafka"] = Field(
@@ -98,7 +98,7 @@ class TopicSink(SinkSpec):
     )
 
 
-class AppendSink(SinkSpec):
+class KafkaSink(SinkSpec):
     """A plain ``kafka`` table written through a named connection: each row of the query's output is
     appended as a record (Flink's kafka sink); the query must be append-only."""
 
@@ -133,7 +133,7 @@ def _write_kind(value: Any, default: str) -> str:
 
 #: A topic-to-topic sink; ``kind`` defaults to ``upsert-kafka``.
 Sink = Annotated[
-    Annotated[TopicSink, Tag("upsert-kafka")] | Annotated[AppendSink, Tag("kafka")],
+    Annotated[UpsertSink, Tag("upsert-kafka")] | Annotated[KafkaSink, Tag("kafka")],
     Discriminator(lambda value: _write_kind(value, "upsert-kafka")),
 ]
 
@@ -266,6 +266,6 @@ AnyTarget = Annotated[
     | Annotated[PostgresTarget, Tag("postgres")]
     | Annotated[ParquetTarget, Tag("parquet")]
     | Annotated[IcebergTarget, Tag("iceberg")]
-    | Annotated[TopicSink, Tag("upsert-kafka")],
+    | Annotated[UpsertSink, Tag("upsert-kafka")],
     Discriminator(lambda value: _write_kind(value, "")),
 ]
