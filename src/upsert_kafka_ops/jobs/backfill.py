@@ -14,13 +14,14 @@ from upsert_kafka_ops.jobs.core import (
     topic_target,
     written_to_topic,
 )
+from upsert_kafka_ops.jobs.targets import is_warehouse
 from upsert_kafka_ops.jobs.to_warehouse import run_to_warehouse
 from upsert_kafka_ops.pipeline import BackfillJob, UpsertSink, UpsertSource
 
 
 def run_backfill(ctx: RunContext, job: BackfillJob) -> JobResult:
     """Rebuild the target from the earliest offset to the backfill's end."""
-    if not isinstance(job.target, UpsertSink):
+    if is_warehouse(job.target):
         return run_to_warehouse(ctx, job, job.target, "full", until=job.until_bound(), rewind=job.rewind)
     source = ctx.connection(job.source.connection, job.source.table)
     before = sink_layout.recorded_in_group(source, job.consumer_group)

@@ -13,7 +13,6 @@ from typing import Any
 
 from upsert_kafka_ops.jobs.core import RunContext
 from upsert_kafka_ops.kafka.access import Need, check
-from upsert_kafka_ops.pipeline import KafkaSink, UpsertSink
 from upsert_kafka_ops.spec.connection import KafkaConnection
 
 
@@ -37,7 +36,7 @@ def check_grants(ctx: RunContext) -> None:
             )
         on(src).append(Need("group", job.consumer_group, "READ", "commit its processed offsets"))
     for sink in (getattr(job, "sink", None), getattr(job, "target", None)):
-        if isinstance(sink, UpsertSink | KafkaSink):
+        if sink is not None and sink.is_topic:
             topic = (sink.table.topic or [""])[0]
             on(sink).append(Need("topic", topic, "WRITE", "write its sink"))
             on(sink).append(Need("topic", topic, "DESCRIBE_CONFIGS", "read its max.message.bytes"))

@@ -72,7 +72,7 @@ def check(
         now, then = admin.partition_counts([topic])[topic], before.get(topic)
         if then is None or then == now:
             return {topic: now}
-        if isinstance(sink, KafkaSink) and not sink.table.key_fields:
+        if not sink.keyed:
             return {topic: now}  # records without a key go to any partition: nothing to keep in place
         parts = [(topic, p) for p in range(now)]
         starts = admin.earliest_offsets(parts)

@@ -20,7 +20,7 @@ from upsert_kafka_ops.errors import SpecError, UpsertKafkaOpsError
 from upsert_kafka_ops.jobs.core import JobResult, RunContext, conform, topic_target
 from upsert_kafka_ops.jobs.faults import fault_point
 from upsert_kafka_ops.jobs.folders import delete_folder, file_names, has_files, read_text, write_text
-from upsert_kafka_ops.pipeline import KafkaSink, KafkaSource, TopicToTopicJob
+from upsert_kafka_ops.pipeline import KafkaSource, TopicToTopicJob
 from upsert_kafka_ops.spec.connection import KafkaConnection, client_properties, for_table
 from upsert_kafka_ops.spec.storage import S3Storage, split_s3
 from upsert_kafka_ops.spec.table import KafkaTable, UpsertKafkaTable
@@ -73,7 +73,7 @@ def streaming_verdict(
         jvm = spark.sparkContext._jvm
         assert jvm is not None
         checker = jvm.org.apache.spark.sql.catalyst.analysis.UnsupportedOperationChecker
-        append = isinstance(job.sink, KafkaSink)
+        append = job.sink.appends
         modes = jvm.org.apache.spark.sql.streaming.OutputMode
         mode = modes.Append() if append else modes.Update()
         try:

@@ -22,7 +22,7 @@ from upsert_kafka_ops.jobs.core import (
     written_to_topic,
 )
 from upsert_kafka_ops.jobs.streaming import run_streaming, streaming_verdict
-from upsert_kafka_ops.pipeline import KafkaSink, KafkaSource, TopicToTopicJob, history_start_error
+from upsert_kafka_ops.pipeline import KafkaSource, TopicToTopicJob, history_start_error
 from upsert_kafka_ops.spec.table import UpsertKafkaTable
 
 
@@ -36,7 +36,7 @@ def run_topic_to_topic(ctx: RunContext, job: TopicToTopicJob) -> JobResult:
             raise SpecError(
                 "execution", f"job {job.name!r} cannot stream: {reason}.", "use execution: auto or snapshot."
             )
-    if not ok and isinstance(job.sink, KafkaSink):
+    if not ok and job.sink.appends:
         raise SpecError(
             "sink",
             f"job {job.name!r} appends to the plain kafka table {job.sink.table.name!r}, which takes an "

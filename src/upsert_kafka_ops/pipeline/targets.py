@@ -51,6 +51,8 @@ class SinkSpec(TableOnConnection, TargetSpec):
     """A topic a job writes through a named connection."""
 
     is_topic: ClassVar[bool] = True
+    #: each row of the query's output is appended as a record (the query must be append-only)
+    appends: ClassVar[bool] = False
 
     on_partitions_changed: Literal["fail", "write"] = Field(
         default="fail",
@@ -67,6 +69,11 @@ class SinkSpec(TableOnConnection, TargetSpec):
 
     def connections_used(self) -> list[str]:
         return [self.connection]  # type: ignore[attr-defined]
+
+    @property
+    def keyed(self) -> bool:
+        """Whether every record has a key, so a key's records stay in one partition."""
+        return True
 
 
 class UpsertSink(SinkSpec):
@@ -103,12 +110,17 @@ class KafkaSink(SinkSpec):
     appended as a record (Flink's kafka sink); the query must be append-only."""
 
     table_kind: ClassVar[type[UpsertKafkaTable] | type[KafkaTable]] = KafkaTable
+    appends: ClassVar[bool] = True
 
     kind: Literal["kafka"] = Field(description="Target kind.")
     connection: str = Field(description="Name of a connection in the pipeline's 'connections'.")
     table: KafkaTable = Field(
         description="The sink table (its topic, key.fields and formats), or a name in 'tables'."
     )
+
+    @property
+    def keyed(self) -> bool:
+        return bool(self.table.key_fields)
 
 
 def _check_one_topic(table: UpsertKafkaTable | KafkaTable) -> None:
