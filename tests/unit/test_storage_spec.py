@@ -183,6 +183,6 @@ def test_a_folder_given_in_the_old_pair_of_fields_still_reads_and_the_warning_na
     ):
         assert load({**PUBLISH, "state_path": "/s"}).job("p").state == Folder(path="/s")  # type: ignore[union-attr]
     assert "checkpoint_location" not in old.to_yaml() and "checkpoint:" in old.to_yaml()
-    with pytest.raises(SpecError, match="given together with checkpoint_location") as both:
-        load({**STREAM, "checkpoint_location": "/c", "checkpoint": {"path": "/c"}})
-    assert both.value.field.endswith("checkpoint")
+    with pytest.warns(OldFieldWarning, match="They replace the 'checkpoint' also given"):
+        both = load({**STREAM, "checkpoint_location": "/c2", "checkpoint": {"path": "/c"}})
+    assert both.job("s").checkpoint == Folder(path="/c2")  # type: ignore[union-attr]

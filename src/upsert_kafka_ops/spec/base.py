@@ -151,23 +151,22 @@ class SpecModel(BaseModel):
 def moved_into(data: Any, new: str, old: Mapping[str, str], who: str) -> Any:
     """``data`` (a model's input) with the fields named in ``old`` (old name -> key under ``new``)
     moved into the mapping ``new``, and an :class:`~upsert_kafka_ops.errors.OldFieldWarning` that
-    names the new form; ``who`` says whose fields they are (``job 'users'``). Giving both forms is
-    an error: which one is meant cannot be told."""
+    names the new form; ``who`` says whose fields they are (``job 'users'``). When ``new`` is given
+    too (a file half moved, or a written-back pipeline given an old field to change it), the old
+    fields replace it, and the warning says so."""
     if not isinstance(data, Mapping) or not any(k in data for k in old):
         return data
     given = [k for k in old if k in data]
-    if new in data:
-        raise SpecError(
-            new, f"is given together with {', '.join(given)}, its old form.", f"keep '{new}' only."
-        )
     out = {k: v for k, v in data.items() if k not in old}
     moved = {old[k]: data[k] for k in given if data[k] is not None}
+    replaced = out.pop(new, None) is not None
     if moved:
         out[new] = moved
     form = ", ".join(f"{key}: {value}" for key, value in moved.items())
+    also = f" They replace the '{new}' also given." if replaced else ""
     warnings.warn(
         f"{who}: {' and '.join(given)} {'is' if len(given) == 1 else 'are'} the old form of '{new}'; "
-        f"write {new}: {{{form}}}. The old form still reads and will be removed in a later release.",
+        f"write {new}: {{{form}}}.{also} The old form still reads and will be removed in a later release.",
         OldFieldWarning,
         stacklevel=2,
     )
