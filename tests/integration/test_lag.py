@@ -455,7 +455,7 @@ def test_cli_table_json_and_fail_on(
 def test_prometheus_endpoint_is_scraped_over_http(
     kafka: LocalKafka, new_topic: Callable[..., str], group: str
 ) -> None:
-    from upsert_kafka_ops.monitor.exporter import LagMonitor, WatchOptions, serve
+    from upsert_kafka_ops.metrics.exporter import LagMonitor, WatchOptions, serve
     from upsert_kafka_ops.spec.connection import KafkaConnection
 
     topic = new_topic(partitions=2)
@@ -490,7 +490,7 @@ def test_prometheus_endpoint_is_scraped_over_http(
 def test_a_group_exporter_without_its_broker_answers_up_0_and_not_ready() -> None:
     """The broker is gone: /metrics still answers 200 with ``lag_up`` 0 and the error counted (an alert
     sees the exporter's verdict, not a failed scrape); /ready is 503; /healthz stays 200."""
-    from upsert_kafka_ops.monitor.exporter import LagMonitor, WatchOptions, serve
+    from upsert_kafka_ops.metrics.exporter import LagMonitor, WatchOptions, serve
     from upsert_kafka_ops.spec.connection import KafkaConnection
 
     nobody = f"127.0.0.1:{free_port()}"

@@ -160,7 +160,8 @@ def _lag_cli(*args: str) -> subprocess.CompletedProcess[str]:
 def test_lag_pipeline_cli_json_table_fail_on_and_the_job_labelled_endpoint(
     kafka: LocalKafka, new_topic: Callable[..., str], spark: SparkSession, tmp_path: Path
 ) -> None:
-    from upsert_kafka_ops.monitor.exporter import PipelineLagMonitor, WatchOptions, serve
+    from upsert_kafka_ops.jobs.lag_monitor import PipelineLagMonitor
+    from upsert_kafka_ops.metrics.exporter import WatchOptions, serve
 
     servers = kafka.bootstrap_servers
     topic, other = new_topic(partitions=2), new_topic(partitions=1)
@@ -305,8 +306,9 @@ def test_openlineage_events_come_from_the_cli_run_not_from_run_job(
 def test_a_rebuild_starts_the_jobs_window_over_instead_of_paging_rewind(
     kafka: LocalKafka, new_topic: Callable[..., str], spark: SparkSession, tmp_path: Path
 ) -> None:
+    from upsert_kafka_ops.jobs.lag_monitor import PipelineLagMonitor
     from upsert_kafka_ops.kafka.evaluation import check
-    from upsert_kafka_ops.monitor.exporter import PipelineLagMonitor, WatchOptions
+    from upsert_kafka_ops.metrics.exporter import WatchOptions
 
     servers = kafka.bootstrap_servers
     topic = new_topic(partitions=1)

@@ -13,9 +13,10 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from upsert_kafka_ops.jobs import Pipeline
+from upsert_kafka_ops.jobs.lag_monitor import PipelineLagMonitor
 from upsert_kafka_ops.kafka import EvaluationConfig, check
 from upsert_kafka_ops.local import LocalKafka
-from upsert_kafka_ops.monitor.exporter import PipelineLagMonitor, WatchOptions
+from upsert_kafka_ops.metrics.exporter import WatchOptions
 
 TOPICS, PARTITIONS = 100, 100
 

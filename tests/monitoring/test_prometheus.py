@@ -22,9 +22,10 @@ from tests.integration.jobs_support import pipeline, produce, random_changes, so
 from tests.monitoring.dashboard_png import render
 
 from upsert_kafka_ops.jobs import Pipeline, run_job
+from upsert_kafka_ops.jobs.lag_monitor import PipelineLagMonitor
 from upsert_kafka_ops.kafka.evaluation import EvaluationConfig
 from upsert_kafka_ops.local import LocalKafka, free_port
-from upsert_kafka_ops.monitor.exporter import PipelineLagMonitor, WatchOptions, serve
+from upsert_kafka_ops.metrics.exporter import WatchOptions, serve
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

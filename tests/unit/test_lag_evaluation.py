@@ -128,7 +128,7 @@ def test_a_cron_schedule_is_due_at_its_next_tick_after_the_last_run() -> None:
 
 def test_a_pipeline_job_is_judged_on_its_own_schedule() -> None:
     from upsert_kafka_ops.jobs import Pipeline
-    from upsert_kafka_ops.monitor.exporter import job_evaluation
+    from upsert_kafka_ops.jobs.lag_monitor import job_evaluation
 
     ddl = ("CREATE TABLE t (id BIGINT, PRIMARY KEY (id) NOT ENFORCED) WITH ('connector' = 'upsert-kafka', "
            "'topic' = 't', 'key.format' = 'json', 'value.format' = 'json')")  # fmt: skip

@@ -30,17 +30,12 @@ from typing import Any
 
 from upsert_kafka_ops.errors import SpecError, UpsertKafkaOpsError
 from upsert_kafka_ops.jobs.lag import JobLag
+from upsert_kafka_ops.jobs.lag_monitor import PipelineLagMonitor, PipelinesMonitor
 from upsert_kafka_ops.kafka.admin import ISOLATIONS
 from upsert_kafka_ops.kafka.evaluation import EvaluationConfig, LagStatus, Schedule
 from upsert_kafka_ops.kafka.lag import LagReport
 from upsert_kafka_ops.metrics.documents import jobs_lag_document, lag_document, pipelines_lag_document
-from upsert_kafka_ops.monitor.exporter import (
-    LagMonitor,
-    PipelineLagMonitor,
-    PipelinesMonitor,
-    WatchOptions,
-    serve,
-)
+from upsert_kafka_ops.metrics.exporter import LagMonitor, WatchOptions, serve
 from upsert_kafka_ops.pipeline import Pipeline
 from upsert_kafka_ops.spec.connection import KafkaConnection
 

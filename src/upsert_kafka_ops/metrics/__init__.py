@@ -2,7 +2,7 @@
 
 Stdlib only: importing this package needs neither pyspark nor prometheus_client (a Pushgateway push
 imports it). OpenLineage run events are :mod:`upsert_kafka_ops.jobs.lineage`; the lag exporter is
-:mod:`upsert_kafka_ops.monitor.exporter`.
+:mod:`upsert_kafka_ops.metrics.exporter` (a pipeline's jobs watched by :mod:`upsert_kafka_ops.jobs.lag_monitor`).
 """
 
 from __future__ import annotations
