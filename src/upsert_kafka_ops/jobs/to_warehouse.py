@@ -193,8 +193,8 @@ def _read_since(
         conn,
         start=stored.offsets,
         until=until,
-        strict=getattr(job, "strict", False),
-        validation=getattr(job, "validation", "winners"),
+        strict=job.strict,
+        validation=job.validation,
     )
 
 
@@ -294,6 +294,6 @@ def _read_from_earliest(
         job.source,
         conn,
         until=bounds.end,
-        strict=getattr(job, "strict", False),
-        validation=getattr(job, "validation", "winners"),
+        strict=job.strict,
+        validation=job.validation,
     )

@@ -146,7 +146,7 @@ def refusal(job: AnyJob) -> SpecError | None:
             f"{job.name!r} keeps snapshots in one table, not the topic's latest state.",
             "verify a materialize job of the same source instead.",
         )
-    history = getattr(job, "history", None)
+    history = job.history
     if history is not None and history.sequence_by is not None:
         return SpecError(
             f"jobs.{job.name}.history.sequence_by",
@@ -180,7 +180,7 @@ def _compare(
     conn = for_table(pipeline.connections[job.source.connection], table.properties)
     read = fold_source(spark, job.source, conn, until=dict(stored.offsets))
     try:
-        history = getattr(job, "history", None)
+        history = job.history
         raw, texts = target.comparable(spark, table, history.is_current if history else None)
         absent = [f.name for f in read.df.schema if f.name not in set(raw.columns)]
         if absent:

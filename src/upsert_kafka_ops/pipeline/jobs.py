@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from typing import Annotated, Any, Literal, cast
+from typing import Annotated, Any, ClassVar, Literal, cast
 
 from pydantic import Field, field_validator, model_validator
 
@@ -127,6 +127,11 @@ class MaterializeJob(JobSpec):
 class BackfillJob(JobSpec):
     """Bounded earliest -> end read that rebuilds a target idempotently."""
 
+    #: a backfill reads as a materialize job does by default, and writes no history table
+    strict: ClassVar[bool] = False
+    validation: ClassVar[Literal["winners", "full"]] = "winners"
+    history: ClassVar[None] = None
+
     kind: Literal["backfill"] = Field(description="Job kind.")
     source: Source = Field(
         description="The upsert-kafka source, or a CDC source with its key (warehouse targets)."
@@ -226,8 +231,7 @@ def target_table(job: MaterializeJob | BackfillJob) -> UpsertKafkaTable:
     """The table a warehouse job's target holds: its source's, or with ``history`` the history table
     (every version, with its validity and bookkeeping columns)."""
     table = source_table(job.source)
-    history = getattr(job, "history", None)
-    return history.table(table) if history is not None else table
+    return job.history.table(table) if job.history is not None else table
 
 
 def as_backfill(
