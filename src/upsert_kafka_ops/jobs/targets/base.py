@@ -21,7 +21,7 @@ from upsert_kafka_ops.jobs.core import ConcurrentRunError, JobResult
 from upsert_kafka_ops.jobs.folders import local_path
 from upsert_kafka_ops.jobs.object_lock import object_lock
 from upsert_kafka_ops.jobs.state import StoredState
-from upsert_kafka_ops.pipeline import BackfillJob, MaterializeJob, source_table
+from upsert_kafka_ops.pipeline import BackfillJob, Folder, MaterializeJob, Pipeline, source_table
 from upsert_kafka_ops.spec.storage import S3Storage, split_s3
 
 if TYPE_CHECKING:
@@ -114,6 +114,47 @@ class WarehouseTable(Protocol):
         table, ``current`` names its is-current column: only current versions, the source's
         columns), and the columns held as JSON text."""
         ...
+
+
+@dataclass(frozen=True)
+class FolderTable:
+    """What a table in a folder (Delta, Parquet) does the same way whatever its format: it is named
+    by its path, held by a lock beside it, and read by Spark in its ``format``."""
+
+    spec: Folder
+    pipeline: Pipeline
+    #: the Spark data source that reads the folder
+    format: ClassVar[str]
+
+    @property
+    def uri(self) -> str:
+        return self.spec.uri
+
+    @property
+    def lineage_uri(self) -> str:
+        return self.spec.uri
+
+    @property
+    def storage(self) -> S3Storage | None:
+        """The store of a folder on S3 (``None`` on the local file system)."""
+        return self.pipeline.storage_of(self.spec)
+
+    def hold(self, spark: SparkSession, timeout: float) -> AbstractContextManager[None]:
+        return folder_lock(spark, self.spec.path, self.storage, timeout, self.uri)
+
+    def rows(self, spark: SparkSession, columns: Sequence[str] | None = None) -> DataFrame:
+        from upsert_kafka_ops.engine.hashing import quoted
+        from upsert_kafka_ops.engine.session import use_storage
+
+        if self.storage is not None:
+            use_storage(spark, self.storage, split_s3(self.spec.path)[0])
+        df = spark.read.format(self.format).load(self.spec.path)
+        return df if columns is None else df.select(*[quoted(c) for c in columns])
+
+    def comparable(
+        self, spark: SparkSession, table: UpsertKafkaTable, current: str | None
+    ) -> tuple[DataFrame, set[str]]:
+        return comparable_rows(self.rows(spark), table, current), set()
 
 
 def comparable_rows(rows: DataFrame, table: UpsertKafkaTable, current: str | None) -> DataFrame:

@@ -11,8 +11,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Sequence
-from contextlib import AbstractContextManager
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -21,39 +20,24 @@ from upsert_kafka_ops.jobs.continuity import missing_columns
 from upsert_kafka_ops.jobs.core import ConcurrentRunError
 from upsert_kafka_ops.jobs.folders import local_path, store_error
 from upsert_kafka_ops.jobs.state import MARKER, StoredState, from_payload
-from upsert_kafka_ops.jobs.targets.base import Stored, Write, comparable_rows, folder_lock
-from upsert_kafka_ops.pipeline import DeltaTarget, Pipeline
-from upsert_kafka_ops.spec.storage import S3Storage, is_s3, s3_extra_missing, split_s3
+from upsert_kafka_ops.jobs.targets.base import FolderTable, Stored, Write
+from upsert_kafka_ops.pipeline import DeltaTarget
+from upsert_kafka_ops.spec.storage import S3Storage, is_s3, s3_extra_missing
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import SparkSession
 
     from upsert_kafka_ops.spec.table import UpsertKafkaTable
 
 
 @dataclass(frozen=True)
-class DeltaTable:
+class DeltaTable(FolderTable):
     """A ``kind: delta`` target of ``pipeline``."""
 
     spec: DeltaTarget
-    pipeline: Pipeline
+    format: ClassVar[str] = "delta"
     full_only: ClassVar[bool] = False
     previewed: ClassVar[bool] = True
-
-    @property
-    def uri(self) -> str:
-        return self.spec.uri
-
-    @property
-    def lineage_uri(self) -> str:
-        return self.spec.uri
-
-    @property
-    def storage(self) -> S3Storage | None:
-        return self.pipeline.storage_of(self.spec)
-
-    def hold(self, spark: SparkSession, timeout: float) -> AbstractContextManager[None]:
-        return folder_lock(spark, self.spec.path, self.storage, timeout, self.uri)
 
     def stored(self, job: str) -> Stored:
         found = read_delta_log(self.spec.path, self.storage, app_ids=[job])
@@ -110,20 +94,6 @@ class DeltaTable:
                 f">= {run}); another run committed first. Nothing was written by this run; rerun it."
             )
         result.rows_upserted, result.rows_deleted = counts["upserted"], counts["deleted"]
-
-    def rows(self, spark: SparkSession, columns: Sequence[str] | None = None) -> DataFrame:
-        from upsert_kafka_ops.engine.hashing import quoted
-        from upsert_kafka_ops.engine.session import use_storage
-
-        if self.storage is not None:
-            use_storage(spark, self.storage, split_s3(self.spec.path)[0])
-        df = spark.read.format("delta").load(self.spec.path)
-        return df if columns is None else df.select(*[quoted(c) for c in columns])
-
-    def comparable(
-        self, spark: SparkSession, table: UpsertKafkaTable, current: str | None
-    ) -> tuple[DataFrame, set[str]]:
-        return comparable_rows(self.rows(spark), table, current), set()
 
 
 # -- the Delta log, read without Spark ------------------------------------------------------------

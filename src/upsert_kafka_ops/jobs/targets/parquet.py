@@ -7,8 +7,6 @@ disk, one PUT on object storage (read back through pyarrow's S3 filesystem: the 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
-from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -16,12 +14,12 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from upsert_kafka_ops.jobs.faults import fault_point
 from upsert_kafka_ops.jobs.folders import read_text, write_text
 from upsert_kafka_ops.jobs.state import StoredState, from_payload
-from upsert_kafka_ops.jobs.targets.base import Stored, Write, comparable_rows, folder_lock
-from upsert_kafka_ops.pipeline import ParquetTarget, Pipeline
-from upsert_kafka_ops.spec.storage import S3Storage, split_s3
+from upsert_kafka_ops.jobs.targets.base import FolderTable, Stored, Write
+from upsert_kafka_ops.pipeline import ParquetTarget
+from upsert_kafka_ops.spec.storage import S3Storage
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import SparkSession
 
     from upsert_kafka_ops.spec.table import UpsertKafkaTable
 
@@ -29,28 +27,13 @@ PARQUET_STATE_FILE = "_upsert_kafka_ops.json"
 
 
 @dataclass(frozen=True)
-class ParquetFolder:
+class ParquetFolder(FolderTable):
     """A ``kind: parquet`` target of ``pipeline``."""
 
     spec: ParquetTarget
-    pipeline: Pipeline
+    format: ClassVar[str] = "parquet"
     full_only: ClassVar[bool] = True
     previewed: ClassVar[bool] = False
-
-    @property
-    def uri(self) -> str:
-        return self.spec.uri
-
-    @property
-    def lineage_uri(self) -> str:
-        return self.spec.uri
-
-    @property
-    def storage(self) -> S3Storage | None:
-        return self.pipeline.storage_of(self.spec)
-
-    def hold(self, spark: SparkSession, timeout: float) -> AbstractContextManager[None]:
-        return folder_lock(spark, self.spec.path, self.storage, timeout, self.uri)
 
     def stored(self, job: str) -> Stored:
         return Stored(self.read_state())
@@ -68,20 +51,6 @@ class ParquetFolder:
         w.df.select(*names).write.mode("overwrite").parquet(self.spec.path)
         fault_point("after-data")
         write_parquet_state(self.spec.path, w.payload, self.storage)
-
-    def rows(self, spark: SparkSession, columns: Sequence[str] | None = None) -> DataFrame:
-        from upsert_kafka_ops.engine.hashing import quoted
-        from upsert_kafka_ops.engine.session import use_storage
-
-        if self.storage is not None:
-            use_storage(spark, self.storage, split_s3(self.spec.path)[0])
-        df = spark.read.format("parquet").load(self.spec.path)
-        return df if columns is None else df.select(*[quoted(c) for c in columns])
-
-    def comparable(
-        self, spark: SparkSession, table: UpsertKafkaTable, current: str | None
-    ) -> tuple[DataFrame, set[str]]:
-        return comparable_rows(self.rows(spark), table, current), set()
 
 
 def read_parquet_state(path: str | Path, storage: S3Storage | None = None) -> StoredState | None:
