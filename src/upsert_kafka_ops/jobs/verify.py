@@ -140,7 +140,7 @@ def refusal(job: AnyJob) -> SpecError | None:
             f"{job.name!r} writes a topic: verify compares a warehouse table with its topic.",
             "name a job whose target is a Delta, Parquet, Iceberg or PostgreSQL table.",
         )
-    if getattr(target, "as_of_column", None):
+    if target.snapshot_column:
         return SpecError(
             f"jobs.{job.name}.target.as_of_column",
             f"{job.name!r} keeps snapshots in one table, not the topic's latest state.",

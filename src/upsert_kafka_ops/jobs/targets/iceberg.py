@@ -49,16 +49,18 @@ class IcebergTable:
     @property
     def location(self) -> str:
         """The table's default location in its catalog's warehouse."""
-        return self.catalog.location(self.spec.table)
+        found = self.pipeline.location_of(self.spec)
+        assert found is not None  # an Iceberg target always has one
+        return found
 
     @property
     def catalog(self) -> IcebergCatalog:
-        return self.pipeline.catalogs[self.spec.catalog]
+        return self.pipeline.catalog_of(self.spec)[1]
 
     @property
     def catalog_name(self) -> str:
         """The catalog's name as engines use it."""
-        return self.catalog.name_in(self.spec.catalog)
+        return self.pipeline.catalog_of(self.spec)[0]
 
     @property
     def ref(self) -> str:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from upsert_kafka_ops.jobs.continuity import missing_columns
@@ -25,14 +25,16 @@ if TYPE_CHECKING:
     from upsert_kafka_ops.spec.table import UpsertKafkaTable
 
 
-@dataclass(frozen=True)
+@dataclass
 class PostgresTable:
-    """A ``kind: postgres`` target of ``pipeline``."""
+    """A ``kind: postgres`` target of ``pipeline``. While a run holds it, the stored state is read on
+    the connection that holds the advisory lock (one connection fewer per run)."""
 
     spec: PostgresTarget
     pipeline: Pipeline
     full_only: ClassVar[bool] = False
     previewed: ClassVar[bool] = False
+    held: Any = field(default=None, init=False, repr=False, compare=False)
 
     @property
     def uri(self) -> str:
@@ -65,9 +67,11 @@ class PostgresTable:
                 return bool(row and row[0])
 
             wait_for(take, timeout, self.uri, f"PostgreSQL advisory lock {key}", "wait for the other run.")
+            self.held = conn
             try:
                 yield
             finally:
+                self.held = None
                 conn.execute("SELECT pg_advisory_unlock(%s)", (key,))
 
     def stored(self, job: str) -> Stored:
@@ -76,6 +80,8 @@ class PostgresTable:
     def read_state(self) -> StoredState | None:
         import psycopg
 
+        if self.held is not None:
+            return read_postgres_state(self.held, self.spec.offsets_table, self.spec.table)
         with psycopg.connect(**self.spec.conninfo(), autocommit=True) as conn:
             return read_postgres_state(conn, self.spec.offsets_table, self.spec.table)
 
