@@ -9,7 +9,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 PIP_VERSION := 26.3
 UV_VERSION := 0.13.9
-EXTRAS := airflow,dagster,schema-registry,connect,s3,iceberg,dev
+EXTRAS := airflow,dagster,schema-registry,connect,delta,s3,iceberg,dev
 LINT_PATHS := src tests benchmarks dags dagster_defs
 TIMED := scripts/timed.sh
 # Helm is built from the Go module proxy with the machine's Go (tests/helm fail without it), once per

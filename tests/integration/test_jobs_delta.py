@@ -19,6 +19,7 @@ from tests.integration.jobs_support import (
     source,
 )
 
+from upsert_kafka_ops.engine import delta_rs
 from upsert_kafka_ops.jobs import run_job
 from upsert_kafka_ops.jobs.core import OffsetsError
 from upsert_kafka_ops.jobs.targets.delta import read_delta_log
@@ -70,6 +71,58 @@ def test_incremental_runs_read_only_new_records_and_apply_deletes(
     finally:
         c.close()
     assert {str(tp.partition): tp.offset for tp in committed} == r3.end_offsets[topic]
+
+
+def test_small_changes_are_merged_by_delta_rs_and_spark_reads_its_commits(
+    kafka: LocalKafka,
+    new_topic: Callable[..., str],
+    spark: SparkSession,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """An incremental run of at most SMALL_MERGE changes commits through delta-rs in this process
+    (engine.delta_rs), a larger one through Spark's MERGE; either continues the other's table, and
+    Spark reads delta-rs's commit as its own: the rows, the stored offsets and the run's txn (a
+    replayed Spark write of that run is skipped)."""
+    topic = new_topic(partitions=3)
+    servers = kafka.bootstrap_servers
+    rnd = random.Random(5)
+    path = tmp_path / "users"
+    p = pipeline(servers, [{"name": "users", "kind": "materialize", "source": source(topic, servers),
+                            "target": {"kind": "delta", "path": str(path)}}])  # fmt: skip
+    produce(servers, topic, random_changes(rnd, 200, 50))
+    assert run_job(p, "users", spark=spark).mode == "full"
+    writers = []
+    for spark_merges in (False, True, False):
+        live = sorted(oracle_table(servers, topic))
+        produce(servers, topic, [*random_changes(rnd, 40, 70), (live[0], None), (live[1], None)])
+        with monkeypatch.context() as m:
+            if spark_merges:
+                m.setattr(delta_rs, "SMALL_MERGE", 0)
+            r = run_job(p, "users", spark=spark)
+        writers.append(r.write.get("writer", "spark"))
+        assert r.mode == "incremental" and r.rows_deleted == len(
+            set(live) - set(oracle_table(servers, topic))
+        )
+        assert _delta(spark, path) == oracle_table(servers, topic)
+        log = read_delta_log(path)
+        assert log.state is not None and log.state.run == r.run
+        assert log.state.offsets_json() == r.end_offsets and log.txn_versions["users"] == r.run
+    assert writers == ["delta-rs", "spark", "delta-rs"]
+    history = spark.sql(f"DESCRIBE HISTORY delta.`{path}` LIMIT 1").first()
+    assert history is not None and history["operation"] == "MERGE"
+    assert json.loads(history["userMetadata"])["upsert_kafka_ops"]["run"] == 4
+    before = _delta(spark, path)
+    spark.conf.set("spark.databricks.delta.write.txnAppId", "users")
+    spark.conf.set("spark.databricks.delta.write.txnVersion", "4")
+    try:  # Spark sees delta-rs's txn: a write of the same run is skipped
+        spark.createDataFrame([(1, "x")], "id BIGINT, name STRING").write.format("delta").mode("append").save(
+            str(path)
+        )
+    finally:
+        spark.conf.unset("spark.databricks.delta.write.txnAppId")
+        spark.conf.unset("spark.databricks.delta.write.txnVersion")
+    assert _delta(spark, path) == before
 
 
 def test_a_warm_session_runs_an_incremental_run_again_without_compiling_its_code(

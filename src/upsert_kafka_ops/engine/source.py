@@ -114,7 +114,12 @@ def read_raw(
     bounds: Bounds,
     headers: bool = False,
 ) -> DataFrame:
-    """The records inside ``bounds`` as Spark's Kafka source gives them (read_committed)."""
+    """The records inside ``bounds`` as Spark's Kafka source gives them (read_committed). A range of
+    at most :data:`SMALL_RANGE` offsets is read in this process instead (:func:`read_small`)."""
+    if 0 < bounds.span() <= SMALL_RANGE:
+        small = read_small(spark, table, connection, bounds, headers)
+        if small is not None:
+            return small
     parts = [tp for tp in bounds.partitions() if bounds.end[tp] > bounds.start[tp]]
     options = {f"kafka.{k}": v for k, v in client_properties(table.properties).items()}
     options.update(connection.to_spark_options())
@@ -146,6 +151,63 @@ def read_raw(
         .option("includeHeaders", str(headers).lower())
     )
     return reader.load()
+
+
+#: the largest offset range :func:`read_raw` reads in this process rather than with Spark's Kafka source
+SMALL_RANGE = 10_000
+
+
+def read_small(
+    spark: SparkSession,
+    table: UpsertKafkaTable | KafkaTable,
+    connection: KafkaConnection,
+    bounds: Bounds,
+    headers: bool = False,
+) -> DataFrame | None:
+    """The records inside ``bounds`` read here with librdkafka, as a DataFrame of the Kafka source's
+    columns and types, or None when they could not be read here (then Spark's source reads them).
+
+    For a few records Spark's read is mostly fixed cost: a job whose tasks each start a consumer. A
+    local relation holds the same rows, so the fold after it runs the same expressions."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import (
+        ArrayType,
+        BinaryType,
+        IntegerType,
+        LongType,
+        StringType,
+        StructField,
+        StructType,
+    )
+
+    from upsert_kafka_ops.kafka.records import read_range
+
+    isolation = table.properties.get("isolation.level", "read_committed")
+    ranges = {tp: (bounds.start.get(tp, 0), end) for tp, end in bounds.end.items()}
+    records = read_range(connection.to_librdkafka(), ranges, isolation=isolation, headers=headers)
+    if records is None:
+        return None
+    fields = [
+        StructField("key", BinaryType()),
+        StructField("value", BinaryType()),
+        StructField("topic", StringType()),
+        StructField("partition", IntegerType()),
+        StructField("offset", LongType()),
+        StructField("timestamp_ms", LongType()),
+        StructField("timestampType", IntegerType()),
+    ]
+    if headers:
+        header = StructType([StructField("key", StringType()), StructField("value", BinaryType())])
+        fields.append(StructField("headers", ArrayType(header)))
+    rows = [r if headers else r[:7] for r in records]
+    df = spark.createDataFrame(rows, StructType(fields))
+    names = [f.name for f in fields]
+    return df.select(
+        *[
+            F.timestamp_millis("timestamp_ms").alias("timestamp") if n == "timestamp_ms" else F.col(n)
+            for n in names
+        ]
+    )
 
 
 def _metadata_value(c: Any, raw: Mapping[str, Column]) -> Column:

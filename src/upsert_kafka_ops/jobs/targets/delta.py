@@ -10,6 +10,7 @@ S3 (checkpoints included; the ``s3`` extra).
 from __future__ import annotations
 
 import json
+import logging
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -23,6 +24,8 @@ from upsert_kafka_ops.jobs.state import MARKER, StoredState, from_payload
 from upsert_kafka_ops.jobs.targets.base import FolderTable, Stored, Write
 from upsert_kafka_ops.pipeline import DeltaTarget
 from upsert_kafka_ops.spec.storage import S3Storage, is_s3, s3_extra_missing
+
+log = logging.getLogger("upsert_kafka_ops.jobs")
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -56,6 +59,7 @@ class DeltaTable(FolderTable):
 
     def write(self, spark: SparkSession, w: Write) -> None:
         from upsert_kafka_ops.engine import delta as wh
+        from upsert_kafka_ops.engine.delta_rs import merge_here, merge_small
 
         job, df, mode, run, result = w.job, w.df, w.mode, w.run, w.result
         table, path, as_of = w.written, self.spec.path, self.spec.as_of_column
@@ -74,17 +78,33 @@ class DeltaTable(FolderTable):
                 metadata=meta,
             )
         elif mode == "incremental":
-            counts = wh.delta_merge(
-                spark,
-                df,
-                path,
-                table,
-                app_id=job.name,
-                version=run,
-                metadata=meta,
-                rows=w.rows,
-                close_only=w.close_only,
-            )
+            why = merge_here(df, path, table, w.rows)
+            if why is None and w.rows is not None:
+                local = str(local_path(path))
+                counts = merge_small(
+                    df,
+                    local,
+                    table,
+                    app_id=job.name,
+                    version=run,
+                    metadata=meta,
+                    rows=w.rows,
+                    close_only=w.close_only,
+                )
+                result.write["writer"] = "delta-rs"
+            else:
+                log.debug("%s: Spark's MERGE writes this run (%s)", self.uri, why)
+                counts = wh.delta_merge(
+                    spark,
+                    df,
+                    path,
+                    table,
+                    app_id=job.name,
+                    version=run,
+                    metadata=meta,
+                    rows=w.rows,
+                    close_only=w.close_only,
+                )
         else:
             counts = wh.delta_overwrite(spark, df, path, table, app_id=job.name, version=run, metadata=meta)
         after = read_delta_log(path, self.storage, app_ids=[job.name]).state
