@@ -21,7 +21,7 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 from tests.integration.oracle import Record, changelog, decode_json, fold, json_int, read_all
 
-from upsert_kafka_ops.engine import materialize, read_changelog, read_changes
+from upsert_kafka_ops.engine import materialize, read_changelog, read_changes, source
 from upsert_kafka_ops.engine.session import static_plans
 from upsert_kafka_ops.local import LocalKafka
 from upsert_kafka_ops.spec.connection import KafkaConnection
@@ -105,10 +105,23 @@ def _value(data: bytes) -> tuple[int | None, str | None]:
     return json_int(d["v"]), d["s"]
 
 
+@pytest.fixture(params=["here", "spark"])
+def fold_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Where a small range folds: in this process (engine.fold_here; ranges up to SMALL_RANGE
+    offsets, as these are), or in Spark's jobs, as every larger range does."""
+    if request.param == "spark":
+        monkeypatch.setattr(source, "SMALL_RANGE", 0)
+    return str(request.param)
+
+
 @given(st.lists(case, min_size=CASES, max_size=CASES))
 @SETTINGS
 def test_materialize_and_changelogs_equal_the_oracle(
-    kafka: LocalKafka, spark: SparkSession, new_topic: Callable[..., str], cases: list[list[Any]]
+    kafka: LocalKafka,
+    spark: SparkSession,
+    new_topic: Callable[..., str],
+    fold_path: str,
+    cases: list[list[Any]],
 ) -> None:
     topics = [new_topic(partitions=n) for n in PARTITION_COUNTS]
     _produce(kafka, cases, topics)
@@ -126,6 +139,7 @@ def test_materialize_and_changelogs_equal_the_oracle(
     assert result.records_out == len(expected)
     multi = {k for k, parts in _partitions_per_key(records).items() if len(parts) > 1}
     assert result.keys_in_several_partitions == len(multi)
+    assert result.folded_by == ("python" if fold_path == "here" and hasattr(df, "toArrow") else "spark")
 
     for mode in ("upsert", "retract"):
         want = sorted(
@@ -165,6 +179,7 @@ def test_incremental_ranges_merge_to_the_full_table(
     kafka: LocalKafka,
     spark: SparkSession,
     new_topic: Callable[..., str],
+    fold_path: str,
     cases: list[list[Any]],
     data: st.DataObject,
 ) -> None:
@@ -190,6 +205,8 @@ def test_incremental_ranges_merge_to_the_full_table(
             state[(r.k1, r.k2)] = (r.v, r.s)
     assert state == fold(records, _key, _value)
     assert r1.end_offsets == r2.start_offsets
+    folder = "python" if fold_path == "here" and hasattr(first, "toArrow") else "spark"
+    assert [r.folded_by for r in (r1, r2)] == [folder if r.records_in else "" for r in (r1, r2)]
     assert r1.records_in + r2.records_in == len(records)
 
 

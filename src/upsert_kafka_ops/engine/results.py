@@ -29,6 +29,9 @@ class RunResult:
     start_offsets: dict[str, dict[str, int]] = field(default_factory=dict)
     end_offsets: dict[str, dict[str, int]] = field(default_factory=dict)
     duration_s: float = 0.0
+    #: "spark" (its jobs), or "python": a small range chosen in the job's own process
+    #: (engine.fold_here); empty for results that are not a fold
+    folded_by: str = ""
     version: int = RESULT_VERSION
 
     def to_dict(self) -> dict[str, Any]:

@@ -321,13 +321,18 @@ def _fold(
     conn = resolve_connection(table, connection)
     bounds = resolve_bounds(table, conn.to_librdkafka(), start, until)
     headers = any(c.metadata == "headers" for c in table.metadata_columns)
-    raw = read_raw(spark, table, conn, bounds, headers)
+    small = read_small(spark, table, conn, bounds, headers) if 0 < bounds.span() <= SMALL_RANGE else None
+    if small is not None:
+        folded = _fold_here(spark, table, small, bounds, strict, validation, keep_deletes, began)
+        if folded is not None:
+            return folded
+    raw = small if small is not None else read_raw(spark, table, conn, bounds, headers)
     kcodec, vcodec = table.key_codec(), table.value_codec()
     key_names = [c.name for c in table.key_columns]
     if bounds.span() == 0:  # nothing to read (a caught-up incremental run): no Spark job at all
         return Read(
             _nothing(spark, table, raw, key_names, vcodec, keep_deletes),
-            _result(keep_deletes, bounds, dict.fromkeys(_STATS, 0), 0, 0, began),
+            _result(keep_deletes, bounds, dict.fromkeys(_STATS, 0), 0, 0, began, folded_by=""),
         )
     # the range is scanned once for the fold and the winning values (and first for a full check)
     progress.expect(bounds.span())
@@ -362,14 +367,141 @@ def _fold(
     return Read(df, _result(keep_deletes, bounds, stats, parse_skipped, records_out, began))
 
 
+def _fold_here(
+    spark: SparkSession,
+    table: UpsertKafkaTable,
+    raw: DataFrame,
+    bounds: Bounds,
+    strict: bool,
+    validation: str,
+    keep_deletes: bool,
+    began: float,
+) -> Read | None:
+    """The fold of a small range read here (``raw``, a local relation): Spark decodes the records (a
+    projection of local rows, which runs no job), this process chooses the winners
+    (:mod:`~upsert_kafka_ops.engine.fold_here`), and the result is a local relation again. None when
+    the read must fold with Spark: a key type :func:`~upsert_kafka_ops.engine.fold_here.folds_here`
+    refuses, a record that fails the read or needs its key folded again without it, or a Spark
+    without Arrow transfer of DataFrames (3.5)."""
+    import importlib.util
+
+    from pyspark import StorageLevel
+    from pyspark.sql import functions as F
+
+    from upsert_kafka_ops.engine import fold_here as fh
+
+    if importlib.util.find_spec("pyarrow") is None:
+        return None
+    import pyarrow as pa
+
+    key_names = [c.name for c in table.key_columns]
+    vcodec = table.value_codec()
+    kd = table.key_codec().decode(F.col("key"))
+    size = F.coalesce(F.length("key"), F.lit(0)) + F.coalesce(F.length("value"), F.lit(0))
+    flagged = raw.select(
+        "*",
+        F.col("key").isNull().alias("_null_key"),
+        _key_error(table, kd).alias("_key_error"),
+        size.alias("_size"),
+        F.unix_micros("timestamp").alias("_micros"),
+    )
+    decoded = _rows(
+        table, flagged, vcodec, key_from_value=False, keep=("_null_key", "_key_error", "_size", "_micros")
+    )
+    types = {f.name: f.dataType for f in decoded.schema.fields}
+    if not hasattr(decoded, "toArrow") or not fh.folds_here([types[k].simpleString() for k in key_names]):
+        return None
+    data = decoded.toArrow()
+    wanted = (
+        "_topic",
+        "_partition",
+        "_offset",
+        "_micros",
+        "_null_key",
+        "_key_error",
+        "_is_null",
+        "_error",
+        "_size",
+    )
+    cols = {n: data.column(n).to_pylist() for n in wanted}
+    keys = list(zip(*[data.column(k).to_pylist() for k in key_names], strict=True))
+    records = [
+        fh.Decoded(key, *fields)
+        for key, *fields in zip(
+            keys,
+            cols["_topic"],
+            cols["_partition"],
+            cols["_offset"],
+            cols["_micros"],
+            cols["_null_key"],
+            cols["_key_error"],
+            cols["_is_null"],
+            cols["_error"],
+            cols["_size"],
+            strict=True,
+        )
+    ]
+    result = fh.fold(records)
+    ignores_values = _ignores_errors(table, "value")
+    if (
+        (result.stats["key_errors"] and not _ignores_errors(table, "key"))
+        or (strict and result.stats["multi"])
+        or result.bad_winners  # fails the read, or (ignored) folds the key again without it
+        or (validation == "full" and not ignores_values and any(cols["_error"]))
+    ):
+        return None
+    live = sorted(w.index for w in result.winners.values() if not w.tombstone)
+    out_names = [c.name for c in table.columns]
+    parts = [
+        data.take(pa.array(live, pa.int64()))
+        .select([*out_names, *POSITION])
+        .append_column("op", pa.array(["+U"] * len(live)))
+    ]
+    if keep_deletes:
+        dead = sorted((w.index, w.newest) for w in result.winners.values() if w.tombstone)
+        gone = data.take(pa.array([i for i, _ in dead], pa.int64()))
+        stamps = pa.array([n for _, n in dead], pa.int64()).cast(data.schema.field("_timestamp").type)
+        columns = {
+            n: gone.column(n) if n in key_names else pa.nulls(len(dead), data.schema.field(n).type)
+            for n in out_names
+        }
+        columns.update(
+            {
+                "_topic": gone.column("_topic"),
+                "_partition": gone.column("_partition"),
+                "_offset": gone.column("_offset"),
+                "_timestamp": stamps,
+                "op": pa.array(["-D"] * len(dead)),
+            }
+        )
+        parts.append(pa.table(columns))
+    names = ["op", *out_names, *POSITION] if keep_deletes else out_names
+    arrow_schema = pa.schema(
+        [pa.field(n, pa.string() if n == "op" else data.schema.field(n).type) for n in names]
+    )
+    table_out = pa.concat_tables([p.select(names).cast(arrow_schema) for p in parts])
+    # the Spark fold's columns, types and nullability (a plan only analysed, as for an empty range)
+    schema = _output(table, decoded, decoded.select(*key_names, *POSITION), keep_deletes).schema
+    # cached, as every read's result is (Read): the rows stay with the session, not with this process
+    df = spark.createDataFrame(table_out, schema=schema).persist(StorageLevel.MEMORY_AND_DISK)
+    return Read(df, _result(keep_deletes, bounds, result.stats, 0, table_out.num_rows, began, "python"))
+
+
 #: the fold's statistics (:func:`_fold_stats`)
 _STATS = ("records", "bytes", "tombs", "null_keys", "key_errors", "keys", "multi")
 
 
 def _result(
-    keep_deletes: bool, bounds: Bounds, stats: Any, parse_skipped: int, records_out: int, began: float
+    keep_deletes: bool,
+    bounds: Bounds,
+    stats: Any,
+    parse_skipped: int,
+    records_out: int,
+    began: float,
+    folded_by: str = "spark",
 ) -> RunResult:
     return RunResult(
+        folded_by=folded_by,
         operation="read_changes" if keep_deletes else "materialize",
         topics=sorted({t for t, _ in bounds.partitions()}),
         records_in=int(stats["records"]),
