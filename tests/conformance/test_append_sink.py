@@ -123,7 +123,10 @@ def test_the_fixed_partitioner_with_one_task_writes_one_partition_in_order(
     sinks: dict[str, Any], spark: SparkSession
 ) -> None:
     ours, theirs = _both(sinks, spark, "no_key_fixed")
-    assert ours == theirs and {p for p, *_ in ours} == {0}
+    # the same bytes in the one partition as Flink's; the order is the input's (one task). Flink's own
+    # order is not compared: a CI run saw its row 4 first even with one task per operator
+    assert Counter(ours) == Counter(theirs) and {p for p, *_ in ours} == {0}
+    assert [value.split(b",")[0] for _, _, value, _ in ours] == [str(i).encode() for i, _, _ in ROWS]
     assert all(key is None for _, key, _, _ in ours)
 
 

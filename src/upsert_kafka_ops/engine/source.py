@@ -390,7 +390,7 @@ def _fold_here(
 
     from upsert_kafka_ops.engine import fold_here as fh
 
-    if importlib.util.find_spec("pyarrow") is None:
+    if importlib.util.find_spec("pyarrow") is None or not hasattr(raw, "toArrow"):
         return None
     import pyarrow as pa
 
@@ -409,7 +409,7 @@ def _fold_here(
         table, flagged, vcodec, key_from_value=False, keep=("_null_key", "_key_error", "_size", "_micros")
     )
     types = {f.name: f.dataType for f in decoded.schema.fields}
-    if not hasattr(decoded, "toArrow") or not fh.folds_here([types[k].simpleString() for k in key_names]):
+    if not fh.folds_here([types[k].simpleString() for k in key_names]):
         return None
     data = decoded.toArrow()
     wanted = (
