@@ -20,7 +20,8 @@ EXACT_KEY_TYPES = ("tinyint", "smallint", "int", "bigint", "string", "boolean", 
 
 
 def folds_here(key_types: Sequence[str]) -> bool:
-    """Whether keys of these Spark types (``DataType.simpleString()``) are folded here."""
+    """Whether keys of these Spark types (``DataType.simpleString()``, or DDL names in lower case) are
+    folded here."""
     return all(t in EXACT_KEY_TYPES or t.startswith(("decimal(", "char(", "varchar(")) for t in key_types)
 
 

@@ -390,8 +390,13 @@ def _fold_here(
 
     from upsert_kafka_ops.engine import fold_here as fh
 
-    if importlib.util.find_spec("pyarrow") is None or not hasattr(raw, "toArrow"):
-        return None
+    key_types = [c.sql_type.to_spark().lower() for c in table.key_columns]  # Spark's simple names
+    if (
+        importlib.util.find_spec("pyarrow") is None
+        or not hasattr(raw, "toArrow")
+        or not fh.folds_here(key_types)
+    ):
+        return None  # before any plan is built: Spark's fold builds its own
     import pyarrow as pa
 
     key_names = [c.name for c in table.key_columns]
@@ -408,9 +413,6 @@ def _fold_here(
     decoded = _rows(
         table, flagged, vcodec, key_from_value=False, keep=("_null_key", "_key_error", "_size", "_micros")
     )
-    types = {f.name: f.dataType for f in decoded.schema.fields}
-    if not fh.folds_here([types[k].simpleString() for k in key_names]):
-        return None
     data = decoded.toArrow()
     wanted = (
         "_topic",
