@@ -120,6 +120,17 @@ def read_raw(
         small = read_small(spark, table, connection, bounds, headers)
         if small is not None:
             return small
+    return read_with_spark(spark, table, connection, bounds, headers)
+
+
+def read_with_spark(
+    spark: SparkSession,
+    table: UpsertKafkaTable | KafkaTable,
+    connection: KafkaConnection,
+    bounds: Bounds,
+    headers: bool = False,
+) -> DataFrame:
+    """The records inside ``bounds`` read by Spark's Kafka source, whatever their number."""
     parts = [tp for tp in bounds.partitions() if bounds.end[tp] > bounds.start[tp]]
     options = {f"kafka.{k}": v for k, v in client_properties(table.properties).items()}
     options.update(connection.to_spark_options())
@@ -326,7 +337,8 @@ def _fold(
         folded = _fold_here(spark, table, small, bounds, strict, validation, keep_deletes, began)
         if folded is not None:
             return folded
-    raw = small if small is not None else read_raw(spark, table, conn, bounds, headers)
+    # a small range this process could not read is not tried here again (its wait was spent once)
+    raw = small if small is not None else read_with_spark(spark, table, conn, bounds, headers)
     kcodec, vcodec = table.key_codec(), table.value_codec()
     key_names = [c.name for c in table.key_columns]
     if bounds.span() == 0:  # nothing to read (a caught-up incremental run): no Spark job at all
