@@ -91,6 +91,7 @@ def render() -> str:
         jobs.BackfillJob,
         jobs.TopicToTopicJob,
         jobs.PublishJob,
+        jobs.MaintainJob,
         jobs.UpsertSource,
         jobs.KafkaSource,
         jobs.UpsertSink,

@@ -189,3 +189,46 @@ def iceberg_overwrite(
     summary = spark.sql(f"SELECT summary FROM {ref}.snapshots ORDER BY committed_at DESC LIMIT 1").first()
     added = (summary["summary"] or {}).get("added-records", "0") if summary is not None else "0"
     return {"upserted": int(added), "deleted": 0}
+
+
+def iceberg_maintain(
+    spark: SparkSession, catalog: str, table: str, *, compact: bool, expire_before_ms: int | None
+) -> dict[str, int]:
+    """Iceberg's maintenance procedures on ``catalog``'s ``namespace.table``: ``compact`` runs
+    ``rewrite_data_files`` (small files and the position deletes of merge-on-read MERGEs into
+    large files) then ``rewrite_position_delete_files``; ``expire_before_ms`` runs
+    ``expire_snapshots`` of the snapshots older than it (the current one is always kept) and deletes
+    the files only they held. Each procedure is its own commit (the session needs Iceberg's SQL
+    extensions: :func:`upsert_kafka_ops.engine.session.spark_conf` adds them with the iceberg jars).
+    ``table => ...`` the table as the catalog names it (``namespace.table``)."""
+    name = sql_string(table)
+    proc = f"{quote_name(catalog)}.system"
+
+    def call(procedure: str, *args: str) -> dict[str, Any]:
+        row = spark.sql(f"CALL {proc}.{procedure}(table => {', '.join((name, *args))})").first()
+        return row.asDict() if row is not None else {}
+
+    def snapshots() -> int:
+        row = spark.sql(f"SELECT count(*) AS n FROM {iceberg_ref(catalog, table)}.snapshots").first()
+        return int(row["n"]) if row is not None else 0
+
+    done: dict[str, int] = {"snapshots_before": snapshots()}
+    if compact:
+        found = call("rewrite_data_files")
+        done["files_compacted"] = int(found.get("rewritten_data_files_count") or 0)
+        done["files_written"] = int(found.get("added_data_files_count") or 0)
+        found = call("rewrite_position_delete_files")
+        done["delete_files_compacted"] = int(found.get("rewritten_delete_files_count") or 0)
+    if expire_before_ms is not None:
+        when = sql_string(_utc_timestamp(expire_before_ms))
+        found = call("expire_snapshots", f"older_than => TIMESTAMP {when}", "retain_last => 1")
+        done["files_deleted"] = sum(int(v or 0) for k, v in found.items() if k.startswith("deleted_"))
+    done["snapshots_after"] = snapshots()
+    return done
+
+
+def _utc_timestamp(ms: int) -> str:
+    """A Spark SQL timestamp literal's text for ``ms`` since the epoch (the session runs in UTC)."""
+    from datetime import datetime, timezone
+
+    return datetime.fromtimestamp(ms / 1000, tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f")

@@ -123,7 +123,8 @@ def spark_conf(
         suits the topic sizes a single machine handles; set it for a cluster.
     :param extra: more settings, applied last.
     :param level: Spark's log level (:func:`log_level`), set when the session starts.
-    :param jar_groups: the fetched jar groups on the class path: ``spark``, and ``s3`` for tables on S3.
+    :param jar_groups: the fetched jar groups on the class path: ``spark``, ``s3`` for tables on S3,
+        ``iceberg`` for Iceberg tables (with Iceberg's SQL extensions).
 
     A local driver's heap is a quarter of the machine (at most 8 GB), or ``SPARK_DRIVER_MEMORY`` when
     set, as with ``spark-submit``.
@@ -150,7 +151,15 @@ def spark_conf(
         "spark.master": master,
         "spark.app.name": app_name,
         "spark.jars": ",".join(str(p) for p in jars.class_path(jar_groups, jars_dir)),
-        "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
+        # Iceberg's extensions parse its maintenance procedures (CALL <catalog>.system.*)
+        "spark.sql.extensions": ",".join(
+            ["io.delta.sql.DeltaSparkSessionExtension"]
+            + (
+                ["org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions"]
+                if "iceberg" in jar_groups
+                else []
+            )
+        ),
         "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
         "spark.sql.shuffle.partitions": str(shuffle_partitions or max(2, 2 * cores)),
         "spark.sql.session.timeZone": "UTC",

@@ -18,6 +18,7 @@ from upsert_kafka_ops.pipeline import (
     AnyTarget,
     BackfillJob,
     DeltaFeedSource,
+    MaintainJob,
     MaterializeJob,
     Pipeline,
     PublishJob,
@@ -119,6 +120,8 @@ def job_datasets(pipeline: Pipeline, job: str) -> tuple[list[Dataset], list[Data
 
     if isinstance(spec, MaterializeJob | BackfillJob):
         return topics(spec.source.connection, spec.source.table), target(spec.target)
+    if isinstance(spec, MaintainJob):  # it rewrites the table's files, not its data
+        return target(spec.target), []
     if isinstance(spec, PublishJob):
         src = spec.source
         inputs = [table_dataset(_uri(src.path))] if isinstance(src, DeltaFeedSource) else []

@@ -238,21 +238,22 @@ def _merge(reports: list[LagReport]) -> LagReport:
 
 def lag_jobs(pipeline: Pipeline) -> list[str]:
     """The jobs of ``pipeline`` that have a lag: those that read topics (a publish job reads a table's
-    change feed, so no consumer group of it ever exists)."""
-    return [j.name for j in pipeline.jobs if not isinstance(j, PublishJob)]
+    change feed and a maintain job no data, so no consumer group of theirs ever exists)."""
+    return [j.name for j in pipeline.jobs if j.reads_topics]
 
 
 def pipeline_lag_names(pipeline: Pipeline, jobs: Iterable[str] | None = None) -> list[str]:
-    """The jobs :func:`pipeline_lag` reports: ``jobs`` (checked: known, not publish jobs), else every
-    job with a lag."""
+    """The jobs :func:`pipeline_lag` reports: ``jobs`` (checked: known, jobs that read topics), else
+    every job with a lag."""
     if jobs is None:
         return lag_jobs(pipeline)
     names = list(jobs) or lag_jobs(pipeline)
     for name in names:
-        if isinstance(pipeline.job(name), PublishJob):  # unknown names fail in job() too
+        spec = pipeline.job(name)  # unknown names fail here too
+        if not spec.reads_topics:
             raise SpecError(
                 "job",
-                f"{name!r} is a publish job: it reads no topic, so it has no lag.",
+                f"{name!r} is a {spec.kind} job: it reads no topic, so it has no lag.",
                 f"leave it out; the jobs with a lag are: {', '.join(lag_jobs(pipeline)) or 'none'}.",
             )
     return names

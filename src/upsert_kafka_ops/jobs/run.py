@@ -19,6 +19,7 @@ from upsert_kafka_ops.errors import SpecError
 from upsert_kafka_ops.jobs.backfill import run_backfill
 from upsert_kafka_ops.jobs.core import JobResult, RunContext
 from upsert_kafka_ops.jobs.grants import check_grants
+from upsert_kafka_ops.jobs.maintain import run_maintain
 from upsert_kafka_ops.jobs.publish import run_publish
 from upsert_kafka_ops.jobs.to_warehouse import run_materialize
 from upsert_kafka_ops.jobs.topic_to_topic import run_topic_to_topic
@@ -36,6 +37,7 @@ KINDS: dict[str, Callable[[RunContext, Any], JobResult]] = {
     "backfill": run_backfill,
     "topic-to-topic": run_topic_to_topic,
     "publish": run_publish,
+    "maintain": run_maintain,
 }
 
 

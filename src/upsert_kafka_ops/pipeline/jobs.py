@@ -1,4 +1,4 @@
-"""The job kinds of a pipeline file: materialize, backfill, topic-to-topic and publish."""
+"""The job kinds of a pipeline file: materialize, backfill, topic-to-topic, publish and maintain."""
 
 from __future__ import annotations
 
@@ -22,6 +22,10 @@ _VIEW = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
 class JobSpec(SpecModel):
+    #: the job reads Kafka topics, so it has a consumer group and a lag (a publish job reads a table's
+    #: change feed, a maintain job no data)
+    reads_topics: ClassVar[bool] = True
+
     name: str = Field(description="Job name: letters, digits, '_', '.', '-'; unique in the pipeline.")
     description: str = Field(default="", description="Free text shown by the orchestrators.")
     schedule: str | None = Field(
@@ -314,6 +318,8 @@ class TopicToTopicJob(JobSpec):
 class PublishJob(JobSpec):
     """Table -> topic: a Delta table's changes (Change Data Feed) or a query's full snapshot."""
 
+    reads_topics: ClassVar[bool] = False
+
     kind: Literal["publish"] = Field(description="Job kind.")
     source: Annotated[DeltaFeedSource | QuerySource, Field(discriminator="kind")] = Field(
         description="delta-cdf: publish the changes since the stored version; query: publish a snapshot."
@@ -334,9 +340,105 @@ class PublishJob(JobSpec):
         return [self.sink.connection]
 
 
+class MaintainJob(JobSpec):
+    """Compaction and cleanup of a warehouse target, under its run lock (never beside a write).
+
+    Incremental runs leave small files, position deletes or dead rows; this job, on a schedule of its
+    own, keeps the table as fast to read and write as it was when it was new."""
+
+    reads_topics: ClassVar[bool] = False
+
+    kind: Literal["maintain"] = Field(description="Job kind.")
+    job: str | None = Field(
+        default=None,
+        description="The materialize or backfill job whose target this job maintains (a history table "
+        "too). Its target is copied here when the file is read.",
+    )
+    target: WarehouseTarget = Field(
+        description="The Delta, Iceberg or PostgreSQL table to maintain (give 'job' instead to name the "
+        "job that writes it)."
+    )
+    compact: bool = Field(
+        default=True,
+        description="Delta: OPTIMIZE (small files into large ones); Iceberg: rewrite_data_files and "
+        "rewrite_position_delete_files; PostgreSQL: VACUUM (ANALYZE).",
+    )
+    expire: bool = Field(
+        default=True,
+        description="Delta: VACUUM (delete the files no version of the last retain_hours needs); Iceberg: "
+        "expire the snapshots older than retain_hours (never the one holding the stored offsets) and "
+        "delete their files. PostgreSQL: nothing more (VACUUM reclaims dead rows).",
+    )
+    retain_hours: float = Field(
+        default=168,
+        ge=0,
+        description="How long replaced files stay readable for time travel and for readers still on an "
+        "old version (Delta's default is 168, 7 days; below it VACUUM's own check is lifted for this job).",
+    )
+
+    @model_validator(mode="after")
+    def _target(self) -> MaintainJob:
+        if self.target.full_only:
+            raise SpecError(
+                "target",
+                "a Parquet target is rewritten whole by every run: it has no old files or versions to clean.",
+                "maintain a Delta, Iceberg or PostgreSQL target, or drop this job.",
+            )
+        if not (self.compact or self.expire):
+            raise SpecError(
+                "compact", "both compact and expire are off: the job would do nothing.", "turn one on."
+            )
+        return self
+
+    def connections_used(self) -> list[str]:
+        return self.target.connections_used()
+
+
+def maintained_targets(data: Any) -> Any:
+    """A pipeline file's data with each maintain job's ``job`` resolved: the named job's ``target``
+    copied into it (before validation, as tables named by sources are)."""
+    if not isinstance(data, dict) or not isinstance(data.get("jobs"), list):
+        return data
+    jobs = data["jobs"]
+    by_name = {j.get("name"): j for j in jobs if isinstance(j, dict)}
+    resolved = []
+    for i, job in enumerate(jobs):
+        if not isinstance(job, dict) or job.get("kind") != "maintain" or job.get("job") is None:
+            resolved.append(job)
+            continue
+        name = job["job"]
+        named = by_name.get(name)
+        if named is None or named.get("kind") == "maintain":
+            writers = [
+                str(j.get("name"))
+                for j in jobs
+                if isinstance(j, dict) and j.get("kind") in ("materialize", "backfill")
+            ]
+            raise SpecError(
+                f"jobs.{i}.job",
+                f"{name!r} is not a materialize or backfill job of the pipeline.",
+                f"name the job that writes the table ({', '.join(writers) or 'none here'}), or give target.",
+            )
+        target = named.get("target")
+        if named.get("kind") not in ("materialize", "backfill") or not isinstance(target, dict):
+            raise SpecError(
+                f"jobs.{i}.job",
+                f"{name!r} is a {named.get('kind')} job: it writes no warehouse table to maintain.",
+                "name a materialize or backfill job.",
+            )
+        if "target" in job and job["target"] != target:
+            raise SpecError(
+                f"jobs.{i}.target",
+                f"the job names {name!r} and a target of its own.",
+                "give one of job and target.",
+            )
+        resolved.append({**job, "target": target})
+    return {**data, "jobs": resolved}
+
+
 #: the jobs that write a warehouse table or fill a topic from a bounded read
 WarehouseJob = MaterializeJob | BackfillJob
 
 #: any job of a pipeline file (the type; ``Job`` is the same union as pydantic reads it, by ``kind``)
-AnyJob = MaterializeJob | BackfillJob | TopicToTopicJob | PublishJob
+AnyJob = MaterializeJob | BackfillJob | TopicToTopicJob | PublishJob | MaintainJob
 Job = Annotated[AnyJob, Field(discriminator="kind")]

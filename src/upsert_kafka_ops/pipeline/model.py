@@ -17,6 +17,7 @@ from upsert_kafka_ops.pipeline.jobs import (
     AnyJob,
     Job,
     PublishJob,
+    maintained_targets,
 )
 from upsert_kafka_ops.pipeline.loading import expand, with_lines
 from upsert_kafka_ops.pipeline.sources import DeltaFeedSource
@@ -102,7 +103,7 @@ class Pipeline(SpecModel):
     @model_validator(mode="before")
     @classmethod
     def _table_names(cls, data: Any) -> Any:
-        return resolve_table_names(data)
+        return maintained_targets(resolve_table_names(data))
 
     @model_validator(mode="after")
     def _check_refs(self) -> Pipeline:

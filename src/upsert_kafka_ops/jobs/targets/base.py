@@ -21,7 +21,7 @@ from upsert_kafka_ops.jobs.core import ConcurrentRunError, JobResult
 from upsert_kafka_ops.jobs.folders import local_path
 from upsert_kafka_ops.jobs.object_lock import object_lock
 from upsert_kafka_ops.jobs.state import StoredState
-from upsert_kafka_ops.pipeline import BackfillJob, Folder, MaterializeJob, Pipeline, source_table
+from upsert_kafka_ops.pipeline import BackfillJob, Folder, MaintainJob, MaterializeJob, Pipeline, source_table
 from upsert_kafka_ops.spec.storage import S3Storage, split_s3
 
 if TYPE_CHECKING:
@@ -101,6 +101,11 @@ class WarehouseTable(Protocol):
 
     def write(self, spark: SparkSession, w: Write) -> None:
         """Write ``w``'s rows and offsets in one commit."""
+        ...
+
+    def maintain(self, spark: SparkSession, job: MaintainJob) -> dict[str, int]:
+        """Compact the table and expire what old versions left, as ``job`` says (under :meth:`hold`,
+        so never beside a run's write); what was done, by count (empty: there is no table yet)."""
         ...
 
     def rows(self, spark: SparkSession, columns: Sequence[str] | None = None) -> DataFrame:

@@ -22,7 +22,7 @@ from upsert_kafka_ops.jobs.core import ConcurrentRunError
 from upsert_kafka_ops.jobs.folders import local_path, store_error
 from upsert_kafka_ops.jobs.state import MARKER, StoredState, from_payload
 from upsert_kafka_ops.jobs.targets.base import FolderTable, Stored, Write
-from upsert_kafka_ops.pipeline import DeltaTarget
+from upsert_kafka_ops.pipeline import DeltaTarget, MaintainJob
 from upsert_kafka_ops.spec.storage import S3Storage, is_s3, s3_extra_missing
 
 log = logging.getLogger("upsert_kafka_ops.jobs")
@@ -114,6 +114,15 @@ class DeltaTable(FolderTable):
                 f">= {run}); another run committed first. Nothing was written by this run; rerun it."
             )
         result.rows_upserted, result.rows_deleted = counts["upserted"], counts["deleted"]
+
+    def maintain(self, spark: SparkSession, job: MaintainJob) -> dict[str, int]:
+        from upsert_kafka_ops.engine.delta import delta_maintain, delta_schema
+
+        if delta_schema(spark, self.spec.path) is None:  # on S3 the hold gave the session its store
+            return {}
+        return delta_maintain(
+            spark, self.spec.path, compact=job.compact, expire=job.expire, retain_hours=job.retain_hours
+        )
 
 
 # -- the Delta log, read without Spark ------------------------------------------------------------

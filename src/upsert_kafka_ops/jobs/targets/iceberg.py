@@ -19,7 +19,7 @@ from upsert_kafka_ops.jobs.core import ConcurrentRunError
 from upsert_kafka_ops.jobs.folders import StateError, store_error
 from upsert_kafka_ops.jobs.state import StoredState, from_payload
 from upsert_kafka_ops.jobs.targets.base import Stored, Write, comparable_rows, folder_lock
-from upsert_kafka_ops.pipeline import IcebergTarget, Pipeline
+from upsert_kafka_ops.pipeline import IcebergTarget, MaintainJob, Pipeline
 from upsert_kafka_ops.spec.iceberg import IcebergCatalog
 from upsert_kafka_ops.spec.storage import S3Storage
 
@@ -94,6 +94,11 @@ class IcebergTable:
         """The state of the newest snapshot that carries one, from the current snapshot back through
         its ancestors (a compaction or another writer's commit carries none); ``None`` when the table
         does not exist or no run has written it. ``target_version``: that snapshot's sequence number."""
+        found = self.state_snapshot()
+        return found[0] if found is not None else None
+
+    def state_snapshot(self) -> tuple[StoredState, int] | None:
+        """:meth:`read_state`'s state and the time (ms) of the snapshot that carries it."""
         from upsert_kafka_ops.engine.iceberg import SNAPSHOT_PROPERTY
 
         target, catalog, storage = self.spec, self.catalog, self.storage
@@ -107,7 +112,7 @@ class IcebergTable:
                 summary = snapshot.summary
                 found = summary.additional_properties.get(SNAPSHOT_PROPERTY) if summary else None
                 if found is not None:
-                    return from_payload(json.loads(found), snapshot.sequence_number)
+                    return from_payload(json.loads(found), snapshot.sequence_number), snapshot.timestamp_ms
                 parent = snapshot.parent_snapshot_id
                 snapshot = table.snapshot_by_id(parent) if parent is not None else None
         except (OSError, ValueError) as exc:
@@ -150,6 +155,25 @@ class IcebergTable:
                 "committed without the lock. Rerun this job."
             )
         w.result.rows_upserted, w.result.rows_deleted = counts["upserted"], counts["deleted"]
+
+    def maintain(self, spark: SparkSession, job: MaintainJob) -> dict[str, int]:
+        import time
+
+        from upsert_kafka_ops.engine import iceberg as ice
+
+        self.use(spark)
+        if ice.iceberg_schema(spark, self.ref) is None:
+            return {}
+        before = None
+        if job.expire:
+            # never the snapshot that holds the stored offsets: the next run continues from it
+            before = int((time.time() - job.retain_hours * 3600) * 1000)
+            state = self.state_snapshot()
+            if state is not None:
+                before = min(before, state[1])
+        return ice.iceberg_maintain(
+            spark, self.catalog_name, self.spec.table, compact=job.compact, expire_before_ms=before
+        )
 
     def rows(self, spark: SparkSession, columns: Sequence[str] | None = None) -> DataFrame:
         from upsert_kafka_ops.engine.hashing import quoted

@@ -11,11 +11,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from upsert_kafka_ops.errors import SpecError
 from upsert_kafka_ops.jobs.faults import fault_point
 from upsert_kafka_ops.jobs.folders import read_text, write_text
 from upsert_kafka_ops.jobs.state import StoredState, from_payload
 from upsert_kafka_ops.jobs.targets.base import FolderTable, Stored, Write
-from upsert_kafka_ops.pipeline import ParquetTarget
+from upsert_kafka_ops.pipeline import MaintainJob, ParquetTarget
 from upsert_kafka_ops.spec.storage import S3Storage
 
 if TYPE_CHECKING:
@@ -43,6 +44,13 @@ class ParquetFolder(FolderTable):
 
     def gaps(self, spark: SparkSession, table: UpsertKafkaTable) -> str:
         return ""  # every run rebuilds the folder
+
+    def maintain(self, spark: SparkSession, job: MaintainJob) -> dict[str, int]:
+        raise SpecError(
+            "target",
+            "a Parquet target is rewritten whole by every run: it has nothing to maintain.",
+            "maintain a Delta, Iceberg or PostgreSQL target.",
+        )
 
     def write(self, spark: SparkSession, w: Write) -> None:
         from upsert_kafka_ops.engine.warehouse import target_columns

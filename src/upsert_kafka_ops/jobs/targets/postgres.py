@@ -17,7 +17,7 @@ from upsert_kafka_ops.jobs.core import ConcurrentRunError
 from upsert_kafka_ops.jobs.faults import fault_point
 from upsert_kafka_ops.jobs.state import StoredState
 from upsert_kafka_ops.jobs.targets.base import Stored, Write, wait_for
-from upsert_kafka_ops.pipeline import Pipeline, PostgresTarget
+from upsert_kafka_ops.pipeline import MaintainJob, Pipeline, PostgresTarget
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -96,6 +96,19 @@ class PostgresTable:
         if not rows:
             return "the PostgreSQL table is missing: it is rebuilt from the earliest offset"
         return missing_columns(table, {r[0] for r in rows})
+
+    def maintain(self, spark: SparkSession, job: MaintainJob) -> dict[str, int]:
+        import psycopg
+
+        from upsert_kafka_ops.engine.postgres import pg_quote, pg_vacuum
+
+        if not job.compact:  # VACUUM is the one thing to do: no files or snapshots to expire
+            return {}
+        with psycopg.connect(**self.spec.conninfo(), autocommit=True) as pg:
+            found = pg.execute("SELECT to_regclass(%s) IS NOT NULL", (pg_quote(self.qualified),)).fetchone()
+            if not (found and found[0]):
+                return {}
+            return pg_vacuum(pg, self.qualified)
 
     def write(self, spark: SparkSession, w: Write) -> None:
         import psycopg
