@@ -7,6 +7,8 @@ folder): the same files as the Airflow DAGs in ``dags/``.
   ``matches_topic`` on every warehouse table (the table compared with the fold of its topic).
 - Schedules (stopped by default): ``upsert_kafka_schedule_<job>`` for each job with a ``schedule:``;
   its outputs carry a freshness policy from the same schedule.
+- Jobs: ``upsert_kafka_<job>`` for each maintain job (compaction and cleanup of a table: no asset of
+  its own), on its ``schedule:`` like the others.
 - Sensors (stopped by default): ``upsert_kafka_new_data_<job>`` for each job that reads topics, and
   ``upsert_kafka_lag_status_<job>``, which records an observation on the job's outputs each time the
   Burrow status of its lag changes.
@@ -32,13 +34,14 @@ from upsert_kafka_ops.dagster import (
     new_data_sensor,
     upsert_kafka_assets,
     upsert_kafka_lag_checks,
+    upsert_kafka_maintenance_jobs,
+    upsert_kafka_maintenance_schedules,
     upsert_kafka_schedules,
     upsert_kafka_verify_checks,
 )
 from upsert_kafka_ops.errors import SpecError
 from upsert_kafka_ops.jobs import Pipeline
 from upsert_kafka_ops.jobs.gates import LagCondition
-from upsert_kafka_ops.pipeline import PublishJob
 
 PIPELINES = Path(os.environ.get("UKO_PIPELINES_DIR") or Path(__file__).resolve().parents[1] / "pipelines")
 LAG = LagCondition(
@@ -64,6 +67,7 @@ def build_definitions(folder: Path = PIPELINES) -> dg.Definitions:
     checks: list[dg.AssetChecksDefinition] = []
     sensors: list[dg.SensorDefinition] = []
     schedules: list[dg.ScheduleDefinition] = []
+    jobs: list[dg.JobDefinition] = []
     files: dict[str, str] = {}  # job name -> its file: job names are op names, unique in a location
     for file in sorted(folder.glob("*.yaml")):
         pipeline = Pipeline.load(file)
@@ -88,8 +92,12 @@ def build_definitions(folder: Path = PIPELINES) -> dg.Definitions:
         checks += upsert_kafka_lag_checks(condition=LAG, pipeline=pipeline, kafka_resources=kafka)
         checks += upsert_kafka_verify_checks(pipeline=pipeline, kafka_resources=kafka)
         schedules += upsert_kafka_schedules(pipeline=pipeline)
+        jobs += upsert_kafka_maintenance_jobs(
+            pipeline=pipeline, kafka_resources=kafka, spark_runtime="spark_runtime"
+        )
+        schedules += upsert_kafka_maintenance_schedules(pipeline=pipeline)
         for job in pipeline.jobs:
-            if not isinstance(job, PublishJob):
+            if job.reads_topics:
                 sensors.append(new_data_sensor(job=job.name, pipeline=pipeline, kafka_resources=kafka))
                 sensors.append(lag_status_sensor(job=job.name, pipeline=pipeline, kafka_resources=kafka))
     written = {key for a in assets for key in a.keys}  # written by a job of another file: not external
@@ -98,6 +106,7 @@ def build_definitions(folder: Path = PIPELINES) -> dg.Definitions:
         asset_checks=checks,
         sensors=sensors,
         schedules=schedules,
+        jobs=jobs,
         resources={
             "kafka": _kafka_resource(),
             "spark_runtime": SparkRuntimeResource(

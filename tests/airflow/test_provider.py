@@ -293,3 +293,20 @@ def test_openlineage_datasets_name_the_topic_and_the_table(
     assert [a.uri for a in op.inlets] == ["kafka://b1:9092/users"] == [d.uri for d in inputs]
     assert [a.uri for a in op.outlets] == [f"file://{tmp_path}/warehouse/users"] == [d.uri for d in outputs]
     assert (back.inlets, back.outlets) == (op.inlets, op.outlets)
+
+
+def test_a_maintain_job_gets_a_dag_of_its_own_on_its_schedule(tmp_path: Path) -> None:
+    from upsert_kafka_ops.airflow.factory import pipeline_dags
+
+    folder = tmp_path / "pipelines"
+    folder.mkdir()
+    tidy = "  - name: tidy-users\n    kind: maintain\n    job: users-to-delta\n    schedule: '0 3 * * *'\n"
+    (folder / "demo.yaml").write_text(DEMO.read_text().rstrip("\n") + "\n" + tidy)
+    dags = pipeline_dags(folder, kafka_config_id="kafka_default")
+    assert set(dags) == {"upsert_kafka_demo", "upsert_kafka_demo__tidy_users"}
+    pipeline, tidying = dags["upsert_kafka_demo"], dags["upsert_kafka_demo__tidy_users"]
+    assert "tidy-users" not in pipeline.task_ids  # its own schedule, not the pipeline's
+    assert pipeline.timetable.expression == "0 * * * *"
+    assert tidying.timetable.expression == "0 3 * * *" and tidying.max_active_runs == 1
+    (task,) = tidying.tasks
+    assert isinstance(task, UpsertKafkaJobOperator) and task.job_name == "tidy-users"

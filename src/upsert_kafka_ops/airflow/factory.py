@@ -1,4 +1,5 @@
-"""Build a DAG from a pipeline file: one task per job, ordered by what each job reads and writes.
+"""Build a DAG from a pipeline file: one task per job, ordered by what each job reads and writes;
+each maintain job (compaction and cleanup of a table, on a schedule of its own) gets a DAG of its own.
 
 Example (a file in the DAGs folder)::
 
@@ -21,7 +22,7 @@ from airflow.sdk import DAG
 from upsert_kafka_ops.airflow.operators import UpsertKafkaJobOperator
 from upsert_kafka_ops.errors import SpecError
 from upsert_kafka_ops.jobs.graph import upstream_jobs
-from upsert_kafka_ops.pipeline import Pipeline
+from upsert_kafka_ops.pipeline import MaintainJob, Pipeline
 from upsert_kafka_ops.spec.cadence import cron_expression
 
 
@@ -40,7 +41,8 @@ def pipeline_dag(
     operator_kwargs: dict[str, Any] | None = None,
     **dag_kwargs: Any,
 ) -> DAG:
-    """A DAG running every job of ``pipeline_file`` once per run, upstream jobs first.
+    """A DAG running every job of ``pipeline_file`` once per run, upstream jobs first; maintain jobs
+    are left out (:func:`maintenance_dag`).
 
     ``schedule`` defaults to the jobs' ``schedule:`` in the file (they run in one DAG, so the jobs that
     have one must agree); with none, the DAG runs when triggered. Runs are serialized
@@ -67,6 +69,8 @@ def pipeline_dag(
     tasks = {}
     with dag:
         for job in pipeline.jobs:
+            if isinstance(job, MaintainJob):
+                continue
             tasks[job.name] = UpsertKafkaJobOperator(
                 task_id=re.sub(r"[^A-Za-z0-9_.-]", "_", job.name),
                 pipeline_file=str(path),
@@ -78,12 +82,65 @@ def pipeline_dag(
             )
     for name, ups in order.items():
         for up in ups:
-            tasks[up] >> tasks[name]
+            if name in tasks and up in tasks:
+                tasks[up] >> tasks[name]
+    return dag
+
+
+def maintenance_dag(
+    pipeline_file: str | Path,
+    job: str,
+    *,
+    start_date: datetime = datetime(2026, 1, 1),
+    kafka_config_id: str | None = None,
+    kafka_config_ids: dict[str, str] | None = None,
+    operator_kwargs: dict[str, Any] | None = None,
+    **dag_kwargs: Any,
+) -> DAG:
+    """A DAG of one task running the maintain job ``job`` of ``pipeline_file`` on its own
+    ``schedule:`` (none: when triggered), ``upsert_kafka_<file>__<job>``. The run holds the target's
+    lock, so it waits for (and holds off) a run of the pipeline DAG writing the same table."""
+    path = Path(pipeline_file)
+    spec = Pipeline.load(path).job(job)
+    if not isinstance(spec, MaintainJob):
+        raise SpecError(
+            "job", f"{job!r} is a {spec.kind} job, not a maintain job.", "use pipeline_dag for it."
+        )
+    task_id = re.sub(r"[^A-Za-z0-9_.-]", "_", job)
+    dag = DAG(
+        dag_id=dag_kwargs.pop("dag_id", None) or f"{dag_id_for(path)}__{re.sub(r'[^A-Za-z0-9_]', '_', job)}",
+        schedule=dag_kwargs.pop("schedule", None)
+        or (cron_expression(spec.schedule) if spec.schedule else None),
+        start_date=start_date,
+        catchup=False,
+        max_active_runs=1,
+        default_args={
+            "retries": 1,
+            "retry_delay": timedelta(minutes=5),
+            **dag_kwargs.pop("default_args", {}),
+        },
+        tags=["upsert-kafka-ops", "maintenance", *dag_kwargs.pop("tags", [])],
+        doc_md=dag_kwargs.pop("doc_md", spec.description or f"Maintain `{spec.target.uri}` ({path.name})."),
+        **dag_kwargs,
+    )
+    with dag:
+        UpsertKafkaJobOperator(
+            task_id=task_id,
+            pipeline_file=str(path),
+            job_name=job,
+            kafka_config_id=kafka_config_id,
+            kafka_config_ids=kafka_config_ids,
+            **(operator_kwargs or {}),
+        )
     return dag
 
 
 def _file_schedule(pipeline: Pipeline, path: Path) -> str | None:
-    crons = {job.name: cron_expression(job.schedule) for job in pipeline.jobs if job.schedule is not None}
+    crons = {
+        job.name: cron_expression(job.schedule)
+        for job in pipeline.jobs
+        if job.schedule is not None and not isinstance(job, MaintainJob)
+    }
     if len(set(crons.values())) > 1:
         listed = ", ".join(f"{name}: {cron!r}" for name, cron in crons.items())
         raise SpecError(
@@ -95,6 +152,17 @@ def _file_schedule(pipeline: Pipeline, path: Path) -> str | None:
 
 
 def pipeline_dags(folder: str | Path, pattern: str = "*.yaml", **kwargs: Any) -> dict[str, DAG]:
-    """One DAG per pipeline file in ``folder`` (see :func:`pipeline_dag`), by DAG id."""
-    dags = [pipeline_dag(p, **kwargs) for p in sorted(Path(folder).glob(pattern))]
+    """One DAG per pipeline file in ``folder`` (see :func:`pipeline_dag`), and one per maintain job
+    (:func:`maintenance_dag`), by DAG id."""
+    dags = []
+    for path in sorted(Path(folder).glob(pattern)):
+        dags.append(pipeline_dag(path, **kwargs))
+        shared = {
+            k: v
+            for k, v in kwargs.items()
+            if k in ("start_date", "kafka_config_id", "kafka_config_ids", "operator_kwargs")
+        }
+        for job in Pipeline.load(path).jobs:
+            if isinstance(job, MaintainJob):
+                dags.append(maintenance_dag(path, job.name, **shared))
     return {d.dag_id: d for d in dags}

@@ -24,6 +24,10 @@ from upsert_kafka_ops.dagster.assets import (
 )
 from upsert_kafka_ops.dagster.checks import VERIFY_CHECK, upsert_kafka_verify_checks
 from upsert_kafka_ops.dagster.component import UpsertKafkaPipelineComponent
+from upsert_kafka_ops.dagster.maintenance import (
+    upsert_kafka_maintenance_jobs,
+    upsert_kafka_maintenance_schedules,
+)
 from upsert_kafka_ops.dagster.resources import SparkRuntimeResource, UpsertKafkaResource
 from upsert_kafka_ops.dagster.schedules import upsert_kafka_freshness_checks, upsert_kafka_schedules
 from upsert_kafka_ops.dagster.sensors import (
@@ -54,6 +58,8 @@ __all__ = [
     "upsert_kafka_assets",
     "upsert_kafka_freshness_checks",
     "upsert_kafka_lag_checks",
+    "upsert_kafka_maintenance_jobs",
+    "upsert_kafka_maintenance_schedules",
     "upsert_kafka_schedules",
     "upsert_kafka_verify_checks",
 ]

@@ -12,7 +12,7 @@ import dagster as dg
 from upsert_kafka_ops.dagster.translator import DagsterUpsertKafkaTranslator, UpsertKafkaDataset
 from upsert_kafka_ops.errors import SpecError
 from upsert_kafka_ops.jobs.datasets import Dataset, job_datasets
-from upsert_kafka_ops.pipeline import Pipeline
+from upsert_kafka_ops.pipeline import AnyJob, MaintainJob, Pipeline
 
 
 def load_pipeline(pipeline_file: str | Path | None, pipeline: Pipeline | None) -> Pipeline:
@@ -28,6 +28,11 @@ def load_pipeline(pipeline_file: str | Path | None, pipeline: Pipeline | None) -
 def definition_name(prefix: str, job: str) -> str:
     """A sensor's or schedule's name for ``job`` (Dagster names allow letters, digits and '_')."""
     return prefix + "_" + "".join(c if c.isalnum() else "_" for c in job)
+
+
+def is_maintenance(job: AnyJob) -> bool:
+    """Whether ``job`` is a maintain job: a Dagster job of one op, not an asset."""
+    return isinstance(job, MaintainJob)
 
 
 def _kind(d: Dataset) -> str:
@@ -46,15 +51,24 @@ class JobPlan:
 def plan(
     pipeline: Pipeline, jobs: Sequence[str] | None, translator: DagsterUpsertKafkaTranslator
 ) -> list[JobPlan]:
-    """One :class:`JobPlan` per selected job (file order)."""
+    """One :class:`JobPlan` per selected job (file order; by default every job but the maintain
+    jobs, which make no asset: :func:`upsert_kafka_ops.dagster.upsert_kafka_maintenance_jobs`)."""
     names = [j.name for j in pipeline.jobs]
-    selected = list(jobs) if jobs is not None else names
+    selected = list(jobs) if jobs is not None else [j.name for j in pipeline.jobs if not is_maintenance(j)]
     unknown = [j for j in selected if j not in names]
     if unknown:
         raise SpecError(
             "jobs",
             f"{', '.join(map(repr, unknown))} is not a job of the pipeline.",
             f"use some of: {', '.join(names)}.",
+        )
+    maintained = [j for j in selected if is_maintenance(pipeline.job(j))]
+    if maintained:
+        raise SpecError(
+            "jobs",
+            f"{', '.join(map(repr, maintained))} is a maintain job: it makes no asset (it rewrites a table's "
+            "files, not its data).",
+            "leave it out here; upsert_kafka_maintenance_jobs gives it a Dagster job and its schedule.",
         )
     io = {n: job_datasets(pipeline, n) for n in names}
     writer: dict[tuple[str, str], str] = {}

@@ -201,12 +201,8 @@ def _job_asset(
         context: dg.AssetExecutionContext, config: UpsertKafkaRunConfig
     ) -> Iterator[dg.MaterializeResult[Any]]:
         live = resolve_connections(pipe, kres, context.resources)
-        runtime = res = None
-        if spark_runtime:
-            res = getattr(context.resources, spark_runtime)
-            if not isinstance(res, SparkRuntimeResource):
-                raise SpecError("spark_runtime", f"resource {spark_runtime!r} is not a SparkRuntimeResource.")
-            runtime = res.runtime_spec()
+        res = runtime_resource(context, spark_runtime)
+        runtime = res.runtime_spec() if res is not None else None
         if partitions_def is None:
             result, reported = run(context, live, job, config, runtime)
             link = res.history_link(result.get("spark_app_id", "")) if res is not None else None
@@ -237,6 +233,18 @@ def _job_asset(
     return _asset
 
 
+def runtime_resource(
+    context: dg.AssetExecutionContext | dg.OpExecutionContext, key: str | None
+) -> SparkRuntimeResource | None:
+    """The run's :class:`SparkRuntimeResource` under resource ``key`` (None: no key, the local runtime)."""
+    if not key:
+        return None
+    res = getattr(context.resources, key)
+    if not isinstance(res, SparkRuntimeResource):
+        raise SpecError("spark_runtime", f"resource {key!r} is not a SparkRuntimeResource.")
+    return res
+
+
 def _mode(value: str | None) -> Any:
     if value not in (None, "incremental", "full"):
         raise SpecError("mode", f"{value!r} is not a mode.", "use incremental or full.")
@@ -244,7 +252,7 @@ def _mode(value: str | None) -> Any:
 
 
 def run(
-    context: dg.AssetExecutionContext,
+    context: dg.AssetExecutionContext | dg.OpExecutionContext,
     pipe: Pipeline,
     job: str,
     config: UpsertKafkaRunConfig,
@@ -308,7 +316,7 @@ class _EventLogHandler(logging.Handler):
 
 
 @contextlib.contextmanager
-def _to_event_log(context: dg.AssetExecutionContext) -> Iterator[None]:
+def _to_event_log(context: dg.AssetExecutionContext | dg.OpExecutionContext) -> Iterator[None]:
     """The run's progress lines (the lock wait, the phases, read progress) and the Spark driver's
     warnings in the Dagster event log while the job runs, as the Airflow task log has them."""
     package = logging.getLogger("upsert_kafka_ops")
@@ -325,7 +333,7 @@ def _to_event_log(context: dg.AssetExecutionContext) -> Iterator[None]:
 
 
 def _submit_with_pipes(
-    context: dg.AssetExecutionContext,
+    context: dg.AssetExecutionContext | dg.OpExecutionContext,
     pipe: Pipeline,
     job: str,
     mode: Any,

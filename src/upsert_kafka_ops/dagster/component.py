@@ -25,13 +25,17 @@ from collections.abc import Sequence
 from pydantic import Field
 
 import dagster as dg
+from upsert_kafka_ops.dagster._plan import is_maintenance
 from upsert_kafka_ops.dagster.assets import upsert_kafka_assets
+from upsert_kafka_ops.dagster.maintenance import (
+    upsert_kafka_maintenance_jobs,
+    upsert_kafka_maintenance_schedules,
+)
 from upsert_kafka_ops.dagster.resources import UpsertKafkaResource
 from upsert_kafka_ops.dagster.schedules import upsert_kafka_schedules
 from upsert_kafka_ops.dagster.sensors import new_data_sensor, upsert_kafka_lag_checks
 from upsert_kafka_ops.jobs import Pipeline
 from upsert_kafka_ops.jobs.gates import LagCondition
-from upsert_kafka_ops.pipeline import PublishJob
 
 
 class UpsertKafkaPipelineComponent(dg.Component, dg.Model, dg.Resolvable):
@@ -71,9 +75,13 @@ class UpsertKafkaPipelineComponent(dg.Component, dg.Model, dg.Resolvable):
                 password=dg.EnvVar(self.password_env) if self.password_env else None,
                 ssl_ca_location=self.ssl_ca_location,
             )
+        # maintain jobs make no asset: a Dagster job each (upsert_kafka_maintenance_jobs)
+        maintained = [j.name for j in pipeline.jobs if is_maintenance(j)]
+        kept = None if self.jobs is None else [j for j in self.jobs if j not in maintained]
+        picked = None if self.jobs is None else [j for j in self.jobs if j in maintained]
         assets = upsert_kafka_assets(
             pipeline=pipeline,
-            jobs=self.jobs,
+            jobs=kept,
             kafka_resources=kres,
             spark_runtime=self.spark_runtime,
             row_count_check=self.row_count_check,
@@ -82,7 +90,7 @@ class UpsertKafkaPipelineComponent(dg.Component, dg.Model, dg.Resolvable):
         if self.max_offset_lag is not None or self.max_time_lag_s is not None:
             condition = LagCondition(max_offset_lag=self.max_offset_lag, max_time_lag_s=self.max_time_lag_s)
             checks = upsert_kafka_lag_checks(
-                condition=condition, pipeline=pipeline, jobs=self.jobs, kafka_resources=kres
+                condition=condition, pipeline=pipeline, jobs=kept, kafka_resources=kres
             )
         sensors = []
         if self.sensors:
@@ -90,9 +98,20 @@ class UpsertKafkaPipelineComponent(dg.Component, dg.Model, dg.Resolvable):
             sensors = [
                 new_data_sensor(job=j.name, pipeline=pipeline, kafka_resources=kres)
                 for j in pipeline.jobs
-                if not isinstance(j, PublishJob) and (selected is None or j.name in selected)
+                if j.reads_topics and (selected is None or j.name in selected)
             ]
-        schedules = upsert_kafka_schedules(pipeline=pipeline, jobs=self.jobs)  # stopped until turned on
+        maintenance = upsert_kafka_maintenance_jobs(
+            pipeline=pipeline, jobs=picked, kafka_resources=kres, spark_runtime=self.spark_runtime
+        )
+        schedules = [  # stopped until turned on
+            *upsert_kafka_schedules(pipeline=pipeline, jobs=kept),
+            *upsert_kafka_maintenance_schedules(pipeline=pipeline, jobs=picked),
+        ]
         return dg.Definitions(
-            assets=assets, asset_checks=checks, sensors=sensors, schedules=schedules, resources=resources
+            assets=assets,
+            asset_checks=checks,
+            sensors=sensors,
+            schedules=schedules,
+            jobs=maintenance,
+            resources=resources,
         )
