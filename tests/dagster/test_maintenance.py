@@ -28,6 +28,7 @@ from upsert_kafka_ops.dagster import (
     upsert_kafka_maintenance_jobs,
     upsert_kafka_maintenance_schedules,
 )
+from upsert_kafka_ops.jobs import run_job
 from upsert_kafka_ops.local import LocalKafka
 
 
@@ -63,9 +64,9 @@ def test_a_maintain_job_is_a_scheduled_op_in_its_writers_pool_that_cleans_the_ta
     assert request.tags["upsert_kafka/job"] == "tidy"
 
     rnd = random.Random(3)
-    for _ in range(4):  # the writer's asset, run after run: a file or more per run
+    for _ in range(4):  # the writer's runs (its asset's code, without Dagster's run around it)
         produce(servers, topic, random_changes(rnd, 20, 15))
-        assert dg.materialize([writer], instance=instance, resources={"kafka": kafka_resource}).success
+        run_job(pipe, "users", spark=spark)
     result = defs.resolve_job_def(job.name).execute_in_process(
         instance=instance, resources={"kafka": kafka_resource}
     )
