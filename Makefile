@@ -215,13 +215,14 @@ wheel-check: jars
 demo: jars
 	$(BIN)/upsert-kafka-ops demo
 
-# Throughput next to Kafka's perf tools, Spark's raw read and Flink's job (never part of the tests);
-# results and a chart in build/bench/.
+# Throughput next to Kafka's perf tools, Spark's raw read and Flink's job, and incremental runs at
+# scale next to a hand-written foreachBatch MERGE (never part of the tests); results in build/bench/.
 bench: jars flink
 	@$(BIN)/pip install -q -c constraints.txt -e ".[bench]"
 	@$(TIMED) bench env UKO_FLINK_PYTHON=$(CURDIR)/$(FLINK_VENV)/bin/python $(BIN)/python benchmarks/bench_engine.py
 	@$(TIMED) "lag bench" $(BIN)/python benchmarks/bench_lag.py
 	@$(TIMED) "memory bench" $(BIN)/python benchmarks/bench_memory.py
+	@$(TIMED) "scale bench" $(BIN)/python benchmarks/bench_scale.py
 
 # Re-pin the whole verified set after changing a range in pyproject.toml (check it resolves first:
 # pip install --dry-run -c constraints.txt -e ".[$(EXTRAS)]").

@@ -95,7 +95,7 @@ def bench_table(
     return UpsertKafkaTable.from_options(options, columns=COLUMNS, primary_key=["id"], name=topic)
 
 
-def _value(i: int, rnd: random.Random) -> bytes:
+def record_value(i: int, rnd: random.Random) -> bytes:
     row = {
         "id": i,
         "name": f"user-{i:08d}-{rnd.randrange(10**6):06d}",
@@ -126,7 +126,7 @@ def produce(servers: str, topic: str, records: int, seed: int) -> int:
     total = 0
     for n in range(records):
         k = rnd.randrange(KEYS)
-        value = None if rnd.random() < 0.05 else _value(k, rnd)
+        value = None if rnd.random() < 0.05 else record_value(k, rnd)
         key = b'{"id":%d}' % k
         total += len(key) + (len(value) if value else 0)
         while True:
