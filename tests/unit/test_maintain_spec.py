@@ -19,6 +19,7 @@ SOURCE = {"connection": "main", "table": {"ddl": (
     "CREATE TABLE users (id BIGINT, name STRING, PRIMARY KEY (id) NOT ENFORCED) WITH ("
     "'connector' = 'upsert-kafka', 'topic' = 'users', 'key.format' = 'json', 'value.format' = 'json')")}}  # fmt: skip
 ICEBERG = {"kind": "iceberg", "catalog": "lake", "table": "crm.users"}
+PG = {"kind": "postgres", "host": "db", "database": "dw", "user": "etl", "table": "users"}
 
 
 def _pipeline(*jobs: dict[str, Any], target: dict[str, Any] = ICEBERG) -> Pipeline:
@@ -70,6 +71,7 @@ def test_it_reads_no_topic_so_it_has_no_lag_and_reads_its_table() -> None:
         ({"job": "users"}, {"kind": "parquet", "path": "/p"}, "target", "rewritten whole by every run"),
         ({"job": "users", "compact": False, "expire": False}, ICEBERG, "compact", "would do nothing"),
         ({"job": "users", "retain_hours": -1}, ICEBERG, "retain_hours", "greater than or equal to 0"),
+        ({"job": "users", "compact": False}, PG, "compact", "expire has nothing to do there"),
     ],
 )
 def test_refusals_name_the_field_and_the_fix(

@@ -225,9 +225,9 @@ def delta_maintain(
     if expire:
         # below Delta's default retention its check refuses the command; the job's setting is the
         # user's decision that no reader stays on a version that old
-        confs = {"spark.databricks.delta.retentionDurationCheck.enabled": "false"}
-        if retain_hours >= DELTA_RETENTION_CHECK_HOURS:
-            confs = {}
+        confs = {}
+        if retain_hours < DELTA_RETENTION_CHECK_HOURS:
+            confs["spark.databricks.delta.retentionDurationCheck.enabled"] = "false"
         # VACUUM lists the table's folders in as many tasks as Spark's partition discovery uses (10,000
         # unless set): 40 s of empty tasks for a small table on 2 cores. The session's shuffle
         # partitions (its scale, 2 x cores locally) list it in 3.6 s.

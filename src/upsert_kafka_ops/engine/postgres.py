@@ -288,14 +288,17 @@ def pg_store_offsets(
 def pg_vacuum(conn: Any, qualified: str) -> dict[str, int]:
     """``VACUUM (ANALYZE)`` of the table (``conn`` in autocommit: VACUUM runs outside a transaction):
     dead row versions that updates and deletes left are reclaimed and the planner's statistics
-    refreshed. Returns the dead rows PostgreSQL's statistics counted before and after."""
+    refreshed. Returns the dead rows PostgreSQL's statistics counted before and after; empty when
+    the table does not exist yet."""
 
-    def dead() -> int:
+    def dead() -> int | None:
         row = conn.execute(
             "SELECT n_dead_tup FROM pg_stat_user_tables WHERE relid = to_regclass(%s)", (pg_quote(qualified),)
         ).fetchone()
-        return int(row[0]) if row else 0
+        return int(row[0]) if row else None
 
     before = dead()
+    if before is None:
+        return {}
     conn.execute(f"VACUUM (ANALYZE) {pg_quote(qualified)}")
-    return {"dead_rows_before": before, "dead_rows_after": dead()}
+    return {"dead_rows_before": before, "dead_rows_after": dead() or 0}

@@ -147,19 +147,14 @@ def spark_conf(
     java_opts = f"-Dlog4j2.configurationFile={log4j} -XX:-DontCompileHugeMethods"
     # a local driver runs batch jobs: the throughput collector (LOCAL_DRIVER_GC), not G1's concurrent one
     driver_opts = f"{java_opts} {LOCAL_DRIVER_GC}" if local else java_opts
+    extensions = ["io.delta.sql.DeltaSparkSessionExtension"]
+    if "iceberg" in jar_groups:  # Iceberg's parse its maintenance procedures (CALL <catalog>.system.*)
+        extensions.append("org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions")
     conf = {
         "spark.master": master,
         "spark.app.name": app_name,
         "spark.jars": ",".join(str(p) for p in jars.class_path(jar_groups, jars_dir)),
-        # Iceberg's extensions parse its maintenance procedures (CALL <catalog>.system.*)
-        "spark.sql.extensions": ",".join(
-            ["io.delta.sql.DeltaSparkSessionExtension"]
-            + (
-                ["org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions"]
-                if "iceberg" in jar_groups
-                else []
-            )
-        ),
+        "spark.sql.extensions": ",".join(extensions),
         "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
         "spark.sql.shuffle.partitions": str(shuffle_partitions or max(2, 2 * cores)),
         "spark.sql.session.timeZone": "UTC",

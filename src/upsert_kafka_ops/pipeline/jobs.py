@@ -388,6 +388,13 @@ class MaintainJob(JobSpec):
             raise SpecError(
                 "compact", "both compact and expire are off: the job would do nothing.", "turn one on."
             )
+        if not (self.compact or self.target.keeps_versions):
+            raise SpecError(
+                "compact",
+                "a PostgreSQL table's maintenance is VACUUM (ANALYZE), which compact runs; expire has "
+                "nothing to do there, so the job would do nothing.",
+                "leave compact on.",
+            )
         return self
 
     def connections_used(self) -> list[str]:

@@ -28,6 +28,8 @@ class TargetSpec(SpecModel):
     is_topic: ClassVar[bool] = False
     #: rewritten whole by every run (no incremental writes, no history table)
     full_only: ClassVar[bool] = False
+    #: keeps replaced files or snapshots until they are expired (what a maintain job's expire removes)
+    keeps_versions: ClassVar[bool] = True
 
     @property
     def snapshot_column(self) -> str | None:
@@ -175,6 +177,8 @@ class DeltaTarget(Folder, TargetSpec):
 class PostgresTarget(TargetSpec):
     """A PostgreSQL table kept equal to the topic's latest state: rows are staged over JDBC, then
     ``INSERT ... ON CONFLICT DO UPDATE`` and ``DELETE`` run in one transaction with the offsets."""
+
+    keeps_versions: ClassVar[bool] = False
 
     kind: Literal["postgres"] = Field(description="Target kind.")
     host: str = Field(description="Server host name.")

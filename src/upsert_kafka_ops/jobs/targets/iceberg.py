@@ -161,8 +161,7 @@ class IcebergTable:
 
         from upsert_kafka_ops.engine import iceberg as ice
 
-        self.use(spark)
-        if ice.iceberg_schema(spark, self.ref) is None:
+        if ice.iceberg_schema(spark, self.ref) is None:  # the hold registered the catalog
             return {}
         before = None
         if job.expire:

@@ -100,15 +100,13 @@ class PostgresTable:
     def maintain(self, spark: SparkSession, job: MaintainJob) -> dict[str, int]:
         import psycopg
 
-        from upsert_kafka_ops.engine.postgres import pg_quote, pg_vacuum
+        from upsert_kafka_ops.engine.postgres import pg_vacuum
 
-        if not job.compact:  # VACUUM is the one thing to do: no files or snapshots to expire
-            return {}
-        with psycopg.connect(**self.spec.conninfo(), autocommit=True) as pg:
-            found = pg.execute("SELECT to_regclass(%s) IS NOT NULL", (pg_quote(self.qualified),)).fetchone()
-            if not (found and found[0]):
-                return {}
-            return pg_vacuum(pg, self.qualified)
+        # on the connection that holds the advisory lock (autocommit: VACUUM runs outside a transaction)
+        if self.held is not None:
+            return pg_vacuum(self.held, self.qualified)
+        with psycopg.connect(**self.spec.conninfo(), autocommit=True) as conn:
+            return pg_vacuum(conn, self.qualified)
 
     def write(self, spark: SparkSession, w: Write) -> None:
         import psycopg
