@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
+from upsert_kafka_ops.engine.fold_here import held_rows
 from upsert_kafka_ops.engine.warehouse import target_columns
 from upsert_kafka_ops.spec.table import UpsertKafkaTable
 
@@ -90,7 +91,8 @@ def merge_small(
         write_deltalake(target, empty, mode="append", commit_properties=props)
         return {"upserted": 0, "deleted": 0}
     names = [c for c, _ in target_columns(table)]
-    source = changes.select("op", *names).toArrow()
+    held = held_rows(changes)  # the fold's own rows, when it folded them in this process
+    source = held.select(["op", *names]) if held is not None else changes.select("op", *names).toArrow()
     upsert = "s.op NOT IN ('-D', 'close')" if close_only else "s.op <> '-D'"
     merger = target.merge(
         source,

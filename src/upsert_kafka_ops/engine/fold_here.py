@@ -10,6 +10,7 @@ undecodable key or value that must fail the read): then the read folds with Spar
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
@@ -23,6 +24,21 @@ def folds_here(key_types: Sequence[str]) -> bool:
     """Whether keys of these Spark types (``DataType.simpleString()``, or DDL names in lower case) are
     folded here."""
     return all(t in EXACT_KEY_TYPES or t.startswith(("decimal(", "char(", "varchar(")) for t in key_types)
+
+
+#: the rows of DataFrames this process built from an Arrow table it still holds (a fold's result)
+_HELD: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
+
+
+def hold_rows(df: Any, rows: Any) -> None:
+    """Remember that ``df`` was built from the Arrow table ``rows``, for :func:`held_rows`."""
+    _HELD[df] = rows
+
+
+def held_rows(df: Any) -> Any:
+    """The Arrow table ``df`` was built from in this process, or None: a writer in this process takes
+    it instead of collecting the same rows back from Spark (0.05 s of a 10-record run)."""
+    return _HELD.get(df)
 
 
 class Decoded(NamedTuple):

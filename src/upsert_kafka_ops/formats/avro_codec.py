@@ -185,13 +185,19 @@ class AvroCodec:
             to_avro(to_avro_value(row, self.row_type), self.schema_json)
         )
 
-    def decode(self, data: Column) -> Decoded:
-        from pyspark.sql import functions as F
+    def parse(self, data: Column) -> Column:
+        """Spark's Avro read of the bytes: the one costly step of :meth:`decode`."""
         from pyspark.sql.avro.functions import from_avro
 
-        parsed = from_avro(
+        return from_avro(
             data, self.reader_json, {"mode": "PERMISSIVE", "avroSchema": self.checked_reader_json}
         )
+
+    def decode(self, data: Column, parsed: Column | None = None) -> Decoded:
+        from pyspark.sql import functions as F
+
+        if parsed is None:
+            parsed = self.parse(data)
         error = decode_failed(data, parsed)
         value = F.when(parsed.isNull(), F.lit(None)).otherwise(from_avro_value(parsed, self.row_type))
         return Decoded(value, error)

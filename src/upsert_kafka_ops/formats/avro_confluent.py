@@ -103,7 +103,9 @@ class AvroConfluentCodec:
         return F.when(row.isNull(), F.lit(None)).otherwise(F.concat(F.lit(header), body))
 
     # -- reading ----------------------------------------------------------------------------------
-    def decode(self, data: Column) -> Decoded:
+    def parse(self, data: Column) -> Column:
+        """The record read with its writer's schema (by the id in its header): the one costly step
+        of :meth:`decode`."""
         from pyspark.sql import functions as F
         from pyspark.sql.avro.functions import from_avro
 
@@ -137,6 +139,13 @@ class AvroConfluentCodec:
             parsed = F.when(framed & (schema_id == F.lit(sid)), from_avro(body, writer, options)).otherwise(
                 parsed
             )
+        return parsed
+
+    def decode(self, data: Column, parsed: Column | None = None) -> Decoded:
+        from pyspark.sql import functions as F
+
+        if parsed is None:
+            parsed = self.parse(data)
         error = decode_failed(data, parsed)
         value = F.when(parsed.isNull(), F.lit(None)).otherwise(from_avro_value(parsed, self.avro.row_type))
         return Decoded(value, error)

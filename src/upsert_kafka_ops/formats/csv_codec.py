@@ -168,7 +168,11 @@ class CsvCodec:
 
     # ------------------------------------------------------------------ decoding
 
-    def decode(self, data: Column) -> Decoded:
+    def parse(self, data: Column) -> None:
+        """Nothing to parse apart from decoding (see :func:`~upsert_kafka_ops.formats.columns.parse_once`)."""
+        return None
+
+    def decode(self, data: Column, parsed: Column | None = None) -> Decoded:
         from pyspark.sql import functions as F
 
         text = data.cast("string")

@@ -60,19 +60,27 @@ class JsonCodec:
         self.dialect = Dialect("json", iso=standard == "ISO-8601")
         self.row_type = SqlType("ROW", fields=tuple(row_fields(fields)))
 
-    def decode(self, data: Column) -> Decoded:
-        """Flink's JSON decoder: a field that does not convert fails the record, or with
-        ``ignore-parse-errors`` is NULL (in Flink 2 the record is dropped only when its text is not
-        a JSON object)."""
+    def parse(self, data: Column) -> Column:
+        """Spark's JSON parse of the bytes into text fields: the one costly step of :meth:`decode`,
+        which a plan projects once per record (:func:`~upsert_kafka_ops.formats.columns.parse_once`)."""
         from pyspark.sql import functions as F
 
-        text = data.cast("string")
         schema = ", ".join(f"{quote_field(f.name)} {text_schema(f.type)}" for f in self.row_type.fields)
-        parsed = F.from_json(
-            text,
+        return F.from_json(
+            data.cast("string"),
             f"{schema}, `__corrupt` STRING",
             {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": "__corrupt"},
         )
+
+    def decode(self, data: Column, parsed: Column | None = None) -> Decoded:
+        """Flink's JSON decoder: a field that does not convert fails the record, or with
+        ``ignore-parse-errors`` is NULL (in Flink 2 the record is dropped only when its text is not
+        a JSON object). ``parsed``: :meth:`parse` of ``data``, already projected."""
+        from pyspark.sql import functions as F
+
+        text = data.cast("string")
+        if parsed is None:
+            parsed = self.parse(data)
         value, field_error = from_text(parsed, self.row_type, self.dialect)
         if self.ignore_errors:  # Spark's partial result holds NULL where a field did not convert
             error = F.json_object_keys(text).isNull()

@@ -31,7 +31,11 @@ class RawCodec:
         if self.type.name not in _STRINGS | BINARY_TYPES | set(INTEGRAL_BYTES) | {"BOOLEAN"}:
             raise SpecError("raw", f"type {self.type.to_flink()} is not supported by the raw format here.")
 
-    def decode(self, data: Column) -> Decoded:
+    def parse(self, data: Column) -> None:
+        """Nothing to parse apart from decoding (see :func:`~upsert_kafka_ops.formats.columns.parse_once`)."""
+        return None
+
+    def decode(self, data: Column, parsed: Column | None = None) -> Decoded:
         from pyspark.sql import functions as F
 
         n = INTEGRAL_BYTES.get(self.type.name)
