@@ -23,6 +23,7 @@ from upsert_kafka_ops.jobs.maintain import run_maintain
 from upsert_kafka_ops.jobs.publish import run_publish
 from upsert_kafka_ops.jobs.to_warehouse import run_materialize
 from upsert_kafka_ops.jobs.topic_to_topic import run_topic_to_topic
+from upsert_kafka_ops.kafka.admin import shared_clients
 from upsert_kafka_ops.metrics.run_export import export_run
 from upsert_kafka_ops.pipeline import Pipeline
 
@@ -85,9 +86,10 @@ def run_context(ctx: RunContext) -> JobResult:
     log.info("job %s (%s): starting", job.name, job.kind)
     every = float(os.environ.get("UKO_PROGRESS_INTERVAL_S") or 10.0)
     try:
-        check_grants(ctx)  # a missing ACL fails here, before anything is read or written
-        with ReadProgress(ctx.spark, f"job {job.name}", every=every):
-            result = KINDS[job.kind](ctx, job)
+        with shared_clients():  # one admin client per cluster for the run's metadata and offsets
+            check_grants(ctx)  # a missing ACL fails here, before anything is read or written
+            with ReadProgress(ctx.spark, f"job {job.name}", every=every):
+                result = KINDS[job.kind](ctx, job)
     except BaseException:
         export_run(ctx.pipeline.name, job.name, None)  # run_success 0 where Prometheus reads it
         raise

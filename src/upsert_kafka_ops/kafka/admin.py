@@ -8,9 +8,11 @@ offsets for timestamps, topic ids, partition counts and configs, group state).
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
+import contextvars
 import logging
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar
 
@@ -34,6 +36,43 @@ OFFSETS_CHUNK = 500
 GROUP_OFFSETS_CHUNK = 1000
 
 
+@dataclass
+class _SharedClient:
+    client: Any = None
+    errors: list[Any] = field(default_factory=list)
+
+
+_SHARED: contextvars.ContextVar[dict[tuple[tuple[str, str], ...], _SharedClient] | None] = (
+    contextvars.ContextVar("upsert_kafka_ops_shared_admin_clients", default=None)
+)
+
+
+@contextlib.contextmanager
+def shared_clients() -> Iterator[None]:
+    """Inside the block (in this thread), :func:`probe` and :class:`KafkaAdmin` share one admin
+    client per cluster configuration, dropped at the end of the block.
+
+    A job's run asks the cluster for metadata, offsets and topic ids five times; a new client costs a
+    connection and a metadata round each time (together 0.28 s of a 1.1 s run of 10 records, on
+    loopback)."""
+    if _SHARED.get() is not None:  # nested: the outer block's clients
+        yield
+        return
+    token = _SHARED.set({})
+    try:
+        yield
+    finally:
+        _SHARED.reset(token)
+
+
+def _shared_client(config: Mapping[str, Any]) -> _SharedClient | None:
+    pool = _SHARED.get()
+    if pool is None:
+        return None
+    key = tuple(sorted((k, repr(v)) for k, v in config.items() if not callable(v)))
+    return pool.setdefault(key, _SharedClient())
+
+
 def probe(config: dict[str, Any], timeout: float = 10.0) -> Any:
     """Ask the cluster for its metadata and return it (``ClusterMetadata``).
 
@@ -45,7 +84,13 @@ def probe(config: dict[str, Any], timeout: float = 10.0) -> Any:
     from confluent_kafka import KafkaError, KafkaException
     from confluent_kafka.admin import AdminClient
 
-    seen: list[KafkaError] = []
+    shared = _shared_client(config)
+    if shared is not None and shared.client is not None:
+        with contextlib.suppress(KafkaException):  # else a new client says why, as below
+            md = shared.client.list_topics(timeout=timeout)
+            if md.brokers:
+                return md
+    seen: list[KafkaError] = shared.errors if shared is not None else []
     conf = dict(config)
     conf["error_cb"] = seen.append
     conf.setdefault("logger", _LOG)  # librdkafka logs go to Python logging, not stderr
@@ -60,6 +105,8 @@ def probe(config: dict[str, Any], timeout: float = 10.0) -> Any:
         try:
             md = admin.list_topics(timeout=min(2.0, remaining))
             if md.brokers:
+                if shared is not None:
+                    shared.client = admin
                 return md
         except KafkaException as exc:
             last = str(exc)
@@ -301,6 +348,12 @@ class KafkaAdmin:
         if self._client is None:
             from confluent_kafka.admin import AdminClient
 
+            shared = _shared_client(self.config)
+            if shared is not None:  # inside shared_clients(): one client for the block
+                self._errors = shared.errors
+                if shared.client is not None:
+                    self._client = shared.client
+                    return self._client
             conf = {k: v for k, v in self.config.items() if not callable(v)}
             conf["error_cb"] = self._errors.append
             conf.setdefault("logger", _LOG)
@@ -315,6 +368,8 @@ class KafkaAdmin:
                 self._client = client
                 raise self.failure(exc, "read cluster metadata") from None
             self._client = client
+            if shared is not None:
+                shared.client = client
         return self._client
 
     # -- waiting and errors ------------------------------------------------------------------------
