@@ -62,17 +62,23 @@ def delta_last_commit(spark: SparkSession, path: str) -> Row | None:
 
 
 def ensure_delta_table(
-    spark: SparkSession, path: str, table: UpsertKafkaTable, *, as_of_column: str | None = None
+    spark: SparkSession,
+    path: str,
+    table: UpsertKafkaTable,
+    *,
+    as_of_column: str | None = None,
+    schema: StructType | None = None,
 ) -> list[str]:
     """Create the Delta table from the spec when missing; add columns the spec gained. Returns the
     names of added columns. A column whose type changed is an error (before any write).
 
     :param as_of_column: a snapshot table: this TIMESTAMP column leads the key and partitions it.
+    :param schema: the table's schema as already read under the run's lock (else it is read here).
     """
     from pyspark.sql.types import TimestampType
 
     wanted = target_columns(table)
-    have = delta_schema(spark, path)
+    have = schema if schema is not None else delta_schema(spark, path)
     if have is None:
         columns = [f"{quote_name(as_of_column)} TIMESTAMP NOT NULL"] if as_of_column else []
         columns += [

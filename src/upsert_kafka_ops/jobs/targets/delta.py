@@ -13,7 +13,7 @@ import json
 import logging
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -38,6 +38,9 @@ class DeltaTable(FolderTable):
     """A ``kind: delta`` target of ``pipeline``."""
 
     spec: DeltaTarget
+    #: the table's schema as :meth:`gaps` read it under the run's lock, for :meth:`write` (one Spark
+    #: read of the log fewer per run)
+    _read: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
     format: ClassVar[str] = "delta"
     full_only: ClassVar[bool] = False
     previewed: ClassVar[bool] = True
@@ -52,7 +55,7 @@ class DeltaTable(FolderTable):
     def gaps(self, spark: SparkSession, table: UpsertKafkaTable) -> str:
         from upsert_kafka_ops.engine.delta import delta_schema
 
-        schema = delta_schema(spark, self.spec.path)
+        schema = self._read["schema"] = delta_schema(spark, self.spec.path)
         if schema is None:
             return "the Delta table is missing: it is rebuilt from the earliest offset"
         return missing_columns(table, set(schema.names))
@@ -63,7 +66,9 @@ class DeltaTable(FolderTable):
 
         job, df, mode, run, result = w.job, w.df, w.mode, w.run, w.result
         table, path, as_of = w.written, self.spec.path, self.spec.as_of_column
-        result.columns_added = wh.ensure_delta_table(spark, path, table, as_of_column=as_of)
+        result.columns_added = wh.ensure_delta_table(
+            spark, path, table, as_of_column=as_of, schema=self._read.pop("schema", None)
+        )
         meta = {MARKER: w.payload}
         if as_of:  # a snapshot table: only this end's rows are replaced
             counts = wh.delta_replace_snapshot(
