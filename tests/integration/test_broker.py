@@ -149,3 +149,26 @@ def test_cli_start_status_stop(jars_dir: Path, tmp_path: Path) -> None:
     assert not alive(int(info["pid"]))
     after = _cli("local", "kafka", "status", "--dir", state, env=env)
     assert after.returncode == 3 and json.loads(after.stdout)["running"] is False
+
+
+def test_a_run_shares_one_admin_client_per_cluster_and_drops_it_after(kafka: LocalKafka) -> None:
+    from upsert_kafka_ops.kafka.admin import KafkaAdmin, shared_clients
+    from upsert_kafka_ops.kafka.offsets import topic_partitions
+
+    config = kafka.client_config()
+    with KafkaAdmin(config) as a, KafkaAdmin(config) as b:
+        assert a.client is not b.client  # outside a run: each admin its own client
+    with shared_clients():
+        with KafkaAdmin(config) as a:
+            first = a.client
+        md = probe(config)  # the metadata through the same client
+        with KafkaAdmin(config) as b:
+            assert b.client is first
+        with shared_clients(), KafkaAdmin(config) as c:  # nested: still the run's client
+            assert c.client is first
+        other = {**config, "client.id": "another"}
+        with KafkaAdmin(other) as d:
+            assert d.client is not first  # another configuration, another client
+        assert md.brokers and topic_partitions(config, pattern="__nothing__") == []
+    with KafkaAdmin(config) as e:
+        assert e.client is not first  # the run's clients went with it

@@ -151,3 +151,34 @@ def test_json_decimals_are_written_as_javas_stripped_big_decimal_text(spark: Spa
         got = [r[0] for r in df.select(json_decimal(F.col("d"), plain=False)).collect()]
         want = ["0" if v.is_zero() else str(v.normalize(exact)) for v in values]
         assert got == want, f"DECIMAL({p}, {s})"
+
+
+@pytest.mark.parametrize("fmt", ["json", "avro"])
+def test_decoding_parses_each_record_once(spark: SparkSession, fmt: str) -> None:
+    """A decoded field refers to the parse several times; parse_once keeps the parse in a projection
+    of its own, which Spark's optimizer does not merge into the decoding (it would repeat it)."""
+    from pyspark.sql import functions as F
+
+    from upsert_kafka_ops.formats.codecs import make_codec
+    from upsert_kafka_ops.formats.columns import parse_once
+    from upsert_kafka_ops.spec.types import parse_type
+
+    fields = [(n, parse_type(t)) for n, t in (("id", "BIGINT"), ("amount", "DECIMAL(12, 2)"), ("name", "STRING"),
+                                              ("at", "TIMESTAMP(3)"))]  # fmt: skip
+    codec = make_codec(fmt, fields, {})
+    # from the range's ids, so that the optimizer cannot fold the bytes into constants
+    row = F.struct(F.col("id").alias("id"), (F.col("id") + F.lit(1.5)).cast("decimal(12,2)").alias("amount"),
+                   F.concat(F.lit("x"), F.col("id").cast("string")).alias("name"),
+                   F.timestamp_millis(F.col("id") + 1704164645123).alias("at"))  # fmt: skip
+    raw = spark.range(3).select(codec.encode(row).alias("value"))
+    staged, (vd,) = parse_once(raw, [(codec, "value")])
+    out = staged.select(*[vd.value.getField(n).alias(n) for n, _ in fields], vd.error.alias("error"))
+    parse = "from_json" if fmt == "json" else "from_avro"
+    plan = out._jdf.queryExecution().optimizedPlan().toString()
+    assert plan.count(f"{parse}(") == 1, plan
+    inline = raw.select(*[codec.decode(F.col("value")).value.getField(n).alias(n) for n, _ in fields])
+    assert inline._jdf.queryExecution().optimizedPlan().toString().count(f"{parse}(") > 1  # what it saves
+    got = sorted(out.collect())
+    assert [(r["id"], str(r["amount"]), r["name"], r["error"]) for r in got] == [
+        (i, f"{i + 1}.50", f"x{i}", False) for i in range(3)
+    ]
