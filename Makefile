@@ -217,12 +217,12 @@ demo: jars
 
 # Throughput next to Kafka's perf tools, Spark's raw read and Flink's job, and incremental runs at
 # scale next to a hand-written foreachBatch MERGE (never part of the tests); results in build/bench/.
-bench: jars flink
+bench: jars flink lake-jars minio
 	@$(BIN)/pip install -q -c constraints.txt -e ".[bench]"
 	@$(TIMED) bench env UKO_FLINK_PYTHON=$(CURDIR)/$(FLINK_VENV)/bin/python $(BIN)/python benchmarks/bench_engine.py
 	@$(TIMED) "lag bench" $(BIN)/python benchmarks/bench_lag.py
 	@$(TIMED) "memory bench" $(BIN)/python benchmarks/bench_memory.py
-	@$(TIMED) "scale bench" $(BIN)/python benchmarks/bench_scale.py
+	@$(TIMED) "scale bench" env UKO_MINIO=$(CURDIR)/.tools/bin/minio $(BIN)/python benchmarks/bench_scale.py
 
 # Re-pin the whole verified set after changing a range in pyproject.toml (check it resolves first:
 # pip install --dry-run -c constraints.txt -e ".[$(EXTRAS)]").

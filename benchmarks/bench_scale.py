@@ -1,31 +1,38 @@
 """Incremental runs at scale (issue 42): what a run costs as the table grows and after hundreds of
-runs, into Delta in a warm session, beside what a user writes without this project.
+runs, into Delta, Iceberg (a Hadoop catalog on a local S3 server) and PostgreSQL in a warm session,
+beside what a user writes without this project.
 
 For each table size (``BENCH_SCALE_KEYS``, default 100,000 and 1,000,000 keys; JSON, 8 partitions,
-every key inserted once):
+every key inserted once) and each target (``BENCH_SCALE_TARGETS``, default ``delta,iceberg,postgres``):
 
 - **ours**: ``run_job`` of a materialize job in one warm SparkSession: the full run, then runs over
-  10 new records and over 1% of the keys (medians of ``BENCH_SCALE_REPEAT``), then ``BENCH_SCALE_RUNS``
-  runs of 100 records each (default 200) with a ``maintain`` job every ``BENCH_SCALE_MAINTAIN_EVERY``
-  runs (default 50); the 10th, 100th and 200th runs are reported (each the median of it and the four
-  runs before it, so one slow run does not decide);
+  10 new records and over 1% of the keys (medians of ``BENCH_SCALE_REPEAT``, every target reading the
+  same new records), then ``BENCH_SCALE_RUNS`` runs of 100 records each (default 200) with a
+  ``maintain`` job every ``BENCH_SCALE_MAINTAIN_EVERY`` runs (default 50); the 10th, 100th and 200th
+  runs are reported (each the median of it and the four runs before it, so one slow run does not
+  decide);
+- **a new task process on a warm Spark Connect server** (``BENCH_SCALE_CONNECT``, on by default):
+  ``upsert-kafka-ops run --remote`` over 10 new records into Delta, from the process's start to its end;
 - **baseline**: a hand-written Structured Streaming query, ``Trigger.AvailableNow`` with a checkpoint
-  and ``foreachBatch``: the latest record per key of the batch, then one ``MERGE INTO`` the Delta table
+  and ``foreachBatch``: the latest record per key of the batch, then one ``MERGE INTO`` a Delta table
   (deletes for tombstones): the same three figures on its own copy of the table, alternating with ours.
 
-Printed beside the issue's targets (10 records at most 1 s warm; a 1% run at most 0.15 of the full run
-at 100,000 keys and 0.10 at 1,000,000; at the largest size, the 10-record run at most 1.5 x its time at
-1,000,000 keys; the 200th small run at most 1.2 x the 10th). Results: ``build/bench/scale.json``.
+Printed beside the issue's targets (10 records at most 1 s warm and 2 s as a task on Spark Connect; a
+1% run at most 0.15 of the full run at 100,000 keys and 0.10 at 1,000,000; at the largest size, the
+10-record run at most 1.5 x its time at 1,000,000 keys; the 200th small run at most 1.2 x the 10th).
+Results: ``build/bench/scale.json``.
 
-Run: ``.venv/bin/python benchmarks/bench_scale.py`` (``make bench`` runs it).
+Run: ``.venv/bin/python benchmarks/bench_scale.py`` (``make bench`` runs it; Iceberg needs ``make minio``).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import random
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -44,6 +51,8 @@ RUNS = int(os.environ.get("BENCH_SCALE_RUNS", "200"))
 MAINTAIN_EVERY = int(os.environ.get("BENCH_SCALE_MAINTAIN_EVERY", "50"))
 REPEAT = int(os.environ.get("BENCH_SCALE_REPEAT", "3"))
 OUT = Path(os.environ.get("BENCH_SCALE_OUT", "build/bench/scale.json"))
+#: time a 10-record run as a new task process on a warm Spark Connect server (0 to leave it out)
+CONNECT = os.environ.get("BENCH_SCALE_CONNECT", "1") != "0"
 #: the runs whose time is reported from the loop of small runs (1-based), each with the 4 before it
 MARKS = (10, 100, 200)
 
@@ -71,16 +80,56 @@ def produce_keys(servers: str, topic: str, keys: Iterable[int], seed: int, tombs
     return n
 
 
-def _pipeline(path: Path, servers: str, topic: str, warehouse: Path) -> None:
-    ddl = "\n".join("          " + line for line in bench_table(topic, servers).to_flink_ddl().splitlines())
-    path.write_text(
-        "version: 1\n"
-        f"connections:\n  bench:\n    bootstrap_servers: '{servers}'\n"
-        "jobs:\n  - name: scale\n    kind: materialize\n"
-        f"    source:\n      connection: bench\n      table:\n        ddl: |\n{ddl}\n"
-        f"    target: {{kind: delta, path: '{warehouse}'}}\n"
-        "  - name: scale-maintenance\n    kind: maintain\n    job: scale\n    retain_hours: 0\n"
-    )
+class Targets:
+    """Where each target's tables go: Delta in a folder, Iceberg in a Hadoop catalog on a local S3
+    server (MinIO, ``make minio``), PostgreSQL on a local server; each started only when asked for."""
+
+    def __init__(self, names: list[str], tmp: Path, stack: contextlib.ExitStack) -> None:
+        self.names, self.tmp = names, tmp
+        self.s3: Any = None
+        self.pg: Any = None
+        if "iceberg" in names:
+            sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+            from tests.devservices import LocalS3  # the test suite's MinIO helper
+
+            self.s3 = stack.enter_context(LocalS3(tmp / "s3"))
+            os.environ.update(self.s3.credentials_env())
+            self.s3.create_bucket("lake")
+        if "postgres" in names:
+            from upsert_kafka_ops.local import LocalPostgres
+
+            self.pg = stack.enter_context(LocalPostgres())  # its own folder, which its user can reach
+            os.environ["UKO_BENCH_PG_PASSWORD"] = self.pg.password
+
+    def jar_groups(self) -> tuple[str, ...]:
+        """The session's jar groups."""
+        return ("spark", *(("iceberg", "s3") if self.s3 is not None else ()))
+
+    def pipeline(self, path: Path, servers: str, topic: str, target: str, name: str) -> None:
+        """A file with the job ``scale`` into ``target`` (table ``name``) and its maintain job."""
+        import yaml
+
+        data: dict[str, Any] = {"version": 1, "connections": {"bench": {"bootstrap_servers": servers}}}
+        if target == "delta":
+            spec: dict[str, Any] = {"kind": "delta", "path": str(self.tmp / name)}
+        elif target == "iceberg":
+            data["storage"] = {"lake": self.s3.storage().model_dump(mode="json", exclude_none=True)}
+            data["catalogs"] = {
+                "files": {"type": "hadoop", "warehouse": "s3a://lake/bench", "storage": "lake"}
+            }
+            spec = {"kind": "iceberg", "catalog": "files", "table": f"bench.{name.replace('-', '_')}"}
+        else:
+            spec = {"kind": "postgres", "host": "127.0.0.1", "port": self.pg.port, "database": self.pg.database,
+                    "user": self.pg.user, "password": {"env": "UKO_BENCH_PG_PASSWORD"},
+                    "table": name.replace("-", "_")}  # fmt: skip
+        ddl = bench_table(topic, servers).to_flink_ddl()
+        data["jobs"] = [
+            {"name": "scale", "kind": "materialize", "source": {"connection": "bench", "table": {"ddl": ddl}},
+             "target": spec},
+            {"name": "scale-maintenance", "kind": "maintain", "job": "scale", "retain_hours": 0,
+             **({"expire": False} if target == "postgres" else {})},
+        ]  # fmt: skip
+        path.write_text(yaml.safe_dump(data, sort_keys=False))
 
 
 class ForeachBatchMerge:
@@ -149,89 +198,141 @@ def _ours(spark: Any, pipeline: Path, mode: str = "incremental", job: str = "sca
     return time.monotonic() - began
 
 
-def one_size(spark: Any, kafka: LocalKafka, keys: int, tmp: Path, runs: int = RUNS) -> dict[str, Any]:
+def _task(pipeline: Path, remote: str) -> float:
+    """One run as an orchestrator's task: a new ``upsert-kafka-ops run`` process on the Spark
+    Connect server ``remote``, timed from its start to its end."""
+    began = time.monotonic()
+    done = subprocess.run(
+        [sys.executable, "-m", "upsert_kafka_ops.cli", "run", str(pipeline), "--job", "scale", "--json",
+         "--remote", remote],
+        capture_output=True, text=True, timeout=600, check=False,
+    )  # fmt: skip
+    took = time.monotonic() - began
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert json.loads(done.stdout)["results"][0]["status"] == "succeeded", done.stdout[-2000:]
+    return took
+
+
+def one_size(
+    spark: Any,
+    kafka: LocalKafka,
+    keys: int,
+    where: Targets,
+    tmp: Path,
+    runs: int = RUNS,
+    connect: str | None = None,
+) -> dict[str, Any]:
+    """Every figure of one table size, for each target; the baseline on Delta."""
     servers, topic = kafka.bootstrap_servers, f"bench_scale_{keys}"
     kafka.create_topic(topic, partitions=PARTITIONS)
     produce_keys(servers, topic, range(keys), seed=keys)
-    pipeline = tmp / f"scale-{keys}.yaml"
-    _pipeline(pipeline, servers, topic, tmp / f"ours-{keys}")
+    pipelines = {}
+    for target in where.names:
+        pipelines[target] = tmp / f"scale-{target}-{keys}.yaml"
+        where.pipeline(pipelines[target], servers, topic, target, f"ours-{target}-{keys}")
     baseline = ForeachBatchMerge(spark, servers, topic, tmp / f"theirs-{keys}", tmp / f"checkpoint-{keys}")
-    fig: dict[str, Any] = {
-        "keys": keys,
-        "ours_full": _ours(spark, pipeline, "full"),
-        "baseline_full": baseline.run(),
-    }
+    fig: dict[str, Any] = {"keys": keys, "baseline_full": baseline.run()}
+    for target, pipeline in pipelines.items():
+        fig[f"{target}_full"] = _ours(spark, pipeline, "full")
     rnd = random.Random(keys + 1)
     for name, count in (("10", 10), ("1pct", keys // 100)):
-        ours, theirs = [], []
-        for i in range(REPEAT):  # alternating, so drift in the machine touches both
+        times: dict[str, list[float]] = {t: [] for t in [*pipelines, "baseline"]}
+        for i in range(REPEAT):  # alternating, so drift in the machine touches each
             produce_keys(servers, topic, rnd.sample(range(keys), count), seed=keys + i, tombstones=0.05)
-            ours.append(_ours(spark, pipeline))
-            theirs.append(baseline.run())
-        fig[f"ours_{name}"], fig[f"baseline_{name}"] = statistics.median(ours), statistics.median(theirs)
-    times, maintenance = [], []
-    for run in range(1, runs + 1):
-        produce_keys(servers, topic, rnd.sample(range(keys), 100), seed=run, tombstones=0.05)
-        times.append(_ours(spark, pipeline))
-        if MAINTAIN_EVERY and run % MAINTAIN_EVERY == 0:
-            maintenance.append(_ours(spark, pipeline, job="scale-maintenance"))
-    for mark in MARKS:
-        if mark <= len(times):
-            fig[f"ours_run{mark}"] = statistics.median(times[max(0, mark - 5) : mark])
-    fig["maintenance"] = maintenance
+            for target, pipeline in pipelines.items():
+                times[target].append(_ours(spark, pipeline))
+            times["baseline"].append(baseline.run())
+        for who, got in times.items():
+            fig[f"{who}_{name}"] = statistics.median(got)
+    if connect is not None and "delta" in pipelines:  # a new task process on a warm Spark Connect server
+        remote = tmp / f"scale-connect-{keys}.yaml"
+        where.pipeline(remote, servers, topic, "delta", f"connect-delta-{keys}")
+        _task(remote, connect)  # its full run
+        tasks = []
+        for i in range(REPEAT + 2):  # the first two warm the server's code for this table
+            produce_keys(servers, topic, rnd.sample(range(keys), 10), seed=7 * keys + i, tombstones=0.05)
+            tasks.append(_task(remote, connect))
+        fig["delta_connect_task_10"] = statistics.median(tasks[2:])
+    for target, pipeline in pipelines.items():
+        small, maintenance = [], []
+        for run in range(1, runs + 1):
+            produce_keys(servers, topic, rnd.sample(range(keys), 100), seed=run, tombstones=0.05)
+            small.append(_ours(spark, pipeline))
+            if MAINTAIN_EVERY and run % MAINTAIN_EVERY == 0:
+                maintenance.append(_ours(spark, pipeline, job="scale-maintenance"))
+        for mark in MARKS:
+            if mark <= len(small):
+                fig[f"{target}_run{mark}"] = statistics.median(small[max(0, mark - 5) : mark])
+        fig[f"{target}_maintenance"] = maintenance
     print(f"bench scale: {json.dumps(fig)}", flush=True)
     return fig
 
 
-def _targets(figs: list[dict[str, Any]]) -> list[tuple[str, float, float, bool]]:
+def _targets(figs: list[dict[str, Any]], names: list[str]) -> list[tuple[str, float, float, bool]]:
     """(what, measured, target, met) for each of the issue's targets the run measured."""
     out = []
     for f in figs:
         k = f"{f['keys']:,} keys"
-        out.append((f"{k}: 10 records, warm (s)", f["ours_10"], 1.0, f["ours_10"] <= 1.0))
-        limit = 0.15 if f["keys"] <= 100_000 else 0.10
-        ratio = f["ours_1pct"] / f["ours_full"]
-        out.append((f"{k}: 1% run / full run", ratio, limit, ratio <= limit))
-        if "ours_run200" in f and "ours_run10" in f:
-            r = f["ours_run200"] / f["ours_run10"]
-            out.append((f"{k}: 200th small run / 10th", r, 1.2, r <= 1.2))
+        for t in names:
+            out.append((f"{t}, {k}: 10 records, warm (s)", f[f"{t}_10"], 1.0, f[f"{t}_10"] <= 1.0))
+            limit = 0.15 if f["keys"] <= 100_000 else 0.10
+            ratio = f[f"{t}_1pct"] / f[f"{t}_full"]
+            out.append((f"{t}, {k}: 1% run / full run", ratio, limit, ratio <= limit))
+            if f"{t}_run200" in f and f"{t}_run10" in f:
+                r = f[f"{t}_run200"] / f[f"{t}_run10"]
+                out.append((f"{t}, {k}: 200th small run / 10th", r, 1.2, r <= 1.2))
+        if "delta_connect_task_10" in f:
+            got = f["delta_connect_task_10"]
+            out.append((f"delta, {k}: 10 records, new task on Connect (s)", got, 2.0, got <= 2.0))
     by = {f["keys"]: f for f in figs}
     if 1_000_000 in by and max(by) > 1_000_000:
-        r = by[max(by)]["ours_10"] / by[1_000_000]["ours_10"]
-        out.append((f"{max(by):,} keys: 10 records / at 1,000,000", r, 1.5, r <= 1.5))
+        for t in names:
+            r = by[max(by)][f"{t}_10"] / by[1_000_000][f"{t}_10"]
+            out.append((f"{t}, {max(by):,} keys: 10 records / at 1,000,000", r, 1.5, r <= 1.5))
     return out
 
 
 def main() -> int:
-    jars.fetch(["kafka", "spark"], log=False)
+    names = [t for t in os.environ.get("BENCH_SCALE_TARGETS", "delta,iceberg,postgres").split(",") if t]
     figs = []
-    with (
-        tempfile.TemporaryDirectory(prefix="uko-bench-scale-") as tmp,
-        LocalKafka(Path(tmp) / "kafka", heap="1g") as kafka,
-    ):
-        spark = build_spark_session()
+    with tempfile.TemporaryDirectory(prefix="uko-bench-scale-") as tmp, contextlib.ExitStack() as stack:
+        where = Targets(names, Path(tmp), stack)
+        jars.fetch(["kafka", *where.jar_groups()], log=False)
+        kafka = stack.enter_context(LocalKafka(Path(tmp) / "kafka", heap="1g"))
+        connect = None
+        if CONNECT:
+            from upsert_kafka_ops.local import LocalSparkConnect
+
+            server = stack.enter_context(LocalSparkConnect(Path(tmp) / "connect"))
+            os.environ["SPARK_CONNECT_AUTHENTICATE_TOKEN"] = server.token or ""  # what the tasks send
+            connect = server.url
+        spark = build_spark_session(jar_groups=where.jar_groups())
         try:
-            # both paths once on a small table first: the session's first runs compile what every
+            # every path once on a small table first: the session's first runs compile what every
             # later run reuses, and the figures are of warm runs
             warm = Path(tmp) / "warm-up"
             warm.mkdir()
-            one_size(spark, kafka, 1000, warm, runs=0)
+            one_size(spark, kafka, 1000, where, warm, runs=0)
             for keys in SIZES:
-                figs.append(one_size(spark, kafka, keys, Path(tmp)))
+                figs.append(one_size(spark, kafka, keys, where, Path(tmp), connect=connect))
         finally:
             spark.stop()
-    rows = _targets(figs)
-    print("\nbench scale: target                                   measured   target")
+    rows = _targets(figs, names)
+    print("\nbench scale: target                                             measured   target")
     for what, got, limit, met in rows:
-        print(f"  {what:<52} {got:8.3f} {limit:8.2f}  {'met' if met else 'NOT met'}")
+        print(f"  {what:<62} {got:8.3f} {limit:8.2f}  {'met' if met else 'NOT met'}")
     for f in figs:
+        for t in names:
+            print(
+                f"  {t:>8}, {f['keys']:>10,} keys: full {f[f'{t}_full']:.1f} s, 10 records {f[f'{t}_10']:.2f} s,"
+                f" 1% {f[f'{t}_1pct']:.2f} s"
+            )
         print(
-            f"  {f['keys']:>10,} keys: full {f['ours_full']:.1f} s (foreachBatch {f['baseline_full']:.1f} s), "
-            f"10 records {f['ours_10']:.2f} s ({f['baseline_10']:.2f} s), 1% {f['ours_1pct']:.2f} s "
-            f"({f['baseline_1pct']:.2f} s)"
+            f"  foreachBatch MERGE into Delta: full {f['baseline_full']:.1f} s, 10 records {f['baseline_10']:.2f} s,"
+            f" 1% {f['baseline_1pct']:.2f} s"
         )
     OUT.parent.mkdir(parents=True, exist_ok=True)
-    OUT.write_text(json.dumps({"sizes": figs, "targets": rows}, indent=1) + "\n")
+    OUT.write_text(json.dumps({"targets_run": names, "sizes": figs, "targets": rows}, indent=1) + "\n")
     return 0
 
 
