@@ -213,6 +213,42 @@ def _task(pipeline: Path, remote: str) -> float:
     return took
 
 
+def connect_floor(remote: str) -> float:
+    """A new Python process that only opens a Spark Connect session and runs one tiny query: what
+    any task on the server pays before its own work."""
+    code = (
+        "import sys; from pyspark.sql import SparkSession; "
+        "SparkSession.builder.remote(sys.argv[1]).getOrCreate().range(1).collect()"
+    )
+    began = time.monotonic()
+    subprocess.run([sys.executable, "-c", code, remote], check=True, capture_output=True, timeout=300)
+    return time.monotonic() - began
+
+
+def iceberg_merge_floor(spark: Any, pipeline: Path, keys: int, rnd: random.Random) -> float:
+    """Spark's own MERGE of 10 rows (no fold, no state) into a copy of our Iceberg table, the median of
+    ``REPEAT``: the floor of what an incremental run into Iceberg costs through Spark."""
+    from upsert_kafka_ops.engine.iceberg import iceberg_ref
+    from upsert_kafka_ops.jobs import Pipeline
+
+    job = Pipeline.load(pipeline).job("scale")
+    catalog, table = job.target.catalog, job.target.table  # type: ignore[union-attr]
+    ours = iceberg_ref(catalog, table)
+    copy = iceberg_ref(catalog, table + "_floor")
+    props = "'format-version'='2', 'write.merge.mode'='merge-on-read', 'write.update.mode'='merge-on-read'"
+    spark.sql(f"CREATE TABLE {copy} USING iceberg TBLPROPERTIES ({props}) AS SELECT * FROM {ours}")
+    times = []
+    for _ in range(REPEAT):
+        values = ", ".join(f"({k}, 'floor-{k}')" for k in rnd.sample(range(keys), 10))
+        began = time.monotonic()
+        spark.sql(
+            f"MERGE INTO {copy} t USING (SELECT * FROM VALUES {values} AS s(id, name)) s ON t.id = s.id "
+            "WHEN MATCHED THEN UPDATE SET t.name = s.name WHEN NOT MATCHED THEN INSERT (id, name) VALUES (s.id, s.name)"
+        )
+        times.append(time.monotonic() - began)
+    return statistics.median(times)
+
+
 def one_size(
     spark: Any,
     kafka: LocalKafka,
@@ -253,6 +289,9 @@ def one_size(
             produce_keys(servers, topic, rnd.sample(range(keys), 10), seed=7 * keys + i, tombstones=0.05)
             tasks.append(_task(remote, connect))
         fig["delta_connect_task_10"] = statistics.median(tasks[2:])
+        fig["connect_client_floor"] = statistics.median(connect_floor(connect) for _ in range(REPEAT))
+    if "iceberg" in pipelines:
+        fig["iceberg_spark_merge_10"] = iceberg_merge_floor(spark, pipelines["iceberg"], keys, rnd)
     for target, pipeline in pipelines.items():
         small, maintenance = [], []
         for run in range(1, runs + 1):
@@ -331,6 +370,11 @@ def main() -> int:
             f"  foreachBatch MERGE into Delta: full {f['baseline_full']:.1f} s, 10 records {f['baseline_10']:.2f} s,"
             f" 1% {f['baseline_1pct']:.2f} s"
         )
+        floors = [("a new Spark Connect client's first query", "connect_client_floor"),
+                  ("Spark's bare MERGE of 10 rows into Iceberg", "iceberg_spark_merge_10")]  # fmt: skip
+        for what, name in floors:
+            if name in f:
+                print(f"  floor: {what}: {f[name]:.2f} s")
     OUT.parent.mkdir(parents=True, exist_ok=True)
     OUT.write_text(json.dumps({"targets_run": names, "sizes": figs, "targets": rows}, indent=1) + "\n")
     return 0

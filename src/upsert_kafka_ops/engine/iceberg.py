@@ -17,6 +17,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from upsert_kafka_ops import spark_compat
+from upsert_kafka_ops.engine.fold_here import held_rows
 from upsert_kafka_ops.engine.warehouse import (
     columns_to_add,
     commit_confs,
@@ -161,10 +162,17 @@ def iceberg_merge(
     keys = [F.col(quote_name(k)) for k in table.primary_key]  # quoted: a name may hold a dot
     # Iceberg's MERGE returns no counts: every +U row updates or inserts one row; a -D row deletes
     # one when its key is in the table (counted before the MERGE takes it out)
-    counts = src.agg(
-        F.count(F.when(F.col("op") != "-D", 1)).alias("u"), F.count(F.when(F.col("op") == "-D", 1)).alias("d")
-    ).first()
-    assert counts is not None
+    held = held_rows(changes)  # the fold's own rows, when it folded them in this process: no Spark job
+    if held is not None:
+        ops = held.column("op").to_pylist()
+        counts = {"u": sum(op != "-D" for op in ops), "d": ops.count("-D")}
+    else:
+        found = src.agg(
+            F.count(F.when(F.col("op") != "-D", 1)).alias("u"),
+            F.count(F.when(F.col("op") == "-D", 1)).alias("d"),
+        ).first()
+        assert found is not None
+        counts = {"u": found["u"], "d": found["d"]}
     deleted = 0
     if counts["d"]:
         gone = src.filter(F.col("op") == "-D").select(*keys)
