@@ -165,7 +165,7 @@ def iceberg_merge(
     held = held_rows(changes)  # the fold's own rows, when it folded them in this process: no Spark job
     if held is not None:
         ops = held.column("op").to_pylist()
-        counts = {"u": sum(op != "-D" for op in ops), "d": ops.count("-D")}
+        counts = {"u": len(ops) - ops.count("-D"), "d": ops.count("-D")}
     else:
         found = src.agg(
             F.count(F.when(F.col("op") != "-D", 1)).alias("u"),

@@ -221,15 +221,21 @@ def read_small(
     )
 
 
-def _local_relation(spark: SparkSession, rows: list[tuple[Any, ...]], schema: Any) -> DataFrame:
-    """A DataFrame of ``rows``. Through Arrow where the Spark line takes an Arrow table (4.0 on):
-    a relation built from Python rows is read through a Python worker, which costs its first job
-    0.2 s on this machine against 0.06 s from Arrow (10 rows, warm session)."""
+def _arrow_transfer() -> bool:
+    """Whether DataFrames go to and from this process as Arrow tables: ``pyarrow`` installed and a
+    Spark line with ``DataFrame.toArrow`` (4.0 on; 3.5 has none)."""
     import importlib.util
 
     from pyspark.sql import DataFrame
 
-    if importlib.util.find_spec("pyarrow") is None or not hasattr(DataFrame, "toArrow"):
+    return importlib.util.find_spec("pyarrow") is not None and hasattr(DataFrame, "toArrow")
+
+
+def _local_relation(spark: SparkSession, rows: list[tuple[Any, ...]], schema: Any) -> DataFrame:
+    """A DataFrame of ``rows``. Through Arrow where the Spark line takes an Arrow table (4.0 on):
+    a relation built from Python rows is read through a Python worker, which costs its first job
+    0.2 s on this machine against 0.06 s from Arrow (10 rows, warm session)."""
+    if not _arrow_transfer():
         return spark.createDataFrame(rows, schema)
     import pyarrow as pa
     from pyspark.sql.pandas.types import to_arrow_schema
@@ -417,19 +423,13 @@ def _fold_here(
     the read must fold with Spark: a key type :func:`~upsert_kafka_ops.engine.fold_here.folds_here`
     refuses, a record that fails the read or needs its key folded again without it, or a Spark
     without Arrow transfer of DataFrames (3.5)."""
-    import importlib.util
-
     from pyspark import StorageLevel
     from pyspark.sql import functions as F
 
     from upsert_kafka_ops.engine import fold_here as fh
 
     key_types = [c.sql_type.to_spark().lower() for c in table.key_columns]  # Spark's simple names
-    if (
-        importlib.util.find_spec("pyarrow") is None
-        or not hasattr(raw, "toArrow")
-        or not fh.folds_here(key_types)
-    ):
+    if not _arrow_transfer() or not fh.folds_here(key_types):
         return None  # before any plan is built: Spark's fold builds its own
     import pyarrow as pa
 
@@ -721,7 +721,9 @@ def _rows(
     from pyspark.sql import functions as F
 
     staged, (kd, vd) = parse_once(raw, [(table.key_codec(), "key"), (vcodec, "value")])
-    key_flags = [F.col("key").isNull().alias("_null_key"), _key_error(table, kd).alias("_key_error")]
+    key_flags = (
+        [F.col("key").isNull().alias("_null_key"), _key_error(table, kd).alias("_key_error")] if flags else []
+    )
     cols = {c: F.col(c) for c in raw.columns}
     out = []
     for c in table.columns:
@@ -739,7 +741,7 @@ def _rows(
         F.col("timestamp").alias("_timestamp"),
         _value_error(table, vd).alias("_error"),
         F.col("value").isNull().alias("_is_null"),
-        *(key_flags if flags else []),
+        *key_flags,
         *keep,
     )
 
