@@ -182,3 +182,36 @@ def test_decoding_parses_each_record_once(spark: SparkSession, fmt: str) -> None
     assert [(r["id"], str(r["amount"]), r["name"], r["error"]) for r in got] == [
         (i, f"{i + 1}.50", f"x{i}", False) for i in range(3)
     ]
+
+
+def test_building_a_decoder_records_no_python_call_sites(
+    spark: SparkSession, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """PySpark 4 records each call's Python call site in the JVM (five round trips and a stack walk per
+    call); the project's sessions turn that off (``engine.session.spark_conf``), so building a codec's
+    decoding costs only the JVM calls that build it."""
+    from py4j.clientserver import ClientServerConnection
+    from pyspark.sql import functions as F
+
+    from upsert_kafka_ops.formats.codecs import make_codec
+    from upsert_kafka_ops.spec.types import parse_type
+
+    sent: list[str] = []
+    send = ClientServerConnection.send_command
+
+    def counted(self: ClientServerConnection, command: str) -> str:
+        sent.append(command)
+        return send(self, command)
+
+    codec = make_codec("json", [("id", parse_type("BIGINT")), ("at", parse_type("TIMESTAMP(3)"))], {})
+    monkeypatch.setattr(ClientServerConnection, "send_command", counted)
+    decoded = codec.decode(F.col("value"))
+    monkeypatch.undo()
+    assert sent, "building the decoding made no JVM calls: this test measures nothing"
+    assert not [c for c in sent if "PySparkCurrentOrigin" in c], "call sites were recorded"
+    if spark.version >= "4":
+        assert spark.conf.get("spark.python.sql.dataFrameDebugging.enabled") == "false"
+    assert (
+        spark.range(1).selectExpr("'{\"id\": 7}' AS value").select(decoded.value.getField("id")).first()[0]
+        == 7
+    )

@@ -86,6 +86,14 @@ def test_every_driver_keeps_a_runs_generated_classes_compiled(jars_dir: Path) ->
     assert spark_conf(jars_dir=jars_dir, extra=own)["spark.sql.codegen.cache.maxEntries"] == "50"
 
 
+def test_sessions_record_no_python_call_sites_unless_asked(jars_dir: Path) -> None:
+    # five JVM round trips per pyspark call (engine.session.spark_conf); a user's conf turns it back on
+    key = "spark.python.sql.dataFrameDebugging.enabled"
+    for master in ("local[2]", "yarn"):
+        assert spark_conf(master, jars_dir=jars_dir)[key] == "false"
+    assert spark_conf(jars_dir=jars_dir, extra={key: "true"})[key] == "true"
+
+
 def test_a_local_driver_collects_garbage_for_throughput_and_a_cluster_keeps_its_choice(
     jars_dir: Path,
 ) -> None:
