@@ -125,6 +125,29 @@ def test_small_changes_are_merged_by_delta_rs_and_spark_reads_its_commits(
     assert _delta(spark, path) == before
 
 
+def test_the_schema_read_from_the_log_here_is_the_one_spark_reads(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """A run reads its Delta table's schema with delta-rs (engine.delta_rs.table_schema) instead of a
+    Spark query: the same StructType as Spark's for every type a table can have, after a column was
+    added too; None (Spark reads it) where there is no table here."""
+    from upsert_kafka_ops.engine.delta import delta_schema
+
+    path = str(tmp_path / "typed")
+    spark.sql(
+        f"CREATE TABLE delta.`{path}` (id BIGINT NOT NULL, a DECIMAL(12,2), b TIMESTAMP, c TIMESTAMP_NTZ, "
+        "d DATE, e BINARY, f ARRAY<INT>, g MAP<STRING, DOUBLE>, h STRUCT<x: INT NOT NULL, y: STRING>, "
+        "i TINYINT, j SMALLINT, k FLOAT, l BOOLEAN, `Nämé-2` STRING) USING delta"
+    )
+    spark.sql(f"ALTER TABLE delta.`{path}` ADD COLUMNS (m INT)")
+    here = delta_rs.table_schema(path)
+    assert here is not None and here == delta_schema(spark, path)
+    assert here.names[-1] == "m" and not here["id"].nullable
+    assert delta_rs.table_schema(f"file:{path}") == here
+    assert delta_rs.table_schema(str(tmp_path / "none")) is None
+    assert delta_rs.table_schema("s3a://lake/users") is None
+
+
 def test_a_warm_session_runs_an_incremental_run_again_without_compiling_its_code(
     kafka: LocalKafka, new_topic: Callable[..., str], spark: SparkSession, tmp_path: Path
 ) -> None:

@@ -54,8 +54,12 @@ class DeltaTable(FolderTable):
 
     def gaps(self, spark: SparkSession, table: UpsertKafkaTable) -> str:
         from upsert_kafka_ops.engine.delta import delta_schema
+        from upsert_kafka_ops.engine.delta_rs import table_schema
 
-        schema = self._read["schema"] = delta_schema(spark, self.spec.path)
+        schema = table_schema(self.spec.path)  # from the log here when it can; else Spark reads it
+        if schema is None:
+            schema = delta_schema(spark, self.spec.path)
+        self._read["schema"] = schema
         if schema is None:
             return "the Delta table is missing: it is rebuilt from the earliest offset"
         return missing_columns(table, set(schema.names))
