@@ -2,8 +2,10 @@
 runs, into Delta, Iceberg (a Hadoop catalog on a local S3 server) and PostgreSQL in a warm session,
 beside what a user writes without this project.
 
-For each table size (``BENCH_SCALE_KEYS``, default 100,000 and 1,000,000 keys; JSON, 8 partitions,
-every key inserted once) and each target (``BENCH_SCALE_TARGETS``, default ``delta,iceberg,postgres``):
+For each table size (``BENCH_SCALE_KEYS``, default 100,000, 1,000,000 and 10,000,000 keys; JSON, 8
+partitions, every key inserted once) and each target (``BENCH_SCALE_TARGETS``, default
+``delta,iceberg,postgres``; a size past 1,000,000 keys gets ``BENCH_SCALE_LARGE_RUNS`` small runs,
+default none, and no Connect task):
 
 - **ours**: ``run_job`` of a materialize job in one warm SparkSession: the full run, then runs over
   10 new records and over 1% of the keys (medians of ``BENCH_SCALE_REPEAT``, every target reading the
@@ -46,8 +48,11 @@ from upsert_kafka_ops import jars
 from upsert_kafka_ops.local import LocalKafka
 from upsert_kafka_ops.runtime import build_spark_session
 
-SIZES = [int(s) for s in os.environ.get("BENCH_SCALE_KEYS", "100000,1000000").split(",")]
+SIZES = [int(s) for s in os.environ.get("BENCH_SCALE_KEYS", "100000,1000000,10000000").split(",")]
 RUNS = int(os.environ.get("BENCH_SCALE_RUNS", "200"))
+#: a size past 1,000,000 keys (the largest) gets the full run, 10 records and 1%, not the small runs
+#: (its target is its 10-record run against 1,000,000 keys), nor the Connect task: the bench's time
+LARGE_RUNS = int(os.environ.get("BENCH_SCALE_LARGE_RUNS", "0"))
 MAINTAIN_EVERY = int(os.environ.get("BENCH_SCALE_MAINTAIN_EVERY", "50"))
 REPEAT = int(os.environ.get("BENCH_SCALE_REPEAT", "3"))
 OUT = Path(os.environ.get("BENCH_SCALE_OUT", "build/bench/scale.json"))
@@ -353,7 +358,9 @@ def main() -> int:
             warm.mkdir()
             one_size(spark, kafka, 1000, where, warm, runs=0)
             for keys in SIZES:
-                figs.append(one_size(spark, kafka, keys, where, Path(tmp), connect=connect))
+                large = keys > 1_000_000
+                runs, remote = (LARGE_RUNS, None) if large else (RUNS, connect)
+                figs.append(one_size(spark, kafka, keys, where, Path(tmp), runs=runs, connect=remote))
         finally:
             spark.stop()
     rows = _targets(figs, names)

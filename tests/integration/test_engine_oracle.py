@@ -244,3 +244,42 @@ def test_the_fold_plans_without_adaptive_execution_and_gives_the_session_its_set
         assert spark.conf.get(key) == "true"
     finally:
         spark.conf.set(key, "true")
+
+
+def test_a_range_folded_here_has_the_schema_of_sparks_fold(
+    kafka: LocalKafka, spark: SparkSession, new_topic: Callable[..., str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The fold in this process builds its result's schema from the decoded rows' own
+    (``source.output_schema``: no analysis, a round trip less on Spark Connect); it is the schema
+    Spark's fold gives, types, nullability and all, for the rows (``materialize``) and with the
+    deletes (``read_changes``)."""
+    topic = new_topic(partitions=2)
+    table = UpsertKafkaTable.from_options(
+        {"connector": "upsert-kafka", "topic": topic, "properties.bootstrap.servers": kafka.bootstrap_servers,
+         "key.format": "json", "value.format": "json"},
+        columns=[{"name": "id", "type": "BIGINT NOT NULL"}, {"name": "amount", "type": "DECIMAL(12, 2)"},
+                 {"name": "at", "type": "TIMESTAMP(3)"}, {"name": "tags", "type": "ARRAY<STRING>"},
+                 {"name": "attrs", "type": "MAP<STRING, INT>"}, {"name": "pos", "type": "ROW<x INT, y STRING>"},
+                 {"name": "name", "type": "STRING NOT NULL"}],
+        primary_key=["id"],
+    )  # fmt: skip
+    producer = Producer(kafka.client_config())
+    value = {"id": 1, "amount": 2.5, "at": "2024-01-02 03:04:05.123", "tags": ["a"], "attrs": {"b": 1},
+             "pos": {"x": 1, "y": "z"}, "name": "n"}  # fmt: skip
+    for i in range(1, 5):
+        producer.produce(topic, key=json.dumps({"id": i}), value=json.dumps({**value, "id": i}))
+    producer.produce(topic, key=json.dumps({"id": 2}), value=None)
+    producer.flush()
+    conn = KafkaConnection(bootstrap_servers=kafka.bootstrap_servers)
+    schemas = {}
+    for where in ("here", "spark"):
+        if where == "spark":
+            monkeypatch.setattr(source, "SMALL_RANGE", 0)
+        rows, r1 = materialize(spark, table, conn)
+        changes, r2 = read_changes(spark, table, conn, start={(topic, 0): 0, (topic, 1): 0})
+        assert (r1.folded_by, r2.folded_by) == (("python",) * 2 if where == "here" else ("spark",) * 2)
+        assert sorted(r.id for r in rows.collect()) == [1, 3, 4]
+        assert sorted((r.op, r.id) for r in changes.collect()) == [("+U", 1), ("+U", 3), ("+U", 4), ("-D", 2)]
+        schemas[where] = (rows.schema, changes.schema)
+    assert schemas["here"] == schemas["spark"]
+    assert not schemas["here"][1]["op"].nullable and schemas["here"][1]["name"].nullable

@@ -30,6 +30,7 @@ from upsert_kafka_ops.spec.table import KafkaTable, ReadEnd, UpsertKafkaTable
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
+    from pyspark.sql.types import StructType
 
 POSITION = ["_topic", "_partition", "_offset", "_timestamp"]
 
@@ -247,6 +248,17 @@ def _local_relation(spark: SparkSession, rows: list[tuple[Any, ...]], schema: An
         schema=arrow_schema,
     )
     return spark.createDataFrame(data, schema)
+
+
+def _metadata_sources(table: KafkaTable | UpsertKafkaTable, raw: DataFrame) -> dict[str, Column]:
+    """``raw``'s columns by name for the table's metadata columns (:func:`_metadata_value`; ``headers``
+    may be missing), empty when it has none: on Spark Connect, asking a DataFrame for its columns is a
+    round trip to the server."""
+    from pyspark.sql import functions as F
+
+    if all(c.metadata is None for c in table.columns):
+        return {}
+    return {c: F.col(c) for c in raw.columns}
 
 
 def _metadata_value(c: Any, raw: Mapping[str, Column]) -> Column:
@@ -507,8 +519,8 @@ def _fold_here(
         [pa.field(n, pa.string() if n == "op" else data.schema.field(n).type) for n in names]
     )
     table_out = pa.concat_tables([p.select(names).cast(arrow_schema) for p in parts])
-    # the Spark fold's columns, types and nullability (a plan only analysed, as for an empty range)
-    schema = _output(table, decoded, decoded.select(*key_names, *POSITION), keep_deletes).schema
+    # the Spark fold's columns, types and nullability, from the decoded rows' schema (toArrow knows it)
+    schema = output_schema(table, decoded.schema, keep_deletes)
     # cached, as every read's result is (Read): the rows stay with the session, not with this process
     df = spark.createDataFrame(table_out, schema=schema).persist(StorageLevel.MEMORY_AND_DISK)
     fh.hold_rows(df, table_out)
@@ -707,6 +719,25 @@ def _output(table: UpsertKafkaTable, good: DataFrame, deletes: DataFrame, keep_d
     return out.select(*[c.name for c in table.columns])
 
 
+def output_schema(table: UpsertKafkaTable, decoded: StructType, keep_deletes: bool) -> StructType:
+    """The schema of :func:`_output`'s result from the schema of the decoded rows (:func:`_rows`),
+    without asking Spark (on Spark Connect each analysis is a round trip): the table's columns as
+    decoded; with ``keep_deletes`` first ``op``, never null, then the value columns nullable (a '-D'
+    row has none) and the position last, as Spark's ``unionByName`` gives them."""
+    from pyspark.sql.types import StringType, StructField, StructType
+
+    fields = {f.name: f for f in decoded.fields}
+    names = [c.name for c in table.columns]
+    if not keep_deletes:
+        return StructType([fields[n] for n in names])
+    keys = {c.name for c in table.key_columns}
+    columns = [
+        fields[n] if n in keys else StructField(n, fields[n].dataType, True, fields[n].metadata)
+        for n in names
+    ]
+    return StructType([StructField("op", StringType(), False), *columns, *[fields[n] for n in POSITION]])
+
+
 def _rows(
     table: UpsertKafkaTable,
     raw: DataFrame,
@@ -724,7 +755,7 @@ def _rows(
     key_flags = (
         [F.col("key").isNull().alias("_null_key"), _key_error(table, kd).alias("_key_error")] if flags else []
     )
-    cols = {c: F.col(c) for c in raw.columns}
+    cols = _metadata_sources(table, raw)
     out = []
     for c in table.columns:
         if c.metadata is not None:
@@ -1000,7 +1031,7 @@ def decode_append(table: KafkaTable, raw: DataFrame) -> DataFrame:
     staged, decoded = parse_once(raw, sides)
     vd = decoded[0]
     key_value = decoded[1].value if kcodec is not None else None
-    cols = {c: F.col(c) for c in raw.columns}
+    cols = _metadata_sources(table, raw)
     out = []
     for c in table.columns:
         if c.metadata is not None:
