@@ -277,7 +277,8 @@ def test_a_range_folded_here_has_the_schema_of_sparks_fold(
             monkeypatch.setattr(source, "SMALL_RANGE", 0)
         rows, r1 = materialize(spark, table, conn)
         changes, r2 = read_changes(spark, table, conn, start={(topic, 0): 0, (topic, 1): 0})
-        assert (r1.folded_by, r2.folded_by) == (("python",) * 2 if where == "here" else ("spark",) * 2)
+        folder = "python" if where == "here" and hasattr(rows, "toArrow") else "spark"  # 3.5: Spark folds
+        assert (r1.folded_by, r2.folded_by) == (folder, folder)
         assert sorted(r.id for r in rows.collect()) == [1, 3, 4]
         assert sorted((r.op, r.id) for r in changes.collect()) == [("+U", 1), ("+U", 3), ("+U", 4), ("-D", 2)]
         schemas[where] = (rows.schema, changes.schema)
