@@ -184,6 +184,34 @@ def test_decoding_parses_each_record_once(spark: SparkSession, fmt: str) -> None
     ]
 
 
+def test_pysparks_classes_are_named_without_a_search_of_the_class_path(
+    spark: SparkSession, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """PySpark names some JVM classes without their package (``sc._jvm.PythonUtils``, behind every
+    ``select`` of several columns); py4j would look each such name up in every star-imported package
+    at each use, every miss a search of the driver's class path. The project's sessions bind those
+    names at start (``engine.session``), so building a query sends no such lookup."""
+    from py4j.clientserver import ClientServerConnection
+    from pyspark.sql import functions as F
+
+    sent: list[str] = []
+    send = ClientServerConnection.send_command
+
+    def counted(self: ClientServerConnection, command: str) -> str:
+        sent.append(command)
+        return send(self, command)
+
+    df = spark.range(3).selectExpr("id AS a", "id * 2 AS b")
+    monkeypatch.setattr(ClientServerConnection, "send_command", counted)
+    query = df.select("a", "b").withColumn("c", F.col("a") + F.lit(1)).groupBy("a").agg(F.max("c"))
+    monkeypatch.undo()
+    assert sent, "building the query made no JVM calls: this test measures nothing"
+    # py4j's reflection command ("r"), its lookup of an unknown name ("u"), for a name with no package
+    bare = [c.split("\n")[2] for c in sent if c.startswith("r\nu\n") and "." not in c.split("\n")[2]]
+    assert bare == [], f"looked up by bare name in the JVM: {sorted(set(bare))}"
+    assert sorted(query.collect()) == [(0, 1), (1, 2), (2, 3)]
+
+
 def test_building_a_decoder_records_no_python_call_sites(
     spark: SparkSession, monkeypatch: pytest.MonkeyPatch
 ) -> None:
