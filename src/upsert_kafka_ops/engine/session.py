@@ -358,8 +358,8 @@ def build_spark_session(master: str = "local[*]", **kwargs: Any) -> SparkSession
 #: use: first as a class of that name, then in each of PySpark's eight star-imported packages (or its
 #: single import), and each miss is a class lookup through every jar on the driver's class path (some
 #: 300). Building a DataFrame's columns (``PythonUtils.toSeq``) paid several of those per call.
-#: Measured on the golden-format tests (one session, 140 tests, 2 cores): the tests' processes
-#: 105 -> 88 CPU s, the JVM's py4j threads 49 -> 37 s (PySpark's single imports alone: 97 CPU s).
+#: Measured on the golden-format tests (one session, 140 tests, 2 cores; three runs each way,
+#: alternated, medians): the tests' processes 110 -> 105 CPU s, the JVM's py4j threads 51 -> 47 s.
 _BOUND_CLASSES = (
     "org.apache.spark.api.java.JavaSparkContext",
     "org.apache.spark.api.python.PythonUtils",
