@@ -159,7 +159,6 @@ def iceberg_merge(
         empty = spark.createDataFrame([], spark.table(ref).schema)
         _committing(spark, metadata, lambda: empty.writeTo(ref).append())
         return {"upserted": 0, "deleted": 0}
-    keys = [F.col(quote_name(k)) for k in table.primary_key]  # quoted: a name may hold a dot
     # Iceberg's MERGE returns no counts: every +U row updates or inserts one row; a -D row deletes
     # one when its key is in the table (counted before the MERGE takes it out)
     held = held_rows(changes)  # the fold's own rows, when it folded them in this process: no Spark job
@@ -173,10 +172,7 @@ def iceberg_merge(
         ).first()
         assert found is not None
         counts = {"u": found["u"], "d": found["d"]}
-    deleted = 0
-    if counts["d"]:
-        gone = src.filter(F.col("op") == "-D").select(*keys)
-        deleted = gone.join(spark.table(ref).select(*keys), list(table.primary_key), "left_semi").count()
+    deleted = _deleted_count(spark, src, ref, table, held) if counts["d"] else 0
     view = f"upsert_kafka_ops_changes_{uuid.uuid4().hex[:12]}"
     src.createOrReplaceTempView(view)
     try:
@@ -184,6 +180,35 @@ def iceberg_merge(
     finally:
         spark.catalog.dropTempView(view)
     return {"upserted": int(counts["u"]), "deleted": int(deleted)}
+
+
+#: the key types whose deleted values are counted by an IN filter on the table (values that compare
+#: in Spark as they are stored: integers and strings, not CHAR's padding)
+_FILTERED_KEY_TYPES = frozenset({"TINYINT", "SMALLINT", "INT", "BIGINT", "STRING", "VARCHAR"})
+#: the most deleted keys counted by a filter on their values (more: a join)
+FILTERED_DELETES = 1000
+
+
+def _deleted_count(spark: SparkSession, src: DataFrame, ref: str, table: UpsertKafkaTable, held: Any) -> int:
+    """How many of the run's deleted keys the table holds (counted before the MERGE takes them out):
+    its rows with one of those keys. When the fold here holds its rows and the key is one integer or
+    string column, the deleted values are a filter on the table's scan (no join). Otherwise the
+    table's keys are semi-joined with the broadcast deleted keys: the table is scanned, not shuffled.
+    Measured on a warm session, 5 deleted keys: 1.03 s (a semi-join of the deleted keys with the table,
+    as before) -> 0.49 s (broadcast) or 0.25 s (filter) at 1,000,000 keys; 0.49 -> 0.42 or 0.24 s at
+    100,000."""
+    from pyspark.sql import functions as F
+
+    names = list(table.primary_key)
+    mine = spark.table(ref).select(*[F.col(quote_name(k)) for k in names])  # quoted: a name may hold a dot
+    kinds = dict(target_columns(table))
+    if held is not None and len(names) == 1 and kinds[names[0]].name in _FILTERED_KEY_TYPES:
+        ops = held.column("op").to_pylist()
+        gone = [v for v, op in zip(held.column(names[0]).to_pylist(), ops, strict=True) if op == "-D"]
+        if len(gone) <= FILTERED_DELETES:
+            return int(mine.where(F.col(quote_name(names[0])).isin(gone)).count())
+    gone_df = src.filter(F.col("op") == "-D").select(*[F.col(quote_name(k)) for k in names])
+    return int(mine.join(F.broadcast(gone_df), names, "left_semi").count())
 
 
 def iceberg_overwrite(
