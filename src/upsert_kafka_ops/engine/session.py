@@ -354,7 +354,7 @@ def build_spark_session(master: str = "local[*]", **kwargs: Any) -> SparkSession
 
 
 #: PySpark's classes it names without their package (``sc._jvm.PythonUtils``), bound to the
-#: session's JVM view by their full names at start. py4j resolves a bare name in the JVM at every
+#: session's JVM view at start (:func:`_bind_classes`). py4j resolves a bare name in the JVM at every
 #: use: first as a class of that name, then in each of PySpark's eight star-imported packages (or its
 #: single import), and each miss is a class lookup through every jar on the driver's class path (some
 #: 300). Building a DataFrame's columns (``PythonUtils.toSeq``) paid several of those per call.
@@ -373,6 +373,21 @@ _BOUND_CLASSES = (
 )
 
 
+def _bind_classes(jvm: Any) -> None:
+    """Bind :data:`_BOUND_CLASSES` to ``jvm`` (a py4j ``JVMView``) by their simple and their full
+    names (PySpark asks for some by the full one: ``functions`` at every ``F.*`` call, a round trip
+    each): one round trip per class here, none at each use. A class this Spark line lacks stays
+    looked up as before."""
+    from py4j.java_gateway import JavaClass  # type: ignore[import-untyped]
+
+    for name in _BOUND_CLASSES:
+        found = getattr(jvm, name)  # py4j takes a name it cannot find for a package's
+        if not isinstance(found, JavaClass):
+            continue
+        setattr(jvm, name, found)
+        setattr(jvm, name.rsplit(".", 1)[1], found)
+
+
 def _start_context(conf: dict[str, str], *, quiet: bool) -> None:
     """Start the driver JVM and its SparkContext, its stderr pumped through a filter (pyspark's own
     start leaves the JVM writing to this process's stderr directly)."""
@@ -382,8 +397,7 @@ def _start_context(conf: dict[str, str], *, quiet: bool) -> None:
     spark_conf_ = SparkConf(loadDefaults=False).setAll(list(conf.items()))
     pipes = {"stdout": subprocess.PIPE, "stderr": subprocess.PIPE}
     gateway = launch_gateway(spark_conf_, popen_kwargs=pipes)  # type: ignore[no-untyped-call]
-    for name in _BOUND_CLASSES:  # one round trip each, found at the first place py4j looks
-        setattr(gateway.jvm, name.rsplit(".", 1)[1], getattr(gateway.jvm, name))
+    _bind_classes(gateway.jvm)
     notices = _JVM_NOTICES if quiet else ()
     # both to stderr: this process's stdout is for its results (the CLI's tables and --json), and the
     # JVM writes its own warnings to stdout
