@@ -13,7 +13,9 @@ training session (:mod:`~upsert_kafka_ops.engine.class_archive_training`) that e
 ``-XX:ArchiveClassesAtExit``; :func:`java_options` gives a local
 driver ``-XX:SharedArchiveFile`` when the archive for its runtime is there. ``-Xshare:auto`` makes a
 JVM that cannot use it (another JDK build, a changed class path) start without it; a damaged file
-stops the JVM, so :mod:`~upsert_kafka_ops.engine.session` then removes it and starts again without.
+stops the JVM, so :mod:`~upsert_kafka_ops.engine.session` starts a JVM that stopped once more without
+it (:func:`unmapped`), and removes it only when that one starts (a JVM that stops for another reason,
+an option it refuses, keeps it).
 ``$UPSERT_KAFKA_OPS_CLASS_ARCHIVE=off`` turns it off.
 """
 
@@ -94,6 +96,13 @@ def mapped(conf: dict[str, str]) -> Path | None:
         if option.startswith("-XX:SharedArchiveFile="):
             return Path(option.split("=", 1)[1])
     return None
+
+
+def unmapped(conf: dict[str, str]) -> dict[str, str]:
+    """``conf`` with its driver options mapping no archive."""
+    options = conf.get("spark.driver.extraJavaOptions", "").split()
+    kept = [o for o in options if not o.startswith("-XX:SharedArchiveFile=") and o != "-Xshare:auto"]
+    return {**conf, "spark.driver.extraJavaOptions": " ".join(kept)}
 
 
 def build(conf: dict[str, str], log: bool = True) -> Path | None:

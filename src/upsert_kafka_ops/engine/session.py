@@ -336,15 +336,17 @@ def build_spark_session(master: str = "local[*]", **kwargs: Any) -> SparkSession
             archive = class_archive.mapped(conf)
             if archive is None or "JAVA_GATEWAY_EXITED" not in str(exc):
                 raise
-            # a damaged archive stops the JVM at start: remove it and start without it
+            # a damaged archive stops the JVM at start; so does an option the JVM refuses, or too
+            # little memory. Once more without the archive: a JVM that stops again raises, and the
+            # archive stays; one that starts shows the archive was the cause, and it is removed.
+            conf = class_archive.unmapped(conf)
+            _start_context(conf, quiet=level in ("error", "warn"))
             print(
                 f"upsert-kafka-ops: the JVM could not map {archive} (its crash report, hs_err_pid*.log, "
-                "is in the working folder); removed it, starting without it",
+                "is in the working folder); removed it, started without it",
                 file=sys.stderr,
             )
             archive.unlink(missing_ok=True)
-            conf = spark_conf(master, **kwargs)
-            _start_context(conf, quiet=level in ("error", "warn"))
     builder = SparkSession.builder
     for key, value in conf.items():
         builder = builder.config(key, value)
