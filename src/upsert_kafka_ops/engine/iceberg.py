@@ -203,8 +203,9 @@ def _deleted_count(spark: SparkSession, src: DataFrame, ref: str, table: UpsertK
     mine = spark.table(ref).select(*[F.col(quote_name(k)) for k in names])  # quoted: a name may hold a dot
     kinds = dict(target_columns(table))
     if held is not None and len(names) == 1 and kinds[names[0]].name in _FILTERED_KEY_TYPES:
-        ops = held.column("op").to_pylist()
-        gone = [v for v, op in zip(held.column(names[0]).to_pylist(), ops, strict=True) if op == "-D"]
+        import pyarrow.compute as pc
+
+        gone = held.filter(pc.equal(held.column("op"), "-D")).column(names[0]).to_pylist()
         if len(gone) <= FILTERED_DELETES:
             return int(mine.where(F.col(quote_name(names[0])).isin(gone)).count())
     gone_df = src.filter(F.col("op") == "-D").select(*[F.col(quote_name(k)) for k in names])
