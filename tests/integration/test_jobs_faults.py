@@ -120,7 +120,7 @@ def _setup(
 @pytest.mark.parametrize(
     ("kind", "point", "mode"),
     [
-        pytest.param("delta", "after-read", "incremental", marks=pytest.mark.lines),
+        # Delta killed after the read: tests/integration/test_continuous.py (a continuous job's second batch)
         ("delta", "after-commit", "incremental"),
         pytest.param("iceberg", "after-commit", "incremental", marks=pytest.mark.lines),
         pytest.param("postgres", "in-transaction", "incremental", marks=pytest.mark.lines),

@@ -295,3 +295,27 @@ def test_a_tables_security_is_merged_with_its_connection_at_validation(
     with pytest.raises(SpecError, match=message) as info:
         Pipeline.model_validate(data)
     assert info.value.field == field
+
+
+def test_a_continuous_trigger_is_a_materialize_jobs_with_an_interval_and_no_schedule_or_full_mode() -> None:
+    job = Pipeline.model_validate(_pipeline(trigger={"continuous": True, "interval": "500ms"})).job("users")
+    assert job.continuous and job.trigger is not None and job.trigger.interval_s == 0.5
+    assert Pipeline.from_yaml(Pipeline.model_validate(_pipeline(trigger={"continuous": True})).to_yaml()).job(
+        "users"
+    ).trigger == job.trigger.model_copy(update={"interval": "2s"})
+    assert (
+        not Pipeline.model_validate(_pipeline(trigger={"continuous": False}, mode="full"))
+        .job("users")
+        .continuous
+    )
+    refused = {
+        "trigger.interval": _pipeline(trigger={"continuous": True, "interval": "50ms"}),
+        "schedule": _pipeline(trigger={"continuous": True}, schedule="@hourly"),
+        "mode": _pipeline(trigger={"continuous": True}, mode="full"),
+        "trigger.continuous": _pipeline(kind="backfill", trigger={"continuous": True}),
+    }
+    for field, spec in refused.items():
+        with pytest.raises(SpecError) as err:
+            Pipeline.model_validate(spec)
+        assert err.value.field.endswith(field), (field, err.value)
+        assert err.value.fix, field

@@ -92,6 +92,7 @@ def render() -> str:
         jobs.TopicToTopicJob,
         jobs.PublishJob,
         jobs.MaintainJob,
+        jobs.Trigger,
         jobs.UpsertSource,
         jobs.KafkaSource,
         jobs.UpsertSink,

@@ -3,15 +3,22 @@
 
 Progress goes to stderr (one line per job start and end, Spark's own logs stay quiet); results go to
 stdout, as a table or, with ``--json``, one JSON document. A failed job exits 1 with its error on
-stderr (``verify``: a table that differs from its topic); bad input exits 2.
+stderr (``verify``: a table that differs from its topic); bad input exits 2. ``run`` of a continuous
+job (``trigger.continuous``) runs its batches until SIGTERM or SIGINT, then finishes the current batch
+and exits 0 (a second signal stops it at once; the batch's commit is all or nothing).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import logging
+import signal
 import sys
+import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -32,6 +39,9 @@ def register(sub: Any) -> None:
     pr.add_argument("--mode", choices=["incremental", "full"], help="override materialize jobs' mode")
     pr.add_argument("--json", action="store_true", help="print the results as JSON")
     pr.add_argument("--lock-timeout", type=float, default=60.0, help="seconds to wait for a running run")
+    pr.add_argument(
+        "--once", action="store_true", help="run a continuous job's one batch, as a scheduler would, and exit"
+    )
     _remote_arguments(pr)
     pr.set_defaults(handler=run)
 
@@ -217,13 +227,74 @@ def _run_many(
 def run(args: argparse.Namespace) -> int:
     pipeline = Pipeline.load(args.pipeline)
     names = args.job or [j.name for j in pipeline.jobs]
-    for n in names:
-        pipeline.job(n)  # unknown names fail before Spark starts
+    continuous = [n for n in names if pipeline.job(n).continuous]  # unknown names fail before Spark starts
     from upsert_kafka_ops.runtime.execute import as_mode
 
-    results = _run_many(pipeline, names, as_mode(args.mode, "--mode"), args.lock_timeout, runtime_of(args))
+    mode = as_mode(args.mode, "--mode")
+    if continuous and not args.once:
+        if len(names) > 1:
+            raise SpecError(
+                "--job",
+                f"job {continuous[0]!r} runs until it is stopped (trigger.continuous), so the jobs after it "
+                "would never start.",
+                f"run it alone (--job {continuous[0]}), or run each job once with --once.",
+            )
+        results = [_run_continuous(pipeline, names[0], mode, args.lock_timeout, runtime_of(args))]
+    else:
+        results = _run_many(pipeline, names, mode, args.lock_timeout, runtime_of(args))
     _emit(results, args.json)
     return 1 if any(r["status"] != "succeeded" for r in results) else 0
+
+
+def _run_continuous(
+    pipeline: Pipeline, name: str, mode: Mode | None, lock_timeout: float, runtime: Runtime
+) -> dict[str, Any]:
+    """Run the continuous job ``name`` until SIGTERM or SIGINT; its result, or its failure."""
+    from upsert_kafka_ops.jobs.continuous import run_continuously
+    from upsert_kafka_ops.runtime.execute import open_session
+
+    spark = open_session(runtime, app_name="upsert-kafka-ops", jar_groups=pipeline.jar_groups(name))
+    stop = threading.Event()
+    began = time.monotonic()
+    try:
+        with _stopped_by_signals(stop):
+            return run_continuously(
+                pipeline, name, spark, stop, mode=mode, lock_timeout_s=lock_timeout
+            ).to_dict()
+    except UpsertKafkaOpsError as exc:
+        print(f"upsert-kafka-ops: job {name} failed: {exc}", file=sys.stderr)
+        job = pipeline.job(name)
+        return {
+            "job": name,
+            "kind": job.kind,
+            "status": "failed",
+            "execution": "continuous",
+            "error": str(exc),
+            "duration_s": round(time.monotonic() - began, 3),
+            "version": 1,
+        }
+    finally:
+        spark.stop()
+
+
+@contextmanager
+def _stopped_by_signals(stop: threading.Event) -> Iterator[None]:
+    """SIGTERM and SIGINT set ``stop`` (the current batch finishes and commits); a second one raises
+    KeyboardInterrupt at once."""
+    log = logging.getLogger("upsert_kafka_ops.jobs")
+
+    def handle(signum: int, frame: Any) -> None:
+        if stop.is_set():
+            raise KeyboardInterrupt
+        log.info("%s: stopping after the current batch (again to stop at once)", signal.Signals(signum).name)
+        stop.set()
+
+    previous = {s: signal.signal(s, handle) for s in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        yield
+    finally:
+        for s, h in previous.items():
+            signal.signal(s, h)
 
 
 def backfill(args: argparse.Namespace) -> int:

@@ -15,10 +15,50 @@ from upsert_kafka_ops.pipeline.targets import AnyTarget, Sink, UpsertSink, Wareh
 from upsert_kafka_ops.spec.base import SpecModel
 from upsert_kafka_ops.spec.cadence import cron_expression
 from upsert_kafka_ops.spec.history import HistorySpec
-from upsert_kafka_ops.spec.table import ReadEnd, UpsertKafkaTable
+from upsert_kafka_ops.spec.table import ReadEnd, UpsertKafkaTable, parse_duration_ms
 
 _NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_.-]{0,99}$")
 _VIEW = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+class Trigger(SpecModel):
+    """How a job's runs start: each by a scheduler (the default), or one after another until the
+    process is stopped (continuous)."""
+
+    continuous: bool = Field(
+        default=False,
+        description="Run until stopped (SIGTERM or Ctrl-C finish the current batch first), one batch after "
+        "another, each an incremental run committed with its end offsets. Only `upsert-kafka-ops run` runs "
+        "continuously; `--once`, the Airflow operators and Dagster's assets run one batch. See "
+        "docs/streaming.md.",
+    )
+    interval: str = Field(
+        default="2s",
+        description="The least time between the starts of two batches ('500ms', '2s', '1min'); a batch that "
+        "takes longer is followed at once. A batch with nothing new to read is skipped.",
+    )
+
+    @field_validator("interval")
+    @classmethod
+    def _check_interval(cls, value: str) -> str:
+        ms = parse_duration_ms(value, "")
+        if not 100 <= ms <= 3_600_000:
+            raise SpecError("", f"{value!r} is outside 100ms to 1h.", "write e.g. '2s'.")
+        return value
+
+    @property
+    def interval_s(self) -> float:
+        """:attr:`interval` in seconds."""
+        return parse_duration_ms(self.interval, "interval") / 1000
+
+
+#: why a job kind does not run continuously (the kinds missing here do)
+_BOUNDED = {
+    "backfill": "a backfill ends at its 'until' bound",
+    "maintain": "a maintain job compacts a table and ends",
+    "topic-to-topic": "a topic-to-topic job runs as a bounded query so far (Trigger.AvailableNow)",
+    "publish": "a publish job runs as a bounded read of the table's change feed so far",
+}
 
 
 class JobSpec(SpecModel):
@@ -34,12 +74,48 @@ class JobSpec(SpecModel):
         "@daily, @weekly, @monthly, @yearly. Dagster gets a schedule and freshness checks from it, Airflow's "
         "pipeline DAG its schedule.",
     )
+    trigger: Trigger | None = Field(
+        default=None,
+        description="continuous: true runs the job until stopped, a batch every 'interval' (materialize jobs); "
+        "default: one bounded run each time it is started.",
+    )
 
     @model_validator(mode="after")
     def _check_name(self) -> JobSpec:
         if not _NAME.match(self.name):
             raise SpecError("name", f"{self.name!r} is not a valid job name.", "use [A-Za-z][A-Za-z0-9_.-]*.")
         return self
+
+    @model_validator(mode="after")
+    def _check_trigger(self) -> JobSpec:
+        if not self.continuous:
+            return self
+        kind = str(getattr(self, "kind", ""))
+        if kind in _BOUNDED:
+            raise SpecError(
+                "trigger.continuous",
+                f"{_BOUNDED[kind]}; continuous runs are for materialize jobs.",
+                "drop trigger, and give the job a schedule.",
+            )
+        if self.schedule is not None:
+            raise SpecError(
+                "schedule",
+                "a continuous job is not started on a schedule: it runs until it is stopped.",
+                "drop schedule, or drop trigger.continuous to run the job on the schedule.",
+            )
+        if getattr(self, "mode", "incremental") == "full":
+            raise SpecError(
+                "mode",
+                "a continuous job continues from its stored offsets batch after batch (its first batch builds "
+                "the table when there are none).",
+                "drop mode: full; to rebuild the table once, run the job with --mode full --once.",
+            )
+        return self
+
+    @property
+    def continuous(self) -> bool:
+        """Whether ``upsert-kafka-ops run`` runs the job until it is stopped (``trigger.continuous``)."""
+        return self.trigger is not None and self.trigger.continuous
 
     @field_validator("schedule")
     @classmethod

@@ -1,0 +1,145 @@
+"""Continuous runs: one job's batches, one after another, until the process is told to stop.
+
+Each batch is an incremental run of the job (:func:`upsert_kafka_ops.jobs.run.run_context`): it
+takes the target's lock, reads from the offsets the target stored, folds with the engine, commits the
+rows and the end offsets in one commit, then commits the consumer group's offsets. So a process that
+is stopped or killed continues, when started again, where its last commit ended, like any run. The
+lock is held for one batch, so a ``maintain`` job of the same table runs between two batches.
+
+A batch with nothing new to read is skipped: before each batch the topic's end offsets are compared
+with where the last batch ended (at start, with the offsets the target stored), without Spark. A stop (:class:`threading.Event`, set by the CLI's
+SIGTERM and SIGINT handlers) is seen between batches: the current batch finishes and commits first.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
+
+from upsert_kafka_ops.errors import SpecError
+from upsert_kafka_ops.jobs.core import JOB_RESULT_VERSION, JobResult, RunContext
+from upsert_kafka_ops.jobs.run import run_context
+from upsert_kafka_ops.jobs.targets import target_for
+from upsert_kafka_ops.kafka import offsets as ko
+from upsert_kafka_ops.kafka.admin import shared_clients
+from upsert_kafka_ops.pipeline import MaterializeJob, Pipeline
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+log = logging.getLogger("upsert_kafka_ops.jobs")
+
+Offsets = dict[tuple[str, int], int]
+
+
+@dataclass
+class ContinuousResult:
+    """What a continuous run did before it stopped: its batches, their sums and the last batch."""
+
+    job: str
+    kind: str
+    batches: int = 0
+    idle_checks: int = 0
+    records_read: int = 0
+    rows_upserted: int = 0
+    rows_deleted: int = 0
+    last: JobResult | None = None
+    duration_s: float = 0.0
+    began: float = field(default_factory=time.monotonic, repr=False)
+
+    def add(self, batch: JobResult) -> None:
+        self.batches += 1
+        self.records_read += batch.records_read
+        self.rows_upserted += batch.rows_upserted
+        self.rows_deleted += batch.rows_deleted
+        self.last = batch
+
+    def to_dict(self) -> dict[str, Any]:
+        """The CLI's result of the run (``status`` succeeded: it stopped when asked)."""
+        last = self.last
+        return {
+            "job": self.job,
+            "kind": self.kind,
+            "status": "succeeded",
+            "mode": "incremental",
+            "execution": "continuous",
+            "batches": self.batches,
+            "records_read": self.records_read,
+            "rows_upserted": self.rows_upserted,
+            "rows_deleted": self.rows_deleted,
+            "run": last.run if last is not None else None,
+            "target": last.target if last is not None else None,
+            "end_offsets": last.end_offsets if last is not None else {},
+            "duration_s": round(self.duration_s, 3),
+            "version": JOB_RESULT_VERSION,
+        }
+
+
+def as_offsets(ends: Mapping[str, Mapping[Any, Any]]) -> Offsets:
+    """A result's ``end_offsets`` (topic -> partition -> offset) keyed by (topic, partition)."""
+    return {(t, int(p)): int(o) for t, parts in ends.items() for p, o in parts.items()}
+
+
+def topic_ends(pipeline: Pipeline, job: MaterializeJob, spark: SparkSession) -> Offsets:
+    """The end offsets (read committed, as a run's bounds take them) of the job's source topics."""
+    table = job.source.table
+    config = RunContext(pipeline, job, spark).connection(job.source.connection, table).to_librdkafka()
+    with shared_clients():
+        parts = ko.topic_partitions(config, topics=table.topic, pattern=table.topic_pattern)
+        return dict(ko.end_offsets(config, parts, read_committed=True))
+
+
+def run_continuously(
+    pipeline: Pipeline,
+    name: str,
+    spark: SparkSession,
+    stop: threading.Event,
+    *,
+    mode: Literal["incremental", "full"] | None = None,
+    lock_timeout_s: float = 60.0,
+    on_batch: Callable[[JobResult], None] | None = None,
+) -> ContinuousResult:
+    """Run job ``name`` batch after batch until ``stop`` is set (seen between batches).
+
+    :param mode: the first batch's mode (``full`` rebuilds the table once); the others continue.
+    :param on_batch: called with each batch's result after it committed.
+    """
+    job = pipeline.job(name)
+    if not isinstance(job, MaterializeJob) or job.trigger is None or not job.trigger.continuous:
+        raise SpecError(
+            "trigger.continuous",
+            f"job {name!r} is not a continuous materialize job.",
+            "set trigger: {continuous: true} on a materialize job, or run it once.",
+        )
+    interval = job.trigger.interval_s
+    out = ContinuousResult(job=job.name, kind=job.kind)
+    stored = target_for(job.target, pipeline).read_state() if mode != "full" else None
+    done: Offsets | None = dict(stored.offsets) if stored is not None and stored.job == job.name else None
+    log.info("job %s: running continuously, a batch at most every %.1f s, until stopped", name, interval)
+    while not stop.is_set():
+        began = time.monotonic()
+        if done is not None and topic_ends(pipeline, job, spark) == done:
+            out.idle_checks += 1
+        else:
+            batch = run_context(
+                RunContext(pipeline, job, spark, mode if out.batches == 0 else None, lock_timeout_s)
+            )
+            done = as_offsets(batch.end_offsets)
+            out.add(batch)
+            if on_batch is not None:
+                on_batch(batch)
+        stop.wait(max(0.0, interval - (time.monotonic() - began)))
+    out.duration_s = time.monotonic() - out.began
+    log.info(
+        "job %s: stopped after %d batch(es), %d records read, %d upserted, %d deleted",
+        name,
+        out.batches,
+        out.records_read,
+        out.rows_upserted,
+        out.rows_deleted,
+    )
+    return out
