@@ -1,9 +1,10 @@
-"""A continuous materialize job (``trigger: {continuous: true}``) run by the CLI until it is stopped:
-its table follows the topic batch after batch, SIGTERM ends it cleanly, and a SIGKILL in a later
-batch leaves only whole batches, which the next run continues exactly.
+"""Continuous materialize jobs (``trigger: {continuous: true}``) run by the CLI until stopped: a
+Delta and a PostgreSQL table follow the topic batch after batch in one process, SIGTERM ends it
+cleanly, and a SIGKILL in a later batch leaves only whole batches, which the next run continues
+exactly.
 
-The job is a real ``upsert-kafka-ops run`` process; the table is checked against the plain-Python
-fold of the topic.
+The jobs run in a real ``upsert-kafka-ops run`` process; each table is checked against the
+plain-Python fold of the topic.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import psycopg
 import pytest
 import yaml
 from pyspark.sql import SparkSession
@@ -29,16 +31,19 @@ from tests.integration.jobs_support import (
     rows_as_table,
     source,
 )
+from tests.integration.test_jobs_postgres import pg_rows, pg_target
 
 from upsert_kafka_ops.jobs import Pipeline, run_job
+from upsert_kafka_ops.jobs.state import StoredState
 from upsert_kafka_ops.jobs.targets.delta import read_delta_log
+from upsert_kafka_ops.jobs.targets.postgres import read_postgres_state
 from upsert_kafka_ops.kafka import offsets as ko
-from upsert_kafka_ops.local import LocalKafka
+from upsert_kafka_ops.local import LocalKafka, LocalPostgres
 
 
-def _start(file: Path, jars_dir: Path, **env: str) -> subprocess.Popen[str]:
+def _start(file: Path, jars_dir: Path, *args: str, **env: str) -> subprocess.Popen[str]:
     return subprocess.Popen(
-        [sys.executable, "-m", "upsert_kafka_ops.cli", "run", str(file), "--json"],
+        [sys.executable, "-m", "upsert_kafka_ops.cli", "run", str(file), "--json", *args],
         env={**os.environ, "UPSERT_KAFKA_OPS_JARS_DIR": str(jars_dir), **env},
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -52,81 +57,100 @@ def _ends(servers: str, topic: str) -> dict[tuple[str, int], int]:
 
 
 def _caught_up(
-    proc: subprocess.Popen[str], table: Path, servers: str, topic: str, timeout: float = 300
-) -> int:
-    """Wait until the table's stored offsets are the topic's end (while ``proc`` runs); its run."""
+    proc: subprocess.Popen[str], states: list[Callable[[], StoredState | None]], servers: str, topic: str
+) -> list[int]:
+    """Wait until each table's stored offsets are the topic's end (while ``proc`` runs); their runs."""
     want = _ends(servers, topic)
-    deadline = time.monotonic() + timeout
+    deadline = time.monotonic() + 300
     while True:
         assert proc.poll() is None, proc.communicate()[1][-3000:]
-        state = read_delta_log(table).state if (table / "_delta_log").exists() else None
-        if state is not None and state.offsets == want:
-            return state.run
-        assert time.monotonic() < deadline, f"the table never reached {want}: {state}"
+        got = [state() for state in states]
+        if all(g is not None and g.offsets == want for g in got):
+            return [g.run for g in got if g is not None]
+        assert time.monotonic() < deadline, f"the tables never reached {want}: {got}"
         time.sleep(0.2)
 
 
 @pytest.mark.lines
-def test_a_continuous_job_follows_its_topic_stops_on_sigterm_and_continues_after_a_kill(
-    kafka: LocalKafka, new_topic: Callable[..., str], spark: SparkSession, jars_dir: Path, tmp_path: Path
+def test_continuous_jobs_follow_their_topic_stop_on_sigterm_and_continue_after_a_kill(
+    kafka: LocalKafka,
+    new_topic: Callable[..., str],
+    spark: SparkSession,
+    postgres: LocalPostgres,
+    jars_dir: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    monkeypatch.setenv("UKO_TEST_PG_PASSWORD", postgres.password)
     servers = kafka.bootstrap_servers
     topic = new_topic(partitions=2)
     rnd = random.Random(43)
-    path = tmp_path / "users"
-    job = {
-        "name": "users-live",
-        "kind": "materialize",
-        "source": source(topic, servers),
-        "target": {"kind": "delta", "path": str(path)},
-        "trigger": {"continuous": True, "interval": "500ms"},
-    }
-    p = pipeline(servers, [job])
+    path, pg_table = tmp_path / "users", f"users_{topic.replace('-', '_')[-12:]}"
+    trigger = {"continuous": True, "interval": "500ms"}
+    jobs = [
+        {"name": "users-delta", "kind": "materialize", "source": source(topic, servers),
+         "target": {"kind": "delta", "path": str(path)}, "trigger": trigger},
+        {"name": "users-pg", "kind": "materialize", "source": source(topic, servers),
+         "target": pg_target(postgres, pg_table), "trigger": trigger},
+    ]  # fmt: skip
     file = tmp_path / "pipeline.yaml"
-    file.write_text(yaml.safe_dump(p.to_json_dict()))
+    file.write_text(yaml.safe_dump(pipeline(servers, jobs).to_json_dict()))
+
+    def delta() -> StoredState | None:
+        return read_delta_log(path).state if (path / "_delta_log").exists() else None
+
+    def pg() -> StoredState | None:
+        with psycopg.connect(postgres.conninfo) as c:
+            return read_postgres_state(c, "upsert_kafka_ops_offsets", pg_table)
+
+    def delta_rows() -> dict[int, tuple[str, str, str]]:
+        return rows_as_table(
+            spark.read.format("delta").load(str(path)).select("id", "name", "region", "score").collect()
+        )
+
     produced = produce(servers, topic, random_changes(rnd, 150, 40))
 
-    # 1. the table follows the topic while records arrive; SIGTERM ends the run with exit 0
+    # 1. both tables follow the topic while records arrive; SIGTERM ends the run with exit 0
     live = _start(file, jars_dir)
-    runs = [_caught_up(live, path, servers, topic)]
+    runs = [_caught_up(live, [delta, pg], servers, topic)]
     for n in (30, 1, 45):
         produced += produce(servers, topic, random_changes(rnd, n, 40))
-        runs.append(_caught_up(live, path, servers, topic))
+        runs.append(_caught_up(live, [delta, pg], servers, topic))
     time.sleep(1.5)  # three intervals with nothing new: no batch, no commit
-    assert read_delta_log(path).state.run == runs[-1]
+    assert [delta().run, pg().run] == runs[-1]  # type: ignore[union-attr]
     live.send_signal(signal.SIGTERM)
     out, err = live.communicate(timeout=120)
     assert live.returncode == 0, err[-3000:]
-    result = json.loads(out)["results"][0]
-    assert (result["status"], result["execution"]) == ("succeeded", "continuous"), result
-    assert runs == sorted(set(runs)) and result["run"] == runs[-1]
-    assert result["batches"] == runs[-1] and len(runs) <= result["batches"] <= 2 * len(runs), (runs, result)
-    assert result["records_read"] == produced  # every record read once, by exactly one batch
     assert "SIGTERM: stopping after the current batch" in err
-    table = spark.read.format("delta").load(str(path)).select("id", "name", "region", "score").collect()
-    assert rows_as_table(table) == oracle_table(servers, topic)
-    group = ko.committed_offsets(
-        {"bootstrap.servers": servers}, "upsert-kafka-ops.users-live", sorted(_ends(servers, topic))
-    )
-    assert group == _ends(
-        servers, topic
-    )  # the consumer group is at the end: lag 0, as lag and the sensors see it
+    results = json.loads(out)["results"]
+    assert [r["job"] for r in results] == ["users-delta", "users-pg"]
+    for i, r in enumerate(results):
+        ran = [each[i] for each in runs]
+        assert (r["status"], r["execution"]) == ("succeeded", "continuous"), r
+        assert ran == sorted(set(ran)) and r["run"] == r["batches"] == ran[-1], (ran, r)
+        assert len(ran) <= r["batches"] <= 2 * len(ran), (ran, r)
+        assert r["records_read"] == produced  # every record read once, by exactly one batch of each job
+    expected = oracle_table(servers, topic)
+    assert delta_rows() == expected
+    assert pg_rows(postgres, pg_table) == expected
+    for job in ("users-delta", "users-pg"):  # each group at the end: lag 0, as lag and the sensors see it
+        group = ko.committed_offsets(
+            {"bootstrap.servers": servers}, f"upsert-kafka-ops.{job}", sorted(_ends(servers, topic))
+        )
+        assert group == _ends(servers, topic), job
 
     # 2. killed after the read of its second batch: the first batch stays committed, the second is not seen
     produce(servers, topic, random_changes(rnd, 40, 60))
-    killed = _start(file, jars_dir, UKO_FAULT_POINT="after-read@2")
-    committed = _caught_up(killed, path, servers, topic)
-    assert committed == runs[-1] + 1
-    before = read_delta_log(path).state
+    killed = _start(file, jars_dir, "--job", "users-delta", UKO_FAULT_POINT="after-read@2")
+    [committed] = _caught_up(killed, [delta], servers, topic)
+    assert committed == runs[-1][0] + 1
+    before = delta()
     second = produce(servers, topic, random_changes(rnd, 25, 60))
     _, err = killed.communicate(timeout=300)
     assert killed.returncode == -9, err[-3000:]
-    assert (
-        read_delta_log(path).state.offsets == before.offsets and read_delta_log(path).state.run == committed
-    )
+    assert delta() == before  # nothing of the killed batch
 
     # ... and the next run (here one batch, as --once or a scheduler runs it) reads exactly the rest
-    rerun = run_job(Pipeline.load(file), spark=spark)
+    rerun = run_job(Pipeline.load(file), "users-delta", spark=spark)
     assert (rerun.mode, rerun.run, rerun.records_read) == ("incremental", committed + 1, second)
-    table = spark.read.format("delta").load(str(path)).select("id", "name", "region", "score").collect()
-    assert rows_as_table(table) == oracle_table(servers, topic)
+    assert delta_rows() == oracle_table(servers, topic)

@@ -232,14 +232,15 @@ def run(args: argparse.Namespace) -> int:
 
     mode = as_mode(args.mode, "--mode")
     if continuous and not args.once:
-        if len(names) > 1:
+        bounded = [n for n in names if n not in continuous]
+        if bounded:
             raise SpecError(
                 "--job",
-                f"job {continuous[0]!r} runs until it is stopped (trigger.continuous), so the jobs after it "
-                "would never start.",
-                f"run it alone (--job {continuous[0]}), or run each job once with --once.",
+                f"job {continuous[0]!r} runs until it is stopped (trigger.continuous), and job {bounded[0]!r} "
+                "is a bounded run that would wait for it.",
+                "run the continuous jobs alone (--job NAME for each), or run every job once with --once.",
             )
-        results = [_run_continuous(pipeline, names[0], mode, args.lock_timeout, runtime_of(args))]
+        results = _run_continuous(pipeline, names, mode, args.lock_timeout, runtime_of(args))
     else:
         results = _run_many(pipeline, names, mode, args.lock_timeout, runtime_of(args))
     _emit(results, args.json)
@@ -247,32 +248,34 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run_continuous(
-    pipeline: Pipeline, name: str, mode: Mode | None, lock_timeout: float, runtime: Runtime
-) -> dict[str, Any]:
-    """Run the continuous job ``name`` until SIGTERM or SIGINT; its result, or its failure."""
+    pipeline: Pipeline, names: list[str], mode: Mode | None, lock_timeout: float, runtime: Runtime
+) -> list[dict[str, Any]]:
+    """Run the continuous jobs ``names`` in one session until SIGTERM or SIGINT; their results, or the
+    failure that ended them."""
     from upsert_kafka_ops.jobs.continuous import run_continuously
     from upsert_kafka_ops.runtime.execute import open_session
 
-    spark = open_session(runtime, app_name="upsert-kafka-ops", jar_groups=pipeline.jar_groups(name))
+    spark = open_session(runtime, app_name="upsert-kafka-ops", jar_groups=pipeline.jar_groups(*names))
     stop = threading.Event()
     began = time.monotonic()
     try:
         with _stopped_by_signals(stop):
-            return run_continuously(
-                pipeline, name, spark, stop, mode=mode, lock_timeout_s=lock_timeout
-            ).to_dict()
+            ran = run_continuously(pipeline, names, spark, stop, mode=mode, lock_timeout_s=lock_timeout)
+            return [r.to_dict() for r in ran]
     except UpsertKafkaOpsError as exc:
-        print(f"upsert-kafka-ops: job {name} failed: {exc}", file=sys.stderr)
-        job = pipeline.job(name)
-        return {
-            "job": name,
-            "kind": job.kind,
-            "status": "failed",
-            "execution": "continuous",
-            "error": str(exc),
-            "duration_s": round(time.monotonic() - began, 3),
-            "version": 1,
-        }
+        print(f"upsert-kafka-ops: continuous run of {', '.join(names)} failed: {exc}", file=sys.stderr)
+        return [
+            {
+                "job": name,
+                "kind": pipeline.job(name).kind,
+                "status": "failed",
+                "execution": "continuous",
+                "error": str(exc),
+                "duration_s": round(time.monotonic() - began, 3),
+                "version": 1,
+            }
+            for name in names
+        ]
     finally:
         spark.stop()
 

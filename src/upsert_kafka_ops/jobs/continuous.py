@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -93,21 +93,19 @@ def topic_ends(pipeline: Pipeline, job: MaterializeJob, spark: SparkSession) -> 
         return dict(ko.end_offsets(config, parts, read_committed=True))
 
 
-def run_continuously(
-    pipeline: Pipeline,
-    name: str,
-    spark: SparkSession,
-    stop: threading.Event,
-    *,
-    mode: Literal["incremental", "full"] | None = None,
-    lock_timeout_s: float = 60.0,
-    on_batch: Callable[[JobResult], None] | None = None,
-) -> ContinuousResult:
-    """Run job ``name`` batch after batch until ``stop`` is set (seen between batches).
+@dataclass
+class _Live:
+    """One continuous job while it runs: where its last batch ended, and when its next is due."""
 
-    :param mode: the first batch's mode (``full`` rebuilds the table once); the others continue.
-    :param on_batch: called with each batch's result after it committed.
-    """
+    job: MaterializeJob
+    interval: float
+    result: ContinuousResult
+    done: Offsets | None
+    mode: Literal["incremental", "full"] | None
+    due: float = 0.0
+
+
+def _live(pipeline: Pipeline, name: str, mode: Literal["incremental", "full"] | None) -> _Live:
     job = pipeline.job(name)
     if not isinstance(job, MaterializeJob) or job.trigger is None or not job.trigger.continuous:
         raise SpecError(
@@ -115,31 +113,60 @@ def run_continuously(
             f"job {name!r} is not a continuous materialize job.",
             "set trigger: {continuous: true} on a materialize job, or run it once.",
         )
-    interval = job.trigger.interval_s
-    out = ContinuousResult(job=job.name, kind=job.kind)
     stored = target_for(job.target, pipeline).read_state() if mode != "full" else None
-    done: Offsets | None = dict(stored.offsets) if stored is not None and stored.job == job.name else None
-    log.info("job %s: running continuously, a batch at most every %.1f s, until stopped", name, interval)
-    while not stop.is_set():
+    done = dict(stored.offsets) if stored is not None and stored.job == job.name else None
+    return _Live(job, job.trigger.interval_s, ContinuousResult(job=job.name, kind=job.kind), done, mode)
+
+
+def run_continuously(
+    pipeline: Pipeline,
+    names: Sequence[str],
+    spark: SparkSession,
+    stop: threading.Event,
+    *,
+    mode: Literal["incremental", "full"] | None = None,
+    lock_timeout_s: float = 60.0,
+    on_batch: Callable[[JobResult], None] | None = None,
+) -> list[ContinuousResult]:
+    """Run the continuous jobs ``names`` batch after batch, in one session, until ``stop`` is set
+    (seen between batches): the next batch is always the one due first, so several jobs share the
+    session in turn, and a long batch of one delays the others.
+
+    :param mode: each job's first batch's mode (``full`` rebuilds its table once); the others continue.
+    :param on_batch: called with each batch's result after it committed.
+    """
+    lives = [_live(pipeline, name, mode) for name in names]
+    for live in lives:
+        log.info(
+            "job %s: running continuously, a batch at most every %.1f s, until stopped",
+            live.job.name,
+            live.interval,
+        )
+    while True:
+        live = min(lives, key=lambda x: x.due)
+        if stop.wait(max(0.0, live.due - time.monotonic())):
+            break
         began = time.monotonic()
-        if done is not None and topic_ends(pipeline, job, spark) == done:
+        out = live.result
+        if live.done is not None and topic_ends(pipeline, live.job, spark) == live.done:
             out.idle_checks += 1
         else:
-            batch = run_context(
-                RunContext(pipeline, job, spark, mode if out.batches == 0 else None, lock_timeout_s)
-            )
-            done = as_offsets(batch.end_offsets)
+            first = live.mode if out.batches == 0 else None
+            batch = run_context(RunContext(pipeline, live.job, spark, first, lock_timeout_s))
+            live.done = as_offsets(batch.end_offsets)
             out.add(batch)
             if on_batch is not None:
                 on_batch(batch)
-        stop.wait(max(0.0, interval - (time.monotonic() - began)))
-    out.duration_s = time.monotonic() - out.began
-    log.info(
-        "job %s: stopped after %d batch(es), %d records read, %d upserted, %d deleted",
-        name,
-        out.batches,
-        out.records_read,
-        out.rows_upserted,
-        out.rows_deleted,
-    )
-    return out
+        live.due = began + live.interval
+    for live in lives:
+        out = live.result
+        out.duration_s = time.monotonic() - out.began
+        log.info(
+            "job %s: stopped after %d batch(es), %d records read, %d upserted, %d deleted",
+            out.job,
+            out.batches,
+            out.records_read,
+            out.rows_upserted,
+            out.rows_deleted,
+        )
+    return [live.result for live in lives]
