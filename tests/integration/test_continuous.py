@@ -16,6 +16,7 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 
@@ -39,6 +40,7 @@ from upsert_kafka_ops.jobs.targets.delta import read_delta_log
 from upsert_kafka_ops.jobs.targets.postgres import read_postgres_state
 from upsert_kafka_ops.kafka import offsets as ko
 from upsert_kafka_ops.local import LocalKafka, LocalPostgres
+from upsert_kafka_ops.local.process import free_port
 
 
 def _start(file: Path, jars_dir: Path, *args: str, **env: str) -> subprocess.Popen[str]:
@@ -111,13 +113,38 @@ def test_continuous_jobs_follow_their_topic_stop_on_sigterm_and_continue_after_a
     produced = produce(servers, topic, random_changes(rnd, 150, 40))
 
     # 1. both tables follow the topic while records arrive; SIGTERM ends the run with exit 0
-    live = _start(file, jars_dir)
+    port = free_port()
+    live = _start(file, jars_dir, "--metrics-port", str(port))
     runs = [_caught_up(live, [delta, pg], servers, topic)]
     for n in (30, 1, 45):
         produced += produce(servers, topic, random_changes(rnd, n, 40))
         runs.append(_caught_up(live, [delta, pg], servers, topic))
     time.sleep(1.5)  # three intervals with nothing new: no batch, no commit
     assert [delta().run, pg().run] == runs[-1]  # type: ignore[union-attr]
+
+    # ... and while it runs it says so: its batches at /metrics and /status, and the probes' answers
+    def get(path: str) -> tuple[int, str]:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=30) as r:
+            return r.status, r.read().decode()
+
+    assert get("/healthz") == (200, "ok\n") and get("/ready") == (200, "ready\n")
+    status = json.loads(get("/status")[1])
+    assert [(j["job"], j["batches"], j["records_read"]) for j in status["jobs"]] == [
+        ("users-delta", runs[-1][0], produced),
+        ("users-pg", runs[-1][1], produced),
+    ]
+    assert all(j["idle_checks"] >= 2 and time.time() - j["last_check_at"] < 30 for j in status["jobs"]), (
+        status
+    )
+    time.sleep(1.2)  # the exposition is renewed every second
+    metrics = get("/metrics")[1]
+    sample = 'upsert_kafka_ops_continuous_batches_total{pipeline="pipeline",pipeline_job="users-delta"}'
+    assert f"{sample} {runs[-1][0]}\n" in metrics, metrics
+    assert (
+        'upsert_kafka_ops_continuous_records_read_total{pipeline="pipeline",pipeline_job="users-pg"} '
+        + str(produced)
+        in metrics
+    )
     live.send_signal(signal.SIGTERM)
     out, err = live.communicate(timeout=120)
     assert live.returncode == 0, err[-3000:]

@@ -42,6 +42,14 @@ def register(sub: Any) -> None:
     pr.add_argument(
         "--once", action="store_true", help="run a continuous job's one batch, as a scheduler would, and exit"
     )
+    pr.add_argument(
+        "--metrics-port",
+        type=int,
+        help="continuous jobs: serve /metrics (Prometheus), /status (JSON), /healthz and /ready on this port",
+    )
+    pr.add_argument(
+        "--metrics-host", default="127.0.0.1", help="--metrics-port's address (default 127.0.0.1)"
+    )
     _remote_arguments(pr)
     pr.set_defaults(handler=run)
 
@@ -240,28 +248,48 @@ def run(args: argparse.Namespace) -> int:
                 "is a bounded run that would wait for it.",
                 "run the continuous jobs alone (--job NAME for each), or run every job once with --once.",
             )
-        results = _run_continuous(pipeline, names, mode, args.lock_timeout, runtime_of(args))
+        where = (args.metrics_host, args.metrics_port) if args.metrics_port is not None else None
+        results = _run_continuous(pipeline, names, mode, args.lock_timeout, runtime_of(args), where)
     else:
+        if args.metrics_port is not None:
+            raise SpecError(
+                "--metrics-port",
+                "serves the metrics of continuous jobs; none of these jobs is one.",
+                "drop it.",
+            )
         results = _run_many(pipeline, names, mode, args.lock_timeout, runtime_of(args))
     _emit(results, args.json)
     return 1 if any(r["status"] != "succeeded" for r in results) else 0
 
 
 def _run_continuous(
-    pipeline: Pipeline, names: list[str], mode: Mode | None, lock_timeout: float, runtime: Runtime
+    pipeline: Pipeline,
+    names: list[str],
+    mode: Mode | None,
+    lock_timeout: float,
+    runtime: Runtime,
+    serve_at: tuple[str, int] | None,
 ) -> list[dict[str, Any]]:
-    """Run the continuous jobs ``names`` in one session until SIGTERM or SIGINT; their results, or the
-    failure that ended them."""
-    from upsert_kafka_ops.jobs.continuous import run_continuously
+    """Run the continuous jobs ``names`` in one session until SIGTERM or SIGINT (serving their
+    metrics at ``serve_at``); their results, or the failure that ended them."""
+    from upsert_kafka_ops.jobs.continuous import ContinuousJobs
+    from upsert_kafka_ops.metrics.exporter import serve
     from upsert_kafka_ops.runtime.execute import open_session
 
     spark = open_session(runtime, app_name="upsert-kafka-ops", jar_groups=pipeline.jar_groups(*names))
     stop = threading.Event()
     began = time.monotonic()
+    server = None
     try:
+        jobs = ContinuousJobs(pipeline, names, spark, mode=mode, lock_timeout_s=lock_timeout)
+        if serve_at is not None:
+            server = serve(jobs, *serve_at)
+            threading.Thread(target=server.serve_forever, name="continuous-metrics", daemon=True).start()
+            logging.getLogger("upsert_kafka_ops.jobs").info(
+                "serving /metrics, /status, /healthz and /ready on http://%s:%d", *server.server_address[:2]
+            )
         with _stopped_by_signals(stop):
-            ran = run_continuously(pipeline, names, spark, stop, mode=mode, lock_timeout_s=lock_timeout)
-            return [r.to_dict() for r in ran]
+            return [r.to_dict() for r in jobs.run(stop)]
     except UpsertKafkaOpsError as exc:
         print(f"upsert-kafka-ops: continuous run of {', '.join(names)} failed: {exc}", file=sys.stderr)
         return [
@@ -277,6 +305,9 @@ def _run_continuous(
             for name in names
         ]
     finally:
+        if server is not None:
+            server.shutdown()
+            server.server_close()
         spark.stop()
 
 

@@ -9,6 +9,10 @@ lock is held for one batch, so a ``maintain`` job of the same table runs between
 A batch with nothing new to read is skipped: before each batch the topic's end offsets are compared
 with where the last batch ended (at start, with the offsets the target stored), without Spark. A stop (:class:`threading.Event`, set by the CLI's
 SIGTERM and SIGINT handlers) is seen between batches: the current batch finishes and commits first.
+
+While it runs, :class:`ContinuousJobs` answers what ``metrics.exporter.serve`` asks of a monitor, so
+``upsert-kafka-ops run --metrics-port`` serves each job's batches at ``/metrics`` (Prometheus) and
+``/status`` (JSON), and ``/healthz`` and ``/ready`` for a Deployment's probes.
 """
 
 from __future__ import annotations
@@ -26,6 +30,8 @@ from upsert_kafka_ops.jobs.run import run_context
 from upsert_kafka_ops.jobs.targets import target_for
 from upsert_kafka_ops.kafka import offsets as ko
 from upsert_kafka_ops.kafka.admin import shared_clients
+from upsert_kafka_ops.metrics.exporter import WatchOptions
+from upsert_kafka_ops.metrics.prometheus import continuous_exposition
 from upsert_kafka_ops.pipeline import MaterializeJob, Pipeline
 
 if TYPE_CHECKING:
@@ -38,16 +44,21 @@ Offsets = dict[tuple[str, int], int]
 
 @dataclass
 class ContinuousResult:
-    """What a continuous run did before it stopped: its batches, their sums and the last batch."""
+    """What a continuous job did so far: its batches, their sums, the last batch, and when it last
+    looked for new records (a batch or a skipped one)."""
 
     job: str
     kind: str
+    interval_s: float
     batches: int = 0
     idle_checks: int = 0
     records_read: int = 0
     rows_upserted: int = 0
     rows_deleted: int = 0
     last: JobResult | None = None
+    #: Unix times of the last batch's commit and of the last look at the topic
+    last_batch_at: float | None = None
+    last_check_at: float | None = None
     duration_s: float = 0.0
     began: float = field(default_factory=time.monotonic, repr=False)
 
@@ -57,9 +68,10 @@ class ContinuousResult:
         self.rows_upserted += batch.rows_upserted
         self.rows_deleted += batch.rows_deleted
         self.last = batch
+        self.last_batch_at = self.last_check_at = time.time()
 
     def to_dict(self) -> dict[str, Any]:
-        """The CLI's result of the run (``status`` succeeded: it stopped when asked)."""
+        """The CLI's result of the run (``status`` succeeded: it stopped when asked), and ``/status``."""
         last = self.last
         return {
             "job": self.job,
@@ -67,13 +79,18 @@ class ContinuousResult:
             "status": "succeeded",
             "mode": "incremental",
             "execution": "continuous",
+            "interval_s": self.interval_s,
             "batches": self.batches,
+            "idle_checks": self.idle_checks,
             "records_read": self.records_read,
             "rows_upserted": self.rows_upserted,
             "rows_deleted": self.rows_deleted,
             "run": last.run if last is not None else None,
             "target": last.target if last is not None else None,
             "end_offsets": last.end_offsets if last is not None else {},
+            "last_batch_s": last.duration_s if last is not None else None,
+            "last_batch_at": self.last_batch_at,
+            "last_check_at": self.last_check_at,
             "duration_s": round(self.duration_s, 3),
             "version": JOB_RESULT_VERSION,
         }
@@ -98,24 +115,116 @@ class _Live:
     """One continuous job while it runs: where its last batch ended, and when its next is due."""
 
     job: MaterializeJob
-    interval: float
     result: ContinuousResult
     done: Offsets | None
     mode: Literal["incremental", "full"] | None
     due: float = 0.0
 
 
-def _live(pipeline: Pipeline, name: str, mode: Literal["incremental", "full"] | None) -> _Live:
-    job = pipeline.job(name)
-    if not isinstance(job, MaterializeJob) or job.trigger is None or not job.trigger.continuous:
-        raise SpecError(
-            "trigger.continuous",
-            f"job {name!r} is not a continuous materialize job.",
-            "set trigger: {continuous: true} on a materialize job, or run it once.",
-        )
-    stored = target_for(job.target, pipeline).read_state() if mode != "full" else None
-    done = dict(stored.offsets) if stored is not None and stored.job == job.name else None
-    return _Live(job, job.trigger.interval_s, ContinuousResult(job=job.name, kind=job.kind), done, mode)
+class ContinuousJobs:
+    """Continuous jobs of one pipeline run batch after batch in one session (:meth:`run`); also the
+    monitor ``metrics.exporter.serve`` answers from while they run."""
+
+    #: how often the HTTP server renews its exposition (from memory: no broker call)
+    options = WatchOptions(min_interval_s=1.0)
+
+    def __init__(
+        self,
+        pipeline: Pipeline,
+        names: Sequence[str],
+        spark: SparkSession,
+        *,
+        mode: Literal["incremental", "full"] | None = None,
+        lock_timeout_s: float = 60.0,
+    ) -> None:
+        """:param mode: each job's first batch's mode (``full`` rebuilds its table once); the others
+        continue."""
+        self.pipeline, self.spark, self.lock_timeout_s = pipeline, spark, lock_timeout_s
+        self.lives = [self._live(name, mode) for name in names]
+        self.failed = ""
+
+    def _live(self, name: str, mode: Literal["incremental", "full"] | None) -> _Live:
+        job = self.pipeline.job(name)
+        if not isinstance(job, MaterializeJob) or job.trigger is None or not job.trigger.continuous:
+            raise SpecError(
+                "trigger.continuous",
+                f"job {name!r} is not a continuous materialize job.",
+                "set trigger: {continuous: true} on a materialize job, or run it once.",
+            )
+        stored = target_for(job.target, self.pipeline).read_state() if mode != "full" else None
+        done = dict(stored.offsets) if stored is not None and stored.job == job.name else None
+        return _Live(job, ContinuousResult(job.name, job.kind, job.trigger.interval_s), done, mode)
+
+    @property
+    def results(self) -> list[ContinuousResult]:
+        return [live.result for live in self.lives]
+
+    def run(
+        self, stop: threading.Event, on_batch: Callable[[JobResult], None] | None = None
+    ) -> list[ContinuousResult]:
+        """Run the jobs until ``stop`` is set (seen between batches): the next batch is always the one
+        due first, so the jobs share the session in turn, and a long batch of one delays the others.
+
+        :param on_batch: called with each batch's result after it committed.
+        """
+        for live in self.lives:
+            log.info(
+                "job %s: running continuously, a batch at most every %.1f s, until stopped",
+                live.job.name,
+                live.result.interval_s,
+            )
+        try:
+            while True:
+                live = min(self.lives, key=lambda x: x.due)
+                if stop.wait(max(0.0, live.due - time.monotonic())):
+                    break
+                began = time.monotonic()
+                self._step(live, on_batch)
+                live.due = began + live.result.interval_s
+        except BaseException as exc:
+            self.failed = f"{type(exc).__name__}: {exc}"
+            raise
+        finally:
+            for out in self.results:
+                out.duration_s = time.monotonic() - out.began
+                log.info(
+                    "job %s: stopped after %d batch(es), %d records read, %d upserted, %d deleted",
+                    out.job,
+                    out.batches,
+                    out.records_read,
+                    out.rows_upserted,
+                    out.rows_deleted,
+                )
+        return self.results
+
+    def _step(self, live: _Live, on_batch: Callable[[JobResult], None] | None) -> None:
+        """One batch of ``live``'s job, or none when its topic holds nothing new."""
+        out = live.result
+        if live.done is not None and topic_ends(self.pipeline, live.job, self.spark) == live.done:
+            out.idle_checks += 1
+            out.last_check_at = time.time()
+            return
+        first = live.mode if out.batches == 0 else None
+        batch = run_context(RunContext(self.pipeline, live.job, self.spark, first, self.lock_timeout_s))
+        live.done = as_offsets(batch.end_offsets)
+        out.add(batch)
+        if on_batch is not None:
+            on_batch(batch)
+
+    # -- what metrics.exporter.serve asks of a monitor --------------------------------------------
+    def document(self, max_age: float = 0.0) -> dict[str, Any]:
+        return {
+            "pipeline": self.pipeline.name,
+            "failed": self.failed,
+            "jobs": [r.to_dict() for r in self.results],
+        }
+
+    def ready(self) -> bool:
+        """Each job has looked at its topic at least once, and none failed."""
+        return not self.failed and all(r.last_check_at is not None for r in self.results)
+
+    def exposition(self) -> str:
+        return continuous_exposition([r.to_dict() for r in self.results], self.pipeline.name).render()
 
 
 def run_continuously(
@@ -128,45 +237,7 @@ def run_continuously(
     lock_timeout_s: float = 60.0,
     on_batch: Callable[[JobResult], None] | None = None,
 ) -> list[ContinuousResult]:
-    """Run the continuous jobs ``names`` batch after batch, in one session, until ``stop`` is set
-    (seen between batches): the next batch is always the one due first, so several jobs share the
-    session in turn, and a long batch of one delays the others.
-
-    :param mode: each job's first batch's mode (``full`` rebuilds its table once); the others continue.
-    :param on_batch: called with each batch's result after it committed.
-    """
-    lives = [_live(pipeline, name, mode) for name in names]
-    for live in lives:
-        log.info(
-            "job %s: running continuously, a batch at most every %.1f s, until stopped",
-            live.job.name,
-            live.interval,
-        )
-    while True:
-        live = min(lives, key=lambda x: x.due)
-        if stop.wait(max(0.0, live.due - time.monotonic())):
-            break
-        began = time.monotonic()
-        out = live.result
-        if live.done is not None and topic_ends(pipeline, live.job, spark) == live.done:
-            out.idle_checks += 1
-        else:
-            first = live.mode if out.batches == 0 else None
-            batch = run_context(RunContext(pipeline, live.job, spark, first, lock_timeout_s))
-            live.done = as_offsets(batch.end_offsets)
-            out.add(batch)
-            if on_batch is not None:
-                on_batch(batch)
-        live.due = began + live.interval
-    for live in lives:
-        out = live.result
-        out.duration_s = time.monotonic() - out.began
-        log.info(
-            "job %s: stopped after %d batch(es), %d records read, %d upserted, %d deleted",
-            out.job,
-            out.batches,
-            out.records_read,
-            out.rows_upserted,
-            out.rows_deleted,
-        )
-    return [live.result for live in lives]
+    """Run the continuous jobs ``names`` in one session until ``stop`` is set (see
+    :meth:`ContinuousJobs.run`)."""
+    jobs = ContinuousJobs(pipeline, names, spark, mode=mode, lock_timeout_s=lock_timeout_s)
+    return jobs.run(stop, on_batch)

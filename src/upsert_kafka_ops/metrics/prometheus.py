@@ -19,6 +19,11 @@ metric                                                Flink (FLIP-33 / Kafka con
 ``upsert_kafka_ops_run_bytes_out_total``              ``numBytesOut``
 ``upsert_kafka_ops_run_parse_errors_skipped_total``   ``numRecordsInErrors``
 ``upsert_kafka_ops_run_duration_seconds``             none (a batch run's wall time)
+``upsert_kafka_ops_continuous_batches_total``         none (a continuous job's committed batches; Flink's
+                                                      ``numberOfCompletedCheckpoints`` is the nearest)
+``upsert_kafka_ops_continuous_records_read_total``    ``numRecordsIn`` of a continuous job
+``upsert_kafka_ops_continuous_batch_duration_seconds`` ``lastCheckpointDuration``, the nearest
+``upsert_kafka_ops_continuous_last_check_timestamp_seconds`` none (when the job last looked for records)
 ====================================================  ==================================================
 """
 
@@ -290,4 +295,53 @@ def run_result_exposition(
                     float(offset),
                     {**labels, "topic": topic, "partition": str(partition)},
                 )
+    return exp
+
+
+def continuous_exposition(jobs: list[Mapping[str, Any]], pipeline: str | None) -> Exposition:
+    """Continuous jobs while they run (``jobs.continuous.ContinuousResult.to_dict()`` each): their
+    batches and records since the process started, the last batch's time and figures, and when each
+    last looked for new records, which an alert compares with its interval."""
+    exp = Exposition()
+    for job in jobs:
+        labels = (
+            {"pipeline": pipeline, "pipeline_job": job["job"]} if pipeline else {"pipeline_job": job["job"]}
+        )
+        exp.add("continuous_up", "gauge", "1 while the continuous job's process runs.", 1.0, labels)
+        exp.add(
+            "continuous_interval_seconds",
+            "gauge",
+            "The job's trigger interval.",
+            float(job["interval_s"]),
+            labels,
+        )
+        for key, help_text in (
+            ("batches", "Batches committed since the process started."),
+            (
+                "idle_checks",
+                "Looks at the topic that found nothing new (no batch) since the process started.",
+            ),
+            ("records_read", "Records read by the batches since the process started."),
+            ("rows_upserted", "Rows upserted by the batches since the process started."),
+            ("rows_deleted", "Rows deleted by the batches since the process started."),
+        ):
+            exp.add(f"continuous_{key}_total", "counter", help_text, float(job[key]), labels)
+        if job.get("last_batch_s") is not None:
+            exp.add(
+                "continuous_batch_duration_seconds",
+                "gauge",
+                "Wall time of the last batch.",
+                float(job["last_batch_s"]),
+                labels,
+            )
+        for key, help_text in (
+            ("last_batch_at", "When the last batch committed (Unix time)."),
+            (
+                "last_check_at",
+                "When the job last looked for new records, with a batch or without (Unix time).",
+            ),
+        ):
+            if job.get(key) is not None:
+                name = key.removesuffix("_at")
+                exp.add(f"continuous_{name}_timestamp_seconds", "gauge", help_text, float(job[key]), labels)
     return exp
