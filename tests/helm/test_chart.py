@@ -55,6 +55,10 @@ EXPECTED: dict[str, set[tuple[str, str]]] = {
     "spark-connect.yaml": BASE | CONNECT | {("Secret", f"{F}-spark-connect-token")},
     # the token from the user's Secret, the certificate from cert-manager
     "spark-connect-k8s.yaml": BASE | EXPORTER | CONNECT | {("Certificate", f"{F}-spark-connect")},
+    # a Deployment per continuous job (none for the bounded ones), one Service, policy and monitor
+    "continuous.yaml": BASE
+    | {("Deployment", f"{F}-users-users-live"), ("Deployment", f"{F}-orders-orders-live-v2")}
+    | {(k, f"{F}-continuous-jobs") for k in ("Service", "NetworkPolicy", "ServiceMonitor")},
 }
 TLS_DIR = "/etc/upsert-kafka-ops/spark-connect-tls"
 
@@ -207,6 +211,90 @@ def test_one_exporter_serves_every_pipeline_file_on_one_port() -> None:
     assert "/etc/upsert-kafka-ops/pipelines" in mounts
     env = {e["name"]: e["valueFrom"]["secretKeyRef"] for e in c["env"]}
     assert env["UKO_KAFKA_PASSWORD"]["name"] == f"{F}-kafka"
+
+
+def test_each_continuous_job_runs_as_a_deployment_that_lets_its_batch_commit_before_it_stops() -> None:
+    from upsert_kafka_ops.cli import build_parser
+    from upsert_kafka_ops.pipeline import Pipeline
+
+    values = yaml.safe_load((VALUES / "continuous.yaml").read_text())
+    objects = render(VALUES / "continuous.yaml")
+    ran = set()
+    for deployment in [o for o in objects if o["kind"] == "Deployment"]:
+        pod = deployment["spec"]["template"]["spec"]
+        (c,) = pod["containers"]
+        args = build_parser().parse_args(c["args"])  # the image's entrypoint is upsert-kafka-ops
+        file = args.pipeline.name
+        (job,) = args.job
+        # the package reads the mounted file the same way: the job is one of its continuous jobs
+        assert Pipeline.from_yaml(values["pipelines"][file]).job(job).continuous, (file, job)
+        ran.add((file, job))
+        assert deployment["metadata"]["annotations"] == {
+            "upsert-kafka-ops/pipeline": file,
+            "upsert-kafka-ops/pipeline-job": job,
+        }
+        assert (args.metrics_host, args.metrics_port, args.once) == ("0.0.0.0", 9309, False)
+        assert deployment["spec"]["replicas"] == 1 and deployment["spec"]["strategy"] == {"type": "Recreate"}
+        assert pod["terminationGracePeriodSeconds"] == 120  # SIGTERM lets the batch commit
+        assert c["startupProbe"]["httpGet"]["path"] == c["livenessProbe"]["httpGet"]["path"] == "/healthz"
+        assert c["startupProbe"]["failureThreshold"] * c["startupProbe"]["periodSeconds"] == 600
+        assert c["readinessProbe"]["httpGet"]["path"] == "/ready"
+        assert c["ports"] == [{"name": "metrics", "containerPort": 9309}]
+        assert {m["mountPath"] for m in c["volumeMounts"]} == {"/etc/upsert-kafka-ops/pipelines", "/tmp"}
+        assert {e["name"] for e in c["env"]} >= {"UKO_KAFKA_PASSWORD", "UKO_S3_SECRET_ACCESS_KEY"}
+        labels = deployment["spec"]["template"]["metadata"]["labels"]
+        assert labels["app.kubernetes.io/component"] == "continuous-job"
+    assert ran == {("users.yaml", "users-live"), ("orders.yaml", "Orders_Live.v2")}
+    service = _one(objects, "Service", f"{F}-continuous-jobs")
+    assert service["spec"]["selector"]["app.kubernetes.io/component"] == "continuous-job"
+    assert service["spec"]["ports"] == [{"name": "metrics", "port": 9309, "targetPort": "metrics"}]
+    off = render(VALUES / "continuous.yaml", sets=("continuousJobs.enabled=false",))
+    assert not [
+        o for o in off if o["metadata"]["name"].startswith(f"{F}-continuous") or o["kind"] == "Deployment"
+    ]
+
+
+def test_a_continuous_job_whose_batches_stop_pages_and_a_live_one_never_does(tmp_path: Path) -> None:
+    """``promtool test rules`` over the shipped alerts: one job whose last look at its topic stays put,
+    one whose looks keep up with the clock."""
+    import os
+    import shutil
+    import subprocess
+
+    promtool = Path(os.environ.get("UKO_PROMETHEUS_BIN") or ROOT / ".tools" / "bin") / "promtool"
+    if not promtool.exists():
+        pytest.fail(f"promtool not found at {promtool}: run `make prometheus` or set UKO_PROMETHEUS_BIN.")
+    shutil.copy(CHART / "files" / "alerts.yaml", tmp_path / "alerts.yaml")
+    series = 'upsert_kafka_ops_continuous_{}{{pipeline="p",pipeline_job="{}"}}'
+    stuck = {"exp_labels": {"severity": "critical", "pipeline": "p", "pipeline_job": "stuck"},
+             "exp_annotations": {
+                 "summary": "The continuous job p/stuck stopped its batches",
+                 "description": "Its last look at its topic is older than ten intervals; its pod's log names the "
+                 "batch that hangs. A catch-up after a long stop is one large batch: compare with "
+                 "upsert_kafka_ops_continuous_batch_duration_seconds."}}  # fmt: skip
+    test = {
+        "rule_files": ["alerts.yaml"],
+        "evaluation_interval": "1m",
+        "tests": [{
+            "interval": "1m",
+            "input_series": [
+                {"series": series.format("last_check_timestamp_seconds", "stuck"), "values": "0x30"},
+                {"series": series.format("interval_seconds", "stuck"), "values": "2x30"},
+                {"series": series.format("last_check_timestamp_seconds", "live"), "values": "0+60x30"},
+                {"series": series.format("interval_seconds", "live"), "values": "2x30"},
+            ],
+            "alert_rule_test": [
+                # 360 s without a look at 6m: pending, then firing once it lasted 5 minutes
+                {"eval_time": "10m", "alertname": "UpsertKafkaContinuousJobStalled", "exp_alerts": []},
+                {"eval_time": "12m", "alertname": "UpsertKafkaContinuousJobStalled", "exp_alerts": [stuck]},
+            ],
+        }],
+    }  # fmt: skip
+    (tmp_path / "test.yaml").write_text(yaml.safe_dump(test))
+    done = subprocess.run([str(promtool), "test", "rules", "test.yaml"], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=60, check=False)  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "SUCCESS" in done.stdout + done.stderr
 
 
 def promtool_check_rules(groups: dict[str, Any]) -> str:

@@ -169,7 +169,7 @@ class Spark(_Values):
 
 class ServiceMonitor(_Values):
     enabled: bool = Field(
-        default=False, description="Create a Prometheus Operator ServiceMonitor for the lag exporter."
+        default=False, description="Create a Prometheus Operator ServiceMonitor for these metrics endpoints."
     )
     interval: str = Field(default="30s", description="Scrape interval.")
     labels: dict[str, str] = Field(
@@ -181,8 +181,8 @@ class PrometheusRule(_Values):
     enabled: bool = Field(
         default=False,
         description="Create a Prometheus Operator PrometheusRule with the alerts of files/alerts.yaml (job "
-        "overdue, records never read, lag not decreasing, offset rewound, records lost, run failed, lag "
-        "unreadable, exporter down).",
+        "overdue, records never read, lag not decreasing, offset rewound, records lost, a continuous job "
+        "stalled, run failed, lag unreadable, exporter down).",
     )
     labels: dict[str, str] = Field(
         default_factory=dict,
@@ -232,6 +232,37 @@ class LagExporter(_Values):
     prometheus_rule: PrometheusRule = Field(default_factory=PrometheusRule, description="The alert rules.")
     grafana_dashboard: GrafanaDashboard = Field(
         default_factory=GrafanaDashboard, description="The Grafana dashboard."
+    )
+
+
+class ContinuousJobs(_Values):
+    enabled: bool = Field(
+        default=True,
+        description="A Deployment for each job of the pipeline files whose trigger is continuous "
+        "(trigger: {continuous: true}): `upsert-kafka-ops run FILE --job NAME`, one replica, restarted on "
+        "failure, probed at its /healthz and /ready, and a Service for its metrics. Jobs without the trigger "
+        "get nothing here: the orchestrators run them.",
+    )
+    metrics_port: int = Field(
+        default=9309, ge=1, le=65000, description="Port of each job's /metrics, /status, /healthz and /ready."
+    )
+    termination_grace_period_seconds: int = Field(
+        default=300,
+        ge=30,
+        description="How long Kubernetes waits after SIGTERM, which lets the current batch finish and commit: "
+        "longer than the longest batch (a catch-up after a long stop is one large batch).",
+    )
+    startup_seconds: int = Field(
+        default=600,
+        ge=60,
+        description="How long the job's Spark driver may take to start before its liveness probe counts "
+        "(a startupProbe of this length).",
+    )
+    resources: dict[str, Any] = Field(
+        default_factory=dict, description="Container resources (requests/limits) of each job's container."
+    )
+    service_monitor: ServiceMonitor = Field(
+        default_factory=ServiceMonitor, description="A ServiceMonitor over every continuous job's metrics."
     )
 
 
@@ -395,6 +426,20 @@ class NetworkPolicyLagExporter(_Values):
     )
 
 
+class NetworkPolicyContinuousJobs(_Values):
+    from_: list[dict[str, Any]] = Field(
+        default_factory=lambda: [
+            {
+                "podSelector": {"matchLabels": {"app.kubernetes.io/name": "prometheus"}},
+                "namespaceSelector": {},
+            }
+        ],
+        alias="from",
+        description="NetworkPolicyPeer objects admitted to the continuous jobs' metrics port; default: "
+        "Prometheus pods in any namespace (the kubelet's probes are admitted by every network plugin).",
+    )
+
+
 class NetworkPolicy(_Values):
     enabled: bool = Field(
         default=True,
@@ -407,6 +452,9 @@ class NetworkPolicy(_Values):
     )
     lag_exporter: NetworkPolicyLagExporter = Field(
         default_factory=NetworkPolicyLagExporter, description="Who scrapes the lag exporter."
+    )
+    continuous_jobs: NetworkPolicyContinuousJobs = Field(
+        default_factory=NetworkPolicyContinuousJobs, description="Who scrapes the continuous jobs."
     )
 
 
@@ -436,6 +484,10 @@ class HelmValues(_Values):
     lag_exporter: LagExporter = Field(default_factory=LagExporter, description="The lag exporter.")
     spark_connect: SparkConnect = Field(
         default_factory=SparkConnect, description="A Spark Connect server: a warm driver for every run."
+    )
+    continuous_jobs: ContinuousJobs = Field(
+        default_factory=ContinuousJobs,
+        description="The pipeline files' continuous jobs, each as a Deployment (docs/streaming.md).",
     )
     network_policy: NetworkPolicy = Field(
         default_factory=NetworkPolicy, description="NetworkPolicies of the chart's servers (ingress only)."
