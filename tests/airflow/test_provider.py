@@ -310,3 +310,22 @@ def test_a_maintain_job_gets_a_dag_of_its_own_on_its_schedule(tmp_path: Path) ->
     assert tidying.timetable.expression == "0 3 * * *" and tidying.max_active_runs == 1
     (task,) = tidying.tasks
     assert isinstance(task, UpsertKafkaJobOperator) and task.job_name == "tidy-users"
+
+
+def test_a_continuous_job_is_a_lag_sensor_in_the_pipeline_dag_never_a_run(tmp_path: Path) -> None:
+    from upsert_kafka_ops.airflow.factory import pipeline_dag
+    from upsert_kafka_ops.airflow.sensors import ConsumerLagSensor
+
+    live = tmp_path / "live.yaml"
+    text = DEMO.read_text()
+    assert '    schedule: "@hourly"' in text  # users-to-delta's: a continuous job has none
+    live.write_text(text.replace('    schedule: "@hourly"', "    trigger: {continuous: true}"))
+    dag = pipeline_dag(live, kafka_config_id="kafka_default", continuous_time_lag_s=30)
+    task = dag.get_task("users-to-delta")
+    assert isinstance(task, ConsumerLagSensor) and not isinstance(task, UpsertKafkaJobOperator)
+    assert task.job_name == "users-to-delta" and task.condition["max_time_lag_s"] == 30
+    assert task.timeout == 600 and task.poke_interval == 30
+    assert task.upstream_task_ids == {"publish-users"}  # still in order: it waits for what it reads
+    others = [t for t in dag.tasks if t.task_id != "users-to-delta"]
+    assert others and all(isinstance(t, UpsertKafkaJobOperator) for t in others)
+    assert not dag.timetable.can_be_scheduled  # the file's one schedule was the continuous job's

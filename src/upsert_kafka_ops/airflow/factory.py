@@ -1,5 +1,8 @@
 """Build a DAG from a pipeline file: one task per job, ordered by what each job reads and writes;
 each maintain job (compaction and cleanup of a table, on a schedule of its own) gets a DAG of its own.
+A continuous job (``trigger: {continuous: true}``) runs outside Airflow, as a long-running process:
+its task waits until the job is caught up (a lag sensor on it), so the tasks after it read a fresh
+table, and a job that falls behind fails the DAG run.
 
 Example (a file in the DAGs folder)::
 
@@ -20,6 +23,7 @@ from typing import Any
 from airflow.sdk import DAG
 
 from upsert_kafka_ops.airflow.operators import UpsertKafkaJobOperator
+from upsert_kafka_ops.airflow.sensors import ConsumerLagSensor
 from upsert_kafka_ops.errors import SpecError
 from upsert_kafka_ops.jobs.graph import upstream_jobs
 from upsert_kafka_ops.pipeline import MaintainJob, Pipeline
@@ -39,10 +43,14 @@ def pipeline_dag(
     kafka_config_id: str | None = None,
     kafka_config_ids: dict[str, str] | None = None,
     operator_kwargs: dict[str, Any] | None = None,
+    continuous_time_lag_s: float = 60.0,
+    continuous_timeout_s: float = 600.0,
     **dag_kwargs: Any,
 ) -> DAG:
     """A DAG running every job of ``pipeline_file`` once per run, upstream jobs first; maintain jobs
-    are left out (:func:`maintenance_dag`).
+    are left out (:func:`maintenance_dag`). A continuous job's task is a :class:`ConsumerLagSensor`
+    instead: it passes once the job's time lag is at most ``continuous_time_lag_s`` and fails after
+    ``continuous_timeout_s`` (the job runs as a Deployment or another long-running process).
 
     ``schedule`` defaults to the jobs' ``schedule:`` in the file (they run in one DAG, so the jobs that
     have one must agree); with none, the DAG runs when triggered. Runs are serialized
@@ -66,10 +74,24 @@ def pipeline_dag(
         doc_md=dag_kwargs.pop("doc_md", f"Jobs of `{path.name}`, upstream jobs first."),
         **dag_kwargs,
     )
-    tasks = {}
+    tasks: dict[str, ConsumerLagSensor | UpsertKafkaJobOperator] = {}
     with dag:
         for job in pipeline.jobs:
             if isinstance(job, MaintainJob):
+                continue
+            if job.continuous:
+                tasks[job.name] = ConsumerLagSensor(
+                    task_id=re.sub(r"[^A-Za-z0-9_.-]", "_", job.name),
+                    pipeline_file=str(path),
+                    job_name=job.name,
+                    kafka_config_id=kafka_config_id,
+                    kafka_config_ids=kafka_config_ids,
+                    max_time_lag_s=continuous_time_lag_s,
+                    timeout=continuous_timeout_s,
+                    poke_interval=min(30.0, continuous_time_lag_s),
+                    doc_md=job.description
+                    or f"The continuous job {job.name} is caught up (it runs outside Airflow).",
+                )
                 continue
             tasks[job.name] = UpsertKafkaJobOperator(
                 task_id=re.sub(r"[^A-Za-z0-9_.-]", "_", job.name),
