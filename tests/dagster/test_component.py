@@ -59,3 +59,24 @@ def test_dg_lists_the_component_from_its_registry_entry_point(tmp_path: Path) ->
     assert proc.returncode == 0, proc.stderr[-2000:]
     keys = {c["key"] for c in _json.loads(proc.stdout)["items"]}
     assert "upsert_kafka_ops.dagster.UpsertKafkaPipelineComponent" in keys
+
+
+def test_a_continuous_job_gets_its_commits_sensor_and_no_run_of_its_own(tmp_path: Path) -> None:
+    live = tmp_path / "live.yaml"
+    live.write_text(DEMO.read_text().replace('    schedule: "@hourly"', "    trigger: {continuous: true}"))
+    attributes = {"pipeline_file": str(live), "jobs": ["users-to-delta"], "bootstrap_servers": "broker-9:9093",
+                  "max_offset_lag": 5, "sensors": True}  # fmt: skip
+    with create_defs_folder_sandbox() as sandbox:
+        path = sandbox.scaffold_component(
+            UpsertKafkaPipelineComponent,
+            defs_yaml_contents={"type": "upsert_kafka_ops.dagster.UpsertKafkaPipelineComponent", "attributes": attributes},
+        )  # fmt: skip
+        with sandbox.load_component_and_build_defs(defs_path=path) as (_, defs):
+            graph = defs.resolve_asset_graph()
+            table = dg.AssetKey(["warehouse", "warehouse", "users"])
+            assert not graph.get(table).is_materializable  # the job runs outside Dagster
+            checks = {(k.asset_key, k.name) for k in graph.asset_check_keys}
+            assert checks == {(table, "lag_within_threshold")}  # its lag is still checked
+            # its commits reported, no new-data sensor (it would request runs of an asset nobody runs here)
+            assert [s.name for s in defs.sensors or []] == ["upsert_kafka_commits_users_to_delta"]
+            assert list(defs.schedules or []) == []

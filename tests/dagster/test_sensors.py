@@ -20,6 +20,7 @@ import dagster as dg
 from upsert_kafka_ops.dagster import (
     UpsertKafkaResource,
     consumer_lag_sensor,
+    continuous_commits_sensor,
     lag_status_sensor,
     new_data_sensor,
 )
@@ -201,3 +202,52 @@ def test_lag_status_sensor_fires_on_each_burrow_status_change_and_is_quiet_betwe
     assert back_meta["upsert_kafka/lag_worst_partition_status"] != "REWIND"
     (second,) = recovered.run_requests
     assert second.run_key != alert.run_key and json.loads(recovered.cursor or "")["changes"] == 2
+
+
+def test_a_continuous_jobs_commits_are_reported_as_materializations_of_an_asset_dagster_never_runs(
+    kafka: LocalKafka, new_topic: Callable[..., str], spark: Any, instance: dg.DagsterInstance, tmp_path: Path
+) -> None:
+    """The job runs outside Dagster (its batches here are runs in this process, as its Deployment
+    commits them): its output is an asset without a function, fresh by the job's own commits."""
+    from datetime import timedelta
+
+    from upsert_kafka_ops.dagster import upsert_kafka_assets
+    from upsert_kafka_ops.jobs import Pipeline, run_job
+
+    topic = new_topic(partitions=2)
+    plain = one_job(kafka.bootstrap_servers, topic, tmp_path / "users").to_json_dict()
+    plain["jobs"][0]["trigger"] = {"continuous": True, "interval": "1s"}
+    pipe = Pipeline.model_validate(plain)
+    job = pipe.jobs[0].name
+    table = dg.AssetKey(["warehouse", tmp_path.name, "users"])
+
+    (spec,) = [
+        a for a in upsert_kafka_assets(pipeline=pipe) if isinstance(a, dg.AssetSpec) and a.key == table
+    ]
+    assert not [a for a in upsert_kafka_assets(pipeline=pipe) if isinstance(a, dg.AssetsDefinition)]
+    assert spec.freshness_policy == dg.FreshnessPolicy.time_window(fail_window=timedelta(seconds=300))
+    with pytest.raises(Exception, match="not a continuous materialize job"):
+        continuous_commits_sensor(job=job, pipeline=one_job(kafka.bootstrap_servers, topic, tmp_path / "u2"))
+
+    sensor = continuous_commits_sensor(job=job, pipeline=pipe)
+    assert sensor.default_status == dg.DefaultSensorStatus.RUNNING and not sensor.targets
+
+    def tick(cursor: str | None) -> Any:
+        return sensor.evaluate_tick(dg.build_sensor_context(cursor=cursor, instance=instance))
+
+    empty = tick(None)
+    assert not empty.asset_events and "no commit yet" in str(empty.skip_message)
+    produce(kafka.bootstrap_servers, topic, [(1, ROW), (2, ROW)])
+    run_job(pipe, spark=spark)  # the job's first batch
+    first = tick(empty.cursor)
+    (event,) = first.asset_events
+    assert isinstance(event, dg.AssetMaterialization) and event.asset_key == table
+    meta = {k: getattr(v, "value", v) for k, v in event.metadata.items()}
+    assert (meta["upsert_kafka/run"], meta["upsert_kafka/mode"]) == (1, "full")
+    assert sum(meta["upsert_kafka/end_offsets"][topic].values()) == 2 and first.cursor == "1"
+    again = tick(first.cursor)  # nothing committed since: nothing reported twice
+    assert not again.asset_events and "no commit after run 1" in str(again.skip_message)
+    produce(kafka.bootstrap_servers, topic, [(2, None)])
+    run_job(pipe, spark=spark)
+    (second,) = tick(again.cursor).asset_events
+    assert second.metadata["upsert_kafka/run"].value == 2  # type: ignore[union-attr]

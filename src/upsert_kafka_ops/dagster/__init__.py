@@ -33,6 +33,7 @@ from upsert_kafka_ops.dagster.schedules import upsert_kafka_freshness_checks, up
 from upsert_kafka_ops.dagster.sensors import (
     LAG_CHECK,
     consumer_lag_sensor,
+    continuous_commits_sensor,
     lag_status_sensor,
     new_data_sensor,
     upsert_kafka_lag_checks,
@@ -51,6 +52,7 @@ __all__ = [
     "UpsertKafkaResource",
     "UpsertKafkaRunConfig",
     "consumer_lag_sensor",
+    "continuous_commits_sensor",
     "lag_status_sensor",
     "new_data_sensor",
     "op_name",

@@ -99,7 +99,10 @@ def upsert_kafka_assets(
     :param group_name: one asset group for the pipeline's assets, its external sources included (so
         the graph reads as the flow); default: the translator's (the writing job's name).
     :returns: one multi-asset per job (its outputs: a warehouse table or a sink topic) and an
-        external ``AssetSpec`` for each input nobody in the pipeline writes.
+        external ``AssetSpec`` for each input nobody in the pipeline writes. A continuous job's outputs
+        are ``AssetSpec``s too, with no function to materialize them: the job runs outside Dagster
+        (docs/streaming.md) and :func:`~upsert_kafka_ops.dagster.continuous_commits_sensor` reports
+        each of its commits as a materialization.
     """
     pipe = load_pipeline(pipeline_file, pipeline)
     tr = translator or DagsterUpsertKafkaTranslator()
@@ -124,6 +127,10 @@ def upsert_kafka_assets(
             if group_name is not None:
                 spec = spec.replace_attributes(group_name=group_name)
             external.setdefault(spec.key, spec)
+        job = pipe.job(p.job)
+        if job.continuous:  # it runs outside Dagster: its commits are reported (continuous_commits_sensor)
+            out.extend(_asset_specs(job, p, tr, partitions_def, group_name))
+            continue
         out.append(_job_asset(pipe, p, tr, kres, spark_runtime, row_count_check, partitions_def, group_name))
     return [*external.values(), *out]
 

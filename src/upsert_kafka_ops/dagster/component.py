@@ -1,5 +1,5 @@
 """A YAML-configurable Component: a pipeline file's assets, lag checks, new-data sensors and the
-schedules of its jobs' ``schedule:``.
+schedules of its jobs' ``schedule:``; for each continuous job, the sensor that reports its commits.
 
 ::
 
@@ -33,7 +33,11 @@ from upsert_kafka_ops.dagster.maintenance import (
 )
 from upsert_kafka_ops.dagster.resources import UpsertKafkaResource
 from upsert_kafka_ops.dagster.schedules import upsert_kafka_schedules
-from upsert_kafka_ops.dagster.sensors import new_data_sensor, upsert_kafka_lag_checks
+from upsert_kafka_ops.dagster.sensors import (
+    continuous_commits_sensor,
+    new_data_sensor,
+    upsert_kafka_lag_checks,
+)
 from upsert_kafka_ops.jobs import Pipeline
 from upsert_kafka_ops.jobs.gates import LagCondition
 
@@ -92,13 +96,15 @@ class UpsertKafkaPipelineComponent(dg.Component, dg.Model, dg.Resolvable):
             checks = upsert_kafka_lag_checks(
                 condition=condition, pipeline=pipeline, jobs=kept, kafka_resources=kres
             )
-        sensors = []
+        selected = set(self.jobs) if self.jobs is not None else None
+        chosen = [j for j in pipeline.jobs if selected is None or j.name in selected]
+        # a continuous job runs outside Dagster: its commits are reported, never a run requested
+        sensors = [continuous_commits_sensor(job=j.name, pipeline=pipeline) for j in chosen if j.continuous]
         if self.sensors:
-            selected = set(self.jobs) if self.jobs is not None else None
-            sensors = [
+            sensors += [
                 new_data_sensor(job=j.name, pipeline=pipeline, kafka_resources=kres)
-                for j in pipeline.jobs
-                if j.reads_topics and (selected is None or j.name in selected)
+                for j in chosen
+                if j.reads_topics and not j.continuous
             ]
         maintenance = upsert_kafka_maintenance_jobs(
             pipeline=pipeline, jobs=picked, kafka_resources=kres, spark_runtime=self.spark_runtime

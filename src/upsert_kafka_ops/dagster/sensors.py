@@ -113,6 +113,63 @@ def new_data_sensor(
     return _sensor
 
 
+def continuous_commits_sensor(
+    *,
+    job: str,
+    pipeline_file: str | Path | None = None,
+    pipeline: Pipeline | None = None,
+    asset_keys: Sequence[dg.AssetKey] | None = None,
+    translator: DagsterUpsertKafkaTranslator | None = None,
+    name: str | None = None,
+    minimum_interval_seconds: int = 30,
+    default_status: dg.DefaultSensorStatus = dg.DefaultSensorStatus.RUNNING,
+) -> dg.SensorDefinition:
+    """Report the commits of the continuous job ``job`` (``trigger: {continuous: true}``, run outside
+    Dagster) as materializations of its assets: each evaluation reads the offsets its target stored
+    (no broker, no Spark) and, when the target holds a run newer than the cursor, reports one
+    materialization per output with the run, its mode, the commit's time and end offsets. Freshness
+    policies and checks then judge the asset by the job's own commits. It starts no run, so it is on
+    by default."""
+    from upsert_kafka_ops.jobs.targets import target_for
+    from upsert_kafka_ops.pipeline import MaterializeJob
+
+    pipe = load_pipeline(pipeline_file, pipeline)
+    spec = pipe.job(job)
+    if not isinstance(spec, MaterializeJob) or not spec.continuous:
+        raise SpecError(
+            "job",
+            f"{job!r} is not a continuous materialize job: Dagster runs it and records its materializations.",
+            "use new_data_sensor or a schedule for it.",
+        )
+    keys = list(asset_keys) if asset_keys is not None else _keys(pipe, job, translator)
+    table = target_for(spec.target, pipe)
+
+    @dg.sensor(
+        name=name or definition_name("upsert_kafka_commits", job),
+        minimum_interval_seconds=minimum_interval_seconds,
+        default_status=default_status,
+        description=f"The commits of the continuous upsert-kafka job {job!r}, as materializations.",
+    )
+    def _sensor(context: dg.SensorEvaluationContext) -> dg.SensorResult:
+        seen = int(context.cursor or 0)
+        state = table.read_state()
+        if state is None or state.job != job or state.run <= seen:
+            why = "no commit yet" if state is None else f"no commit after run {seen}"
+            return dg.SensorResult(skip_reason=dg.SkipReason(f"upsert-kafka job {job!r}: {why}"))
+        metadata: dict[str, Any] = {
+            "upsert_kafka/run": state.run,
+            "upsert_kafka/mode": state.mode,
+            "upsert_kafka/committed_at": state.committed_at,
+            "upsert_kafka/end_offsets": dg.MetadataValue.json(state.offsets_json()),
+            "upsert_kafka/target": table.uri,
+        }
+        context.log.info(f"upsert-kafka job {job!r}: run {state.run} committed at {state.committed_at}")
+        events = [dg.AssetMaterialization(asset_key=k, metadata=metadata) for k in keys]
+        return dg.SensorResult(asset_events=events, cursor=str(state.run))
+
+    return _sensor
+
+
 def _window_ends(window: Mapping[str, Any]) -> dict[str, dict[str, int]]:
     ends: dict[str, dict[str, int]] = {}
     for topic, parts in (window.get("partitions") or {}).items():

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Literal
 
 import dagster as dg
@@ -20,6 +21,8 @@ from upsert_kafka_ops.pipeline import Pipeline, target_table
 from upsert_kafka_ops.spec.cadence import cron_expression, shortest_gap
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_\-.]")
+#: the least freshness window of a continuous job's outputs (seconds)
+CONTINUOUS_FRESH_S = 300.0
 
 
 @dataclass(frozen=True)
@@ -127,11 +130,16 @@ class DagsterUpsertKafkaTranslator:
         """From the writing job's ``schedule:``: fresh when updated since one interval before the last
         tick (the deadline). Dagster bounds the interval by the schedule's shortest gap, so after a
         longer gap (a weekday job's weekend) the asset shows stale from the tick until that tick's run
-        ends; :func:`upsert_kafka_freshness_checks` allow the longest gap. ``None`` for external
-        datasets and unscheduled jobs."""
+        ends; :func:`upsert_kafka_freshness_checks` allow the longest gap. A continuous job's outputs
+        must have been updated (a commit its sensor reports) within 30 intervals and at least
+        :data:`CONTINUOUS_FRESH_S` seconds. ``None`` for external datasets and unscheduled jobs."""
         if dataset.job is None:
             return None
-        schedule = dataset.pipeline.job(dataset.job).schedule
+        job = dataset.pipeline.job(dataset.job)
+        if job.continuous and job.trigger is not None:  # updated every few seconds while records arrive
+            window = max(CONTINUOUS_FRESH_S, 30 * job.trigger.interval_s)
+            return dg.FreshnessPolicy.time_window(fail_window=timedelta(seconds=window))
+        schedule = job.schedule
         if schedule is None:
             return None
         return dg.FreshnessPolicy.cron(
