@@ -232,3 +232,65 @@ def test_a_broker_restarted_under_a_run_leaves_the_target_exact_after_a_rerun(
         trials.append({"trial": trial, "during_run": during, "kill": kill, "down_s": down, "run": outcome,
                        "error": said.splitlines()[0][:300] if said else ""})  # fmt: skip
     assert len(trials) == TRIALS
+
+
+def test_a_continuous_job_rides_out_broker_restarts_and_its_table_stays_exact(
+    kafka: LocalKafka, spark: SparkSession, tmp_path: Path
+) -> None:
+    """A continuous materialize job (``jobs.continuous``, in a thread of this process as in its own)
+    while the broker is restarted under it ``TRIALS`` times, records arriving before and after each
+    restart: the failed batches are tried again, and once it has caught up its table equals the fold."""
+    from upsert_kafka_ops.jobs.continuous import ContinuousJobs
+    from upsert_kafka_ops.jobs.targets.delta import read_delta_log
+    from upsert_kafka_ops.kafka import offsets as ko
+
+    servers, topic, path = kafka.bootstrap_servers, "users-c", tmp_path / "users"
+    kafka.create_topic(topic, partitions=3)
+    trigger = {"continuous": True, "interval": "200ms", "retries": 30}
+    p = pipeline(servers, [{"name": "users-live", "kind": "materialize", "source": source(topic, servers),
+                            "target": {"kind": "delta", "path": str(path)}, "trigger": trigger}])  # fmt: skip
+    rnd, seq = random.Random("broker-restart-continuous"), [0]
+    jobs = ContinuousJobs(p, ["users-live"], spark, lock_timeout_s=30)
+    stop, ended = threading.Event(), []
+    thread = threading.Thread(target=lambda: ended.append(_ended(jobs, stop)), name="continuous")
+
+    def caught_up(timeout: float = 300.0) -> None:
+        config = {"bootstrap.servers": servers}
+        deadline = time.monotonic() + timeout
+        while True:
+            assert thread.is_alive(), ended
+            want = ko.end_offsets(config, ko.topic_partitions(config, topics=[topic]))
+            state = read_delta_log(path).state if (path / "_delta_log").exists() else None
+            if state is not None and state.offsets == want:
+                return
+            assert time.monotonic() < deadline, f"not caught up with {want}: {state}"
+            time.sleep(0.3)
+
+    _produce(servers, topic, rnd, seq, 80)
+    thread.start()
+    trials = REPORT.setdefault("continuous", [])
+    for trial in range(TRIALS):
+        caught_up()
+        _produce(servers, topic, rnd, seq, 60)
+        time.sleep(rnd.uniform(0, 1.0))  # within the batches that read them
+        kill, down = rnd.random() < 0.5, round(rnd.uniform(0, 3), 1)
+        kafka.restart(down_s=down, kill=kill)
+        _produce(servers, topic, rnd, seq, 40)  # and records after it
+        trials.append({"trial": trial, "kill": kill, "down_s": down})
+    caught_up()
+    stop.set()
+    thread.join(120)
+    assert ended == ["stopped"], ended
+    (result,) = jobs.results
+    trials.append({"batches": result.batches, "failures": result.failures, "last_error": result.last_error})
+    got = spark.read.format("delta").load(str(path)).select("id", "name", "region", "score").collect()
+    assert len(got) == len({r[0] for r in got}), "a key twice in the Delta table"
+    _check_equal(rows_as_table(got), oracle_table(servers, topic))
+
+
+def _ended(jobs: Any, stop: threading.Event) -> str:
+    try:
+        jobs.run(stop)
+    except BaseException as exc:  # the test reports what the loop ended with
+        return f"{type(exc).__name__}: {exc}"
+    return "stopped"

@@ -181,3 +181,59 @@ def test_continuous_jobs_follow_their_topic_stop_on_sigterm_and_continue_after_a
     rerun = run_job(Pipeline.load(file), "users-delta", spark=spark)
     assert (rerun.mode, rerun.run, rerun.records_read) == ("incremental", committed + 1, second)
     assert delta_rows() == oracle_table(servers, topic)
+
+
+def test_a_failed_batch_is_tried_again_and_too_many_in_a_row_end_the_run(
+    kafka: LocalKafka, new_topic: Callable[..., str], spark: SparkSession, tmp_path: Path
+) -> None:
+    """Another holder of the table's lock (a maintenance, here this test) past the lock timeout fails
+    the batch: it is tried again after a pause, commits once the lock is free, and more failures in a
+    row than ``retries`` end the run with the error (in this process: the loop the CLI runs)."""
+    import threading
+
+    from upsert_kafka_ops.jobs.continuous import ContinuousJobs
+    from upsert_kafka_ops.jobs.core import ConcurrentRunError
+    from upsert_kafka_ops.jobs.targets import target_for
+
+    servers, topic, path = kafka.bootstrap_servers, new_topic(partitions=2), tmp_path / "users"
+    job = {"name": "users-live", "kind": "materialize", "source": source(topic, servers),
+           "target": {"kind": "delta", "path": str(path)},
+           "trigger": {"continuous": True, "interval": "200ms", "retries": 2}}  # fmt: skip
+    p = pipeline(servers, [job])
+    rnd = random.Random(7)
+    produce(servers, topic, random_changes(rnd, 50, 20))
+    jobs = ContinuousJobs(p, ["users-live"], spark, lock_timeout_s=0.5)
+    (live,) = jobs.results
+    stop, ended = threading.Event(), []
+
+    def loop() -> None:
+        try:
+            jobs.run(stop)
+            ended.append(None)
+        except BaseException as exc:  # what the loop ended with
+            ended.append(exc)
+
+    table = target_for(p.jobs[0].target, p)  # type: ignore[union-attr]
+    with table.hold(spark, 5):  # the lock held before the first batch
+        thread = threading.Thread(target=loop, name="continuous")
+        thread.start()
+        deadline = time.monotonic() + 120
+        while live.failures < 2:  # two failed tries (after a 1 s pause), both within its retries
+            assert thread.is_alive() and time.monotonic() < deadline, (ended, live)
+            time.sleep(0.1)
+        assert live.failing == 2 and "being written by another run" in live.last_error
+        assert not jobs.ready()  # /ready answers 503 while it fails
+    deadline = time.monotonic() + 120
+    while live.batches < 1:  # the lock is free: the third try commits
+        assert thread.is_alive() and time.monotonic() < deadline, (ended, live)
+        time.sleep(0.1)
+    assert (live.failing, live.failures) == (0, 2) and jobs.ready()
+    table_rows = spark.read.format("delta").load(str(path)).select("id", "name", "region", "score").collect()
+    assert rows_as_table(table_rows) == oracle_table(servers, topic)
+
+    with table.hold(spark, 5):  # now held for longer than three tries in a row
+        produce(servers, topic, random_changes(rnd, 5, 20))
+        thread.join(120)
+        assert not thread.is_alive()
+    (error,) = ended
+    assert isinstance(error, ConcurrentRunError) and live.failing == 3 and live.batches == 1

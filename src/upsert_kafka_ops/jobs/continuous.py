@@ -59,6 +59,10 @@ class ContinuousResult:
     #: Unix times of the last batch's commit and of the last look at the topic
     last_batch_at: float | None = None
     last_check_at: float | None = None
+    #: failed batches since the process started, in a row now, and the last one's error
+    failures: int = 0
+    failing: int = 0
+    last_error: str = ""
     duration_s: float = 0.0
     began: float = field(default_factory=time.monotonic, repr=False)
 
@@ -91,6 +95,9 @@ class ContinuousResult:
             "last_batch_s": last.duration_s if last is not None else None,
             "last_batch_at": self.last_batch_at,
             "last_check_at": self.last_check_at,
+            "failures": self.failures,
+            "failing": self.failing,
+            "last_error": self.last_error,
             "duration_s": round(self.duration_s, 3),
             "version": JOB_RESULT_VERSION,
         }
@@ -179,8 +186,11 @@ class ContinuousJobs:
                 if stop.wait(max(0.0, live.due - time.monotonic())):
                     break
                 began = time.monotonic()
-                self._step(live, on_batch)
                 live.due = began + live.result.interval_s
+                try:
+                    self._step(live, on_batch)
+                except Exception as exc:  # a failed batch committed nothing: try it again, up to a point
+                    live.due = time.monotonic() + self._failed(live, exc)
         except BaseException as exc:
             self.failed = f"{type(exc).__name__}: {exc}"
             raise
@@ -197,16 +207,42 @@ class ContinuousJobs:
                 )
         return self.results
 
+    def _failed(self, live: _Live, exc: Exception) -> float:
+        """Count a failed batch of ``live``'s job; the pause before it is tried again, or raise when it
+        failed more often in a row than its trigger's ``retries``."""
+        out, trigger = live.result, live.job.trigger
+        out.failures += 1
+        out.failing += 1
+        out.last_error = f"{type(exc).__name__}: {(str(exc).splitlines() or [''])[0][:500]}"
+        retries = trigger.retries if trigger is not None else 0
+        if out.failing > retries:
+            log.error(
+                "job %s: %d batches failed in a row, the last with %s", out.job, out.failing, out.last_error
+            )
+            raise exc
+        pause = min(60.0, 2.0 ** (out.failing - 1))
+        log.warning(
+            "job %s: the batch failed (%d of %d tries in a row), trying again in %.0f s: %s",
+            out.job,
+            out.failing,
+            retries + 1,
+            pause,
+            out.last_error,
+        )
+        return pause
+
     def _step(self, live: _Live, on_batch: Callable[[JobResult], None] | None) -> None:
         """One batch of ``live``'s job, or none when its topic holds nothing new."""
         out = live.result
         if live.done is not None and topic_ends(self.pipeline, live.job, self.spark) == live.done:
+            out.failing = 0
             out.idle_checks += 1
             out.last_check_at = time.time()
             return
         first = live.mode if out.batches == 0 else None
         batch = run_context(RunContext(self.pipeline, live.job, self.spark, first, self.lock_timeout_s))
         live.done = as_offsets(batch.end_offsets)
+        out.failing = 0
         out.add(batch)
         if on_batch is not None:
             on_batch(batch)
@@ -220,8 +256,8 @@ class ContinuousJobs:
         }
 
     def ready(self) -> bool:
-        """Each job has looked at its topic at least once, and none failed."""
-        return not self.failed and all(r.last_check_at is not None for r in self.results)
+        """Each job has looked at its topic at least once, and none is failing."""
+        return not self.failed and all(r.last_check_at is not None and not r.failing for r in self.results)
 
     def exposition(self) -> str:
         return continuous_exposition([r.to_dict() for r in self.results], self.pipeline.name).render()

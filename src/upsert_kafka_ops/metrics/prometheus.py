@@ -324,8 +324,16 @@ def continuous_exposition(jobs: list[Mapping[str, Any]], pipeline: str | None) -
             ("records_read", "Records read by the batches since the process started."),
             ("rows_upserted", "Rows upserted by the batches since the process started."),
             ("rows_deleted", "Rows deleted by the batches since the process started."),
+            ("failures", "Batches that failed (and were tried again) since the process started."),
         ):
             exp.add(f"continuous_{key}_total", "counter", help_text, float(job[key]), labels)
+        exp.add(
+            "continuous_failing_batches",
+            "gauge",
+            "Batches failed in a row now (0 once one commits or finds nothing new).",
+            float(job.get("failing", 0)),
+            labels,
+        )
         if job.get("last_batch_s") is not None:
             exp.add(
                 "continuous_batch_duration_seconds",

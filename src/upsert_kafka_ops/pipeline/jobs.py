@@ -38,6 +38,14 @@ class Trigger(SpecModel):
         "takes longer is followed at once. A batch with nothing new to read is skipped.",
     )
 
+    retries: int = Field(
+        default=5,
+        ge=0,
+        description="Failed batches in a row that are tried again (after 1 s, then twice as long each time, at "
+        "most a minute) before the process exits with the error; a failed batch commits nothing, so trying "
+        "it again is always safe (a broker or the target briefly away, a maintenance holding the lock).",
+    )
+
     @field_validator("interval")
     @classmethod
     def _check_interval(cls, value: str) -> str:

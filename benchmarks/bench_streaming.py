@@ -1,0 +1,357 @@
+"""Streaming mode (issue 43): how fresh a continuous job keeps its Delta table, and the rate it
+sustains, beside what a user writes without this project.
+
+For each rate (``BENCH_STREAM_RATES``, default 1,000 and 10,000 records/s) for
+``BENCH_STREAM_SECONDS`` (default 600) over ``BENCH_STREAM_KEYS`` keys (default 100,000, each written
+once before; then updates of random keys, 2% tombstones; JSON, 8 partitions), each on its own topic
+and table, one after the other (this machine has two cores):
+
+- **ours**: ``upsert-kafka-ops run PIPELINE`` of a materialize job with ``trigger: {continuous: true,
+  interval: BENCH_STREAM_INTERVAL}`` (default 1s) into Delta, in its own process, as it is deployed;
+- **baseline**: a hand-written Structured Streaming query with a processing-time trigger of the same
+  interval and ``foreachBatch``: the latest record per key of the batch, one ``MERGE INTO`` its own
+  Delta table (the query ``bench_scale.ForeachBatchMerge`` runs, on a trigger instead of AvailableNow).
+
+**End-to-end latency** of a record: from its Kafka timestamp (the producer's clock when it was sent)
+to the Delta commit that first holds it. Ours: each commit's time and end offsets from the table's
+log (the offsets the job stores in it); the baseline: each batch's end offsets and end from the
+query's progress. p50, p99 and the largest, over every record sent in the window.
+
+**Sustained rate** (``BENCH_STREAM_MAX_RATES``, default 20,000, 50,000 and 100,000 records/s, each
+for ``BENCH_STREAM_PROBE_SECONDS``, default 60): a rate is sustained when the job's lag (the topics'
+end minus what its table holds, sampled every second) does not grow over the second half of the
+window (its slope at most 1% of the rate). The highest sustained rate is reported, ours and the
+baseline's.
+
+Printed beside the issue's targets (p50 at most 3 s and p99 at most 10 s at 1,000 records/s; at least
+50,000 records/s sustained into Delta with 100,000 keys). Not measured here yet: a sink topic's
+latency and Flink's streaming job. Results: ``build/bench/streaming.json``.
+
+Run: ``.venv/bin/python benchmarks/bench_streaming.py`` (``make bench`` runs it).
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import random
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import yaml
+from bench_engine import PARTITIONS, bench_table, record_value
+from bench_scale import ForeachBatchMerge, produce_keys
+
+from upsert_kafka_ops import jars
+from upsert_kafka_ops.jobs.state import MARKER, from_payload
+from upsert_kafka_ops.local import LocalKafka
+from upsert_kafka_ops.runtime import build_spark_session
+
+RATES = [int(r) for r in os.environ.get("BENCH_STREAM_RATES", "1000,10000").split(",") if r]
+SECONDS = float(os.environ.get("BENCH_STREAM_SECONDS", "600"))
+MAX_RATES = [int(r) for r in os.environ.get("BENCH_STREAM_MAX_RATES", "20000,50000,100000").split(",") if r]
+PROBE_SECONDS = float(os.environ.get("BENCH_STREAM_PROBE_SECONDS", "60"))
+KEYS = int(os.environ.get("BENCH_STREAM_KEYS", "100000"))
+INTERVAL = os.environ.get("BENCH_STREAM_INTERVAL", "1s")
+OUT = Path(os.environ.get("BENCH_STREAM_OUT", "build/bench/streaming.json"))
+TARGETS = {"p50_s": 3.0, "p99_s": 10.0, "sustained": 50_000}
+
+
+def _interval_s() -> float:
+    from upsert_kafka_ops.spec.table import parse_duration_ms
+
+    return parse_duration_ms(INTERVAL, "BENCH_STREAM_INTERVAL") / 1000
+
+
+class Paced:
+    """A producer thread sending ``rate`` updates of random keys per second for ``seconds``."""
+
+    def __init__(self, servers: str, topic: str, rate: int, seconds: float, seed: int) -> None:
+        self.servers, self.topic, self.rate, self.seconds, self.seed = servers, topic, rate, seconds, seed
+        self.sent = 0
+        self.thread = threading.Thread(target=self._run, name="paced-producer", daemon=True)
+
+    def start(self) -> Paced:
+        self.thread.start()
+        return self
+
+    def _run(self) -> None:
+        from confluent_kafka import Producer
+
+        rnd = random.Random(self.seed)
+        producer = Producer({"bootstrap.servers": self.servers, "partitioner": "murmur2_random", "linger.ms": 5,
+                             "queue.buffering.max.messages": 2_000_000})  # fmt: skip
+        began = time.monotonic()
+        tick = 0.01
+        while (elapsed := time.monotonic() - began) < self.seconds:
+            due = int(self.rate * min(elapsed + tick, self.seconds)) - self.sent
+            for _ in range(max(0, due)):
+                k = rnd.randrange(KEYS)
+                value = None if rnd.random() < 0.02 else record_value(k, rnd)
+                while True:
+                    try:
+                        producer.produce(self.topic, key=b'{"id":%d}' % k, value=value)
+                        break
+                    except BufferError:
+                        producer.poll(0.01)
+                self.sent += 1
+            producer.poll(0)
+            time.sleep(max(0.0, began + elapsed + tick - time.monotonic()))
+        assert producer.flush(120) == 0
+
+
+def _ends(servers: str, topic: str) -> dict[int, int]:
+    from upsert_kafka_ops.kafka import offsets as ko
+
+    config = {"bootstrap.servers": servers}
+    return {p: o for (_, p), o in ko.end_offsets(config, ko.topic_partitions(config, topics=[topic])).items()}
+
+
+def _records(servers: str, topic: str, since: dict[int, int]) -> list[tuple[int, int, int]]:
+    """(partition, offset, timestamp ms) of every record from ``since`` to the end."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    ends = _ends(servers, topic)
+    consumer = Consumer(
+        {"bootstrap.servers": servers, "group.id": "bench-stream-reader", "enable.auto.commit": False}
+    )
+    consumer.assign([TopicPartition(topic, p, since.get(p, 0)) for p in ends])
+    out, left = [], {p for p in ends if ends[p] > since.get(p, 0)}
+    while left:
+        for m in consumer.consume(10_000, timeout=5):
+            p, o = int(m.partition() or 0), int(m.offset() or 0)
+            out.append((p, o, m.timestamp()[1]))
+            if o + 1 >= ends[p]:
+                left.discard(p)
+    consumer.close()
+    return out
+
+
+def _latencies(
+    records: list[tuple[int, int, int]], commits: list[tuple[float, dict[int, int]]]
+) -> list[float]:
+    """Each record's latency (s): the first commit (time ms, end offset per partition) that holds it."""
+    commits = sorted(commits)
+    out = []
+    for p, o, ts in records:
+        first = next((t for t, ends in commits if ends.get(p, 0) > o), None)
+        assert first is not None, f"no commit holds partition {p} offset {o}"
+        out.append((first - ts) / 1000)
+    return out
+
+
+def _summary(lat: list[float]) -> dict[str, float]:
+    qs = statistics.quantiles(lat, n=100)
+    return {
+        "p50_s": round(qs[49], 3),
+        "p99_s": round(qs[98], 3),
+        "max_s": round(max(lat), 3),
+        "records": len(lat),
+    }
+
+
+def _delta_commits(table: Path, topic: str) -> list[tuple[float, dict[int, int]]]:
+    """Our commits: (commitInfo.timestamp, end offsets stored in its userMetadata)."""
+    out = []
+    for f in sorted((table / "_delta_log").glob("*.json")):
+        for line in f.read_text().splitlines():
+            info = json.loads(line).get("commitInfo") if line.strip() else None
+            if info and info.get("userMetadata"):
+                state = from_payload(json.loads(info["userMetadata"])[MARKER])
+                ends = {p: o for (_, p), o in state.offsets.items()}
+                out.append((float(info["timestamp"]), ends))
+    return out
+
+
+class Ours:
+    """The continuous job in its own process (``upsert-kafka-ops run``)."""
+
+    def __init__(self, tmp: Path, servers: str, topic: str) -> None:
+        self.table = tmp / f"ours-{topic}"
+        self.file = tmp / f"{topic}.yaml"
+        ddl = bench_table(topic, servers, bounded=False).to_flink_ddl()
+        self.file.write_text(yaml.safe_dump({
+            "connections": {"bench": {"bootstrap_servers": servers}},
+            "jobs": [{"name": "live", "kind": "materialize", "source": {"connection": "bench", "table": {"ddl": ddl}},
+                      "target": {"kind": "delta", "path": str(self.table)},
+                      "trigger": {"continuous": True, "interval": INTERVAL}}],
+        }))  # fmt: skip
+        self.log = (tmp / f"{topic}.log").open("w")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "upsert_kafka_ops.cli", "run", str(self.file), "--json"],
+            stdout=subprocess.PIPE, stderr=self.log, text=True,
+        )  # fmt: skip
+        self.topic = topic
+
+    def held(self) -> dict[int, int]:
+        from upsert_kafka_ops.jobs.targets.delta import read_delta_log
+
+        if not (self.table / "_delta_log").exists():
+            return {}
+        state = read_delta_log(self.table).state
+        return {p: o for (_, p), o in state.offsets.items()} if state is not None else {}
+
+    def commits(self) -> list[tuple[float, dict[int, int]]]:
+        return _delta_commits(self.table, self.topic)
+
+    def stop(self) -> dict[str, Any]:
+        self.proc.send_signal(signal.SIGTERM)
+        out, _ = self.proc.communicate(timeout=600)
+        assert self.proc.returncode == 0, f"the continuous job exited {self.proc.returncode}"
+        result: dict[str, Any] = json.loads(out)["results"][0]
+        return result
+
+
+class Baseline:
+    """The hand-written query on a processing-time trigger, in this process's session."""
+
+    def __init__(self, spark: Any, tmp: Path, servers: str, topic: str) -> None:
+        self.merge = ForeachBatchMerge(spark, servers, topic, tmp / f"base-{topic}", tmp / f"ckpt-{topic}")
+        self.query = (
+            spark.readStream.format("kafka")
+            .option("kafka.bootstrap.servers", servers)
+            .option("subscribe", topic)
+            .option("startingOffsets", "earliest")
+            .load()
+            .writeStream.foreachBatch(self.merge._merge)
+            .option("checkpointLocation", self.merge.checkpoint)
+            .trigger(processingTime=INTERVAL.replace("s", " seconds") if INTERVAL.endswith("s") else INTERVAL)
+            .start()
+        )
+        self.topic = topic
+        self.progress: dict[int, Any] = {}
+
+    def _collect(self) -> None:
+        for p in self.query.recentProgress:
+            self.progress[p["batchId"]] = p
+
+    def _ends(self, progress: Any) -> dict[int, int]:
+        end = progress["sources"][0]["endOffset"]
+        if isinstance(end, str):  # JSON, or on PySpark 4 the repr of the parsed dict
+            end = json.loads(end) if '"' in end else ast.literal_eval(end)
+        return {int(p): int(o) for p, o in end[self.topic].items()}
+
+    def held(self) -> dict[int, int]:
+        self._collect()
+        if not self.progress:
+            return {}
+        return self._ends(self.progress[max(self.progress)])
+
+    def commits(self) -> list[tuple[float, dict[int, int]]]:
+        from datetime import datetime
+
+        self._collect()
+        out = []
+        for p in self.progress.values():
+            if p["numInputRows"] == 0:
+                continue
+            began = datetime.fromisoformat(p["timestamp"].replace("Z", "+00:00")).timestamp() * 1000
+            out.append((began + p["durationMs"]["triggerExecution"], self._ends(p)))
+        return out
+
+    def stop(self) -> dict[str, Any]:
+        self._collect()
+        self.query.stop()
+        return {"batches": len(self.progress)}
+
+
+def _caught_up(job: Any, servers: str, topic: str, timeout: float = 900) -> float:
+    began = time.monotonic()
+    want = _ends(servers, topic)
+    while job.held() != want:
+        assert time.monotonic() - began < timeout, f"not caught up with {want}: {job.held()}"
+        time.sleep(0.2)
+    return time.monotonic() - began
+
+
+def _lag(job: Any, servers: str, topic: str) -> int:
+    held = job.held()
+    return sum(o - held.get(p, 0) for p, o in _ends(servers, topic).items())
+
+
+def one(
+    kind: str, rate: int, seconds: float, kafka: LocalKafka, tmp: Path, spark: Any, seed: int
+) -> dict[str, Any]:
+    """One window of ``rate`` records/s into ``kind`` (ours or the baseline), on a new topic."""
+    servers = kafka.bootstrap_servers
+    topic = f"stream-{kind}-{rate}-{seed}"
+    kafka.create_topic(topic, partitions=PARTITIONS)
+    produce_keys(servers, topic, range(KEYS), seed=seed)
+    job = Ours(tmp, servers, topic) if kind == "ours" else Baseline(spark, tmp, servers, topic)
+    first = _caught_up(job, servers, topic)
+    since = _ends(servers, topic)
+    paced = Paced(servers, topic, rate, seconds, seed + 1).start()
+    samples: list[tuple[float, int]] = []
+    began = time.monotonic()
+    while paced.thread.is_alive():
+        samples.append((time.monotonic() - began, _lag(job, servers, topic)))
+        time.sleep(1.0)
+    paced.thread.join()
+    drained = _caught_up(job, servers, topic)
+    stopped = job.stop()
+    lat = _summary(_latencies(_records(servers, topic, since), job.commits()))
+    half = [(t, lag) for t, lag in samples if t >= seconds / 2]
+    slope = (
+        statistics.linear_regression([t for t, _ in half], [lag for _, lag in half]).slope
+        if len(half) > 2
+        else 0.0
+    )
+    return {"kind": kind, "rate": rate, "seconds": seconds, "sent": paced.sent, "first_catch_up_s": round(first, 2),
+            "drain_s": round(drained, 2), "lag_slope_per_s": round(slope, 1), "sustained": slope <= 0.01 * rate,
+            "max_lag": max((lag for _, lag in samples), default=0), **lat, "stopped": stopped}  # fmt: skip
+
+
+def main() -> int:
+    jars.fetch(["kafka", "spark"], log=False)
+    OUT.parent.mkdir(parents=True, exist_ok=True)
+    results: list[dict[str, Any]] = []
+    with tempfile.TemporaryDirectory(prefix="uko-bench-stream-") as t:
+        tmp = Path(t)
+        with LocalKafka(tmp / "kafka", heap="1g") as kafka:
+            spark = build_spark_session(app_name="bench-streaming")
+            spark.conf.set("spark.sql.streaming.numRecentProgressUpdates", "100000")
+            try:
+                seed = 1
+                for rate in RATES:
+                    for kind in ("ours", "baseline"):
+                        seed += 10
+                        r = one(kind, rate, SECONDS, kafka, tmp, spark, seed)
+                        results.append(r)
+                        print(f"{kind:9} {rate:>7,}/s for {SECONDS:.0f} s: p50 {r['p50_s']:.2f} s, p99 {r['p99_s']:.2f} s, "
+                              f"max {r['max_s']:.2f} s; lag slope {r['lag_slope_per_s']}/s", flush=True)  # fmt: skip
+                for rate in MAX_RATES:
+                    for kind in ("ours", "baseline"):
+                        seed += 10
+                        r = one(kind, rate, PROBE_SECONDS, kafka, tmp, spark, seed)
+                        r["probe"] = True
+                        results.append(r)
+                        print(f"{kind:9} {rate:>7,}/s probe: sustained {r['sustained']} (lag slope "
+                              f"{r['lag_slope_per_s']}/s, max lag {r['max_lag']:,}); p50 {r['p50_s']:.2f} s", flush=True)  # fmt: skip
+            finally:
+                spark.stop()
+    OUT.write_text(json.dumps(results, indent=2))
+    print("\nagainst the targets:")
+    for r in results:
+        if r["kind"] == "ours" and r["rate"] == 1000 and not r.get("probe"):
+            ok = r["p50_s"] <= TARGETS["p50_s"] and r["p99_s"] <= TARGETS["p99_s"]
+            print(
+                f"  1,000 records/s: p50 {r['p50_s']:.2f} s (<= 3), p99 {r['p99_s']:.2f} s (<= 10): {'met' if ok else 'NOT met'}"
+            )
+    for kind in ("ours", "baseline"):
+        best = max((r["rate"] for r in results if r["kind"] == kind and r["sustained"]), default=0)
+        note = f" (target {TARGETS['sustained']:,})" if kind == "ours" else ""
+        print(f"  highest sustained rate, {kind}: {best:,} records/s{note}")
+    print(f"results: {OUT}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
