@@ -237,3 +237,67 @@ def test_a_failed_batch_is_tried_again_and_too_many_in_a_row_end_the_run(
         assert not thread.is_alive()
     (error,) = ended
     assert isinstance(error, ConcurrentRunError) and live.failing == 3 and live.batches == 1
+
+
+def test_a_continuous_topic_to_topic_job_streams_each_new_record_once(
+    kafka: LocalKafka, new_topic: Callable[..., str], spark: SparkSession, tmp_path: Path
+) -> None:
+    """A streaming topic-to-topic job (an aggregation over an append-only topic, the checkpoint's
+    rules) run continuously in this process: its sink topic follows the clicks batch after batch, an
+    idle topic costs no batch, and a query that needs retractions is refused with the alternative."""
+    import threading
+
+    from tests.integration.test_jobs_flows import QUERY, _clicks, _per_page, _topic_table
+
+    from upsert_kafka_ops.errors import SpecError
+    from upsert_kafka_ops.jobs.continuous import ContinuousJobs
+
+    servers = kafka.bootstrap_servers
+    src, sink = new_topic(partitions=2), new_topic(partitions=2, config={"cleanup.policy": "compact"})
+    plain = _per_page(servers, src, sink, tmp_path / "ckpt", QUERY).to_json_dict()
+    plain["jobs"][0]["trigger"] = {"continuous": True, "interval": "300ms"}
+    p = Pipeline.model_validate(plain)
+    rnd = random.Random(5)
+    events: list[tuple[str, int]] = []
+    jobs = ContinuousJobs(p, ["per-page"], spark)
+    (live,) = jobs.results
+    stop = threading.Event()
+    thread = threading.Thread(target=jobs.run, args=(stop,), name="continuous")
+
+    def expected() -> dict[str, tuple[int, int]]:
+        out: dict[str, tuple[int, int]] = {}
+        for page, ms in events:
+            n, total = out.get(page, (0, 0))
+            out[page] = (n + 1, total + ms)
+        return out
+
+    def follows(timeout: float = 120) -> None:
+        """The sink holds every click, and the batch that wrote it has ended (its sink records go out
+        before its query commits)."""
+        deadline = time.monotonic() + timeout
+        while _topic_table(servers, sink) != expected() or live.records_read < len(events):
+            assert thread.is_alive() and time.monotonic() < deadline, live
+            time.sleep(0.3)
+
+    try:
+        for round_ in range(3):
+            more = [(rnd.choice("abcd"), rnd.randrange(100)) for _ in range(20 + round_)]
+            events.extend(more)
+            _clicks(servers, src, more)
+            if round_ == 0:
+                thread.start()
+            follows()
+        batches = live.batches
+        time.sleep(1.5)  # five intervals with nothing new
+        assert live.batches == batches and live.idle_checks >= 3, live
+    finally:
+        stop.set()
+        thread.join(120)
+    assert not thread.is_alive() and live.failures == 0, live
+    assert live.records_read == len(events)  # each click read by exactly one micro-batch
+    assert 2 <= live.batches <= 6, live
+
+    snapshot = _per_page(servers, src, sink, tmp_path / "ckpt2", QUERY).to_json_dict()
+    snapshot["jobs"][0].update(trigger={"continuous": True}, execution="snapshot")
+    with pytest.raises(SpecError, match="every batch would rewrite every key"):
+        Pipeline.model_validate(snapshot)

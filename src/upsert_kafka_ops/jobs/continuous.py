@@ -32,7 +32,7 @@ from upsert_kafka_ops.kafka import offsets as ko
 from upsert_kafka_ops.kafka.admin import shared_clients
 from upsert_kafka_ops.metrics.exporter import WatchOptions
 from upsert_kafka_ops.metrics.prometheus import continuous_exposition
-from upsert_kafka_ops.pipeline import MaterializeJob, Pipeline
+from upsert_kafka_ops.pipeline import MaterializeJob, Pipeline, TopicToTopicJob
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -108,20 +108,28 @@ def as_offsets(ends: Mapping[str, Mapping[Any, Any]]) -> Offsets:
     return {(t, int(p)): int(o) for t, parts in ends.items() for p, o in parts.items()}
 
 
-def topic_ends(pipeline: Pipeline, job: MaterializeJob, spark: SparkSession) -> Offsets:
+def topic_ends(pipeline: Pipeline, job: MaterializeJob | TopicToTopicJob, spark: SparkSession) -> Offsets:
     """The end offsets (read committed, as a run's bounds take them) of the job's source topics."""
-    table = job.source.table
-    config = RunContext(pipeline, job, spark).connection(job.source.connection, table).to_librdkafka()
+    sources = [job.source] if isinstance(job, MaterializeJob) else list(job.sources.values())
+    ends: Offsets = {}
     with shared_clients():
-        parts = ko.topic_partitions(config, topics=table.topic, pattern=table.topic_pattern)
-        return dict(ko.end_offsets(config, parts, read_committed=True))
+        for src in sources:
+            table = src.table
+            config = RunContext(pipeline, job, spark).connection(src.connection, table).to_librdkafka()
+            parts = ko.topic_partitions(config, topics=table.topic, pattern=table.topic_pattern)
+            ends.update(ko.end_offsets(config, parts, read_committed=True))
+    return ends
+
+
+def _furthest(a: Offsets, b: Offsets) -> Offsets:
+    return {tp: max(a.get(tp, 0), b.get(tp, 0)) for tp in a.keys() | b.keys()}
 
 
 @dataclass
 class _Live:
     """One continuous job while it runs: where its last batch ended, and when its next is due."""
 
-    job: MaterializeJob
+    job: MaterializeJob | TopicToTopicJob
     result: ContinuousResult
     done: Offsets | None
     mode: Literal["incremental", "full"] | None
@@ -152,14 +160,27 @@ class ContinuousJobs:
 
     def _live(self, name: str, mode: Literal["incremental", "full"] | None) -> _Live:
         job = self.pipeline.job(name)
-        if not isinstance(job, MaterializeJob) or job.trigger is None or not job.trigger.continuous:
+        if not isinstance(job, MaterializeJob | TopicToTopicJob) or not job.continuous or job.trigger is None:
             raise SpecError(
                 "trigger.continuous",
-                f"job {name!r} is not a continuous materialize job.",
-                "set trigger: {continuous: true} on a materialize job, or run it once.",
+                f"job {name!r} is not a continuous materialize or topic-to-topic job.",
+                "set trigger: {continuous: true} on it, or run it once.",
             )
-        stored = target_for(job.target, self.pipeline).read_state() if mode != "full" else None
-        done = dict(stored.offsets) if stored is not None and stored.job == job.name else None
+        done = None
+        if isinstance(job, MaterializeJob):
+            stored = target_for(job.target, self.pipeline).read_state() if mode != "full" else None
+            done = dict(stored.offsets) if stored is not None and stored.job == job.name else None
+        else:
+            from upsert_kafka_ops.jobs.streaming import streaming_verdict
+
+            ok, why = streaming_verdict(self.spark, job, self.pipeline.connections)
+            if not ok:
+                raise SpecError(
+                    "trigger.continuous",
+                    f"job {name!r} cannot run continuously: {why}.",
+                    "give it a schedule instead of the trigger (each run then recomputes the query), or make "
+                    "its sources append-only and its query one Spark's streaming accepts.",
+                )
         return _Live(job, ContinuousResult(job.name, job.kind, job.trigger.interval_s), done, mode)
 
     @property
@@ -234,14 +255,17 @@ class ContinuousJobs:
     def _step(self, live: _Live, on_batch: Callable[[JobResult], None] | None) -> None:
         """One batch of ``live``'s job, or none when its topic holds nothing new."""
         out = live.result
-        if live.done is not None and topic_ends(self.pipeline, live.job, self.spark) == live.done:
+        ends = topic_ends(self.pipeline, live.job, self.spark)
+        if live.done == ends:  # nothing new (a topic that went back, recreated, is a batch: its checks)
             out.failing = 0
             out.idle_checks += 1
             out.last_check_at = time.time()
             return
         first = live.mode if out.batches == 0 else None
         batch = run_context(RunContext(self.pipeline, live.job, self.spark, first, self.lock_timeout_s))
-        live.done = as_offsets(batch.end_offsets)
+        # a batch reads at least what the topics held before it (a streaming query's result lists
+        # only the partitions its micro-batches read)
+        live.done = _furthest(ends, as_offsets(batch.end_offsets))
         out.failing = 0
         out.add(batch)
         if on_batch is not None:

@@ -28,7 +28,8 @@ class Trigger(SpecModel):
     continuous: bool = Field(
         default=False,
         description="Run until stopped (SIGTERM or Ctrl-C finish the current batch first), one batch after "
-        "another, each an incremental run committed with its end offsets. Only `upsert-kafka-ops run` runs "
+        "another, each an incremental run committed with its end offsets (a topic-to-topic job's: its "
+        "streaming query over its checkpoint). Only `upsert-kafka-ops run` runs "
         "continuously; `--once`, the Airflow operators and Dagster's assets run one batch. See "
         "docs/streaming.md.",
     )
@@ -64,7 +65,6 @@ class Trigger(SpecModel):
 _BOUNDED = {
     "backfill": "a backfill ends at its 'until' bound",
     "maintain": "a maintain job compacts a table and ends",
-    "topic-to-topic": "a topic-to-topic job runs as a bounded query so far (Trigger.AvailableNow)",
     "publish": "a publish job runs as a bounded read of the table's change feed so far",
 }
 
@@ -84,7 +84,8 @@ class JobSpec(SpecModel):
     )
     trigger: Trigger | None = Field(
         default=None,
-        description="continuous: true runs the job until stopped, a batch every 'interval' (materialize jobs); "
+        description="continuous: true runs the job until stopped, a batch every 'interval' (materialize and "
+        "streaming topic-to-topic jobs); "
         "default: one bounded run each time it is started.",
     )
 
@@ -102,7 +103,7 @@ class JobSpec(SpecModel):
         if kind in _BOUNDED:
             raise SpecError(
                 "trigger.continuous",
-                f"{_BOUNDED[kind]}; continuous runs are for materialize jobs.",
+                f"{_BOUNDED[kind]}; continuous runs are for materialize and topic-to-topic jobs.",
                 "drop trigger, and give the job a schedule.",
             )
         if self.schedule is not None:
@@ -110,6 +111,14 @@ class JobSpec(SpecModel):
                 "schedule",
                 "a continuous job is not started on a schedule: it runs until it is stopped.",
                 "drop schedule, or drop trigger.continuous to run the job on the schedule.",
+            )
+        if getattr(self, "execution", "auto") == "snapshot":
+            raise SpecError(
+                "execution",
+                "a snapshot recomputes the whole query in every run: run continuously, every batch would "
+                "rewrite every key.",
+                "use execution: auto or streaming (a query Spark runs incrementally), or give the job a "
+                "schedule instead of the trigger.",
             )
         if getattr(self, "mode", "incremental") == "full":
             raise SpecError(
