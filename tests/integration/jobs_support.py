@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import json
+import os
 import random
+import subprocess
+import sys
 from collections.abc import Iterable
+from pathlib import Path
 from typing import Any
 
 from confluent_kafka import Producer
@@ -92,3 +96,14 @@ def oracle_table(servers: str, topic: str, before_ms: int | None = None) -> dict
 
 def rows_as_table(rows: Iterable[Any]) -> dict[int, tuple[str, str, str]]:
     return {int(r[0]): (r[1], r[2], f"{float(r[3]):.2f}") for r in rows}
+
+
+def cli_run(pipeline_file: Path, jars_dir: Path, env: dict[str, str], *args: str) -> subprocess.Popen[str]:
+    """``upsert-kafka-ops run PIPELINE --json ARGS`` in a new process (with ``env`` added to this one's)."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "upsert_kafka_ops.cli", "run", str(pipeline_file), "--json", *args],
+        env={**os.environ, "UPSERT_KAFKA_OPS_JARS_DIR": str(jars_dir), **env},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )

@@ -10,11 +10,9 @@ plain-Python fold of the topic.
 from __future__ import annotations
 
 import json
-import os
 import random
 import signal
 import subprocess
-import sys
 import time
 import urllib.request
 from collections.abc import Callable
@@ -25,6 +23,7 @@ import pytest
 import yaml
 from pyspark.sql import SparkSession
 from tests.integration.jobs_support import (
+    cli_run,
     oracle_table,
     pipeline,
     produce,
@@ -41,16 +40,6 @@ from upsert_kafka_ops.jobs.targets.postgres import read_postgres_state
 from upsert_kafka_ops.kafka import offsets as ko
 from upsert_kafka_ops.local import LocalKafka, LocalPostgres
 from upsert_kafka_ops.local.process import free_port
-
-
-def _start(file: Path, jars_dir: Path, *args: str, **env: str) -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        [sys.executable, "-m", "upsert_kafka_ops.cli", "run", str(file), "--json", *args],
-        env={**os.environ, "UPSERT_KAFKA_OPS_JARS_DIR": str(jars_dir), **env},
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
 
 
 def _ends(servers: str, topic: str) -> dict[tuple[str, int], int]:
@@ -114,7 +103,7 @@ def test_continuous_jobs_follow_their_topic_stop_on_sigterm_and_continue_after_a
 
     # 1. both tables follow the topic while records arrive; SIGTERM ends the run with exit 0
     port = free_port()
-    live = _start(file, jars_dir, "--metrics-port", str(port))
+    live = cli_run(file, jars_dir, {}, "--metrics-port", str(port))
     runs = [_caught_up(live, [delta, pg], servers, topic)]
     for n in (30, 1, 45):
         produced += produce(servers, topic, random_changes(rnd, n, 40))
@@ -168,7 +157,7 @@ def test_continuous_jobs_follow_their_topic_stop_on_sigterm_and_continue_after_a
 
     # 2. killed after the read of its second batch: the first batch stays committed, the second is not seen
     produce(servers, topic, random_changes(rnd, 40, 60))
-    killed = _start(file, jars_dir, "--job", "users-delta", UKO_FAULT_POINT="after-read@2")
+    killed = cli_run(file, jars_dir, {"UKO_FAULT_POINT": "after-read@2"}, "--job", "users-delta")
     [committed] = _caught_up(killed, [delta], servers, topic)
     assert committed == runs[-1][0] + 1
     before = delta()

@@ -8,11 +8,9 @@ The killed run is a real CLI process (``upsert-kafka-ops run``) that SIGKILLs it
 from __future__ import annotations
 
 import json
-import os
 import random
 import re
 import subprocess
-import sys
 import threading
 import time
 import uuid
@@ -25,6 +23,7 @@ import pytest
 import yaml
 from pyspark.sql import SparkSession
 from tests.integration.jobs_support import (
+    cli_run,
     oracle_table,
     pipeline,
     produce,
@@ -41,16 +40,6 @@ from upsert_kafka_ops.jobs.targets import read_stored_offsets, read_target
 from upsert_kafka_ops.jobs.targets.delta import read_delta_log
 from upsert_kafka_ops.jobs.targets.postgres import read_postgres_state
 from upsert_kafka_ops.local import LocalKafka, LocalPostgres
-
-
-def _cli(pipeline_file: Path, jars_dir: Path, env: dict[str, str], *args: str) -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        [sys.executable, "-m", "upsert_kafka_ops.cli", "run", str(pipeline_file), "--json", *args],
-        env={**os.environ, "UPSERT_KAFKA_OPS_JARS_DIR": str(jars_dir), **env},
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
 
 
 def _until_paused(run: subprocess.Popen[str], flag: Path, timeout: float = 300.0) -> None:
@@ -152,7 +141,7 @@ def test_a_run_killed_at_a_fault_point_is_repaired_by_the_rerun(
 
     file = tmp_path / "pipeline.yaml"
     file.write_text(yaml.safe_dump(p.to_json_dict()))
-    proc = _cli(file, jars_dir, {"UKO_FAULT_POINT": point}, "--mode", mode)
+    proc = cli_run(file, jars_dir, {"UKO_FAULT_POINT": point}, "--mode", mode)
     _, err = proc.communicate(timeout=600)
     assert proc.returncode == -9, err[-3000:]
 
@@ -191,9 +180,9 @@ def test_two_runs_of_one_job_never_interleave(
     flag = tmp_path / "release"
 
     # A holds the target (paused after its read); B with a short lock timeout fails clearly
-    a = _cli(file, jars_dir, {"UKO_FAULT_POINT": f"pause:after-read:{flag}"})
+    a = cli_run(file, jars_dir, {"UKO_FAULT_POINT": f"pause:after-read:{flag}"})
     _until_paused(a, flag)
-    b = _cli(file, jars_dir, {}, "--lock-timeout", "1")
+    b = cli_run(file, jars_dir, {}, "--lock-timeout", "1")
     out_b, err_b = b.communicate(timeout=600)
     assert b.returncode == 1, err_b[-3000:]
     assert "is being written by another run" in err_b
@@ -201,7 +190,7 @@ def test_two_runs_of_one_job_never_interleave(
 
     # C waits for the lock while A is paused; A is released once C says it waits (not after a fixed
     # sleep: a loaded machine starts C's JVM slower); both succeed, one after the other
-    c = _cli(file, jars_dir, {})
+    c = cli_run(file, jars_dir, {})
     lines: list[str] = []
     reader = threading.Thread(target=lambda: lines.extend(iter(c.stderr.readline, "")), daemon=True)  # type: ignore[union-attr]
     reader.start()
@@ -240,7 +229,7 @@ def test_a_streaming_run_killed_inside_foreach_batch_is_replayed_without_changin
     _clicks(servers, src, events)
     file = tmp_path / "pipeline.yaml"
     file.write_text(yaml.safe_dump(p.to_json_dict()))
-    proc = _cli(file, jars_dir, {"UKO_FAULT_POINT": "in-foreach-batch"})
+    proc = cli_run(file, jars_dir, {"UKO_FAULT_POINT": "in-foreach-batch"})
     _, err = proc.communicate(timeout=600)
     assert proc.returncode == -9, err[-3000:]
     written_by_killed_run = _topic_table(servers, sink)  # the batch's records went out, the commit did not
@@ -279,13 +268,13 @@ def test_a_backfill_into_a_delta_table_an_incremental_run_is_writing_waits_for_i
     file = tmp_path / "pipeline.yaml"
     file.write_text(yaml.safe_dump(pipeline(servers, [job, back]).to_json_dict()))
     flag = tmp_path / "release"
-    a = _cli(file, jars_dir, {"UKO_FAULT_POINT": f"pause:after-read:{flag}"}, "--job", job["name"])
+    a = cli_run(file, jars_dir, {"UKO_FAULT_POINT": f"pause:after-read:{flag}"}, "--job", job["name"])
     _until_paused(a, flag)
-    quick = _cli(file, jars_dir, {}, "--job", "rebuild", "--lock-timeout", "1")
+    quick = cli_run(file, jars_dir, {}, "--job", "rebuild", "--lock-timeout", "1")
     out_q, err_q = quick.communicate(timeout=600)
     assert quick.returncode == 1 and "is being written by another run" in err_q, err_q[-3000:]
     assert json.loads(out_q)["results"][0]["status"] == "failed"
-    waiting = _cli(file, jars_dir, {}, "--job", "rebuild")
+    waiting = cli_run(file, jars_dir, {}, "--job", "rebuild")
     time.sleep(2)
     flag.touch()
     out_a, err_a = a.communicate(timeout=600)

@@ -79,29 +79,26 @@ def pipeline_dag(
         for job in pipeline.jobs:
             if isinstance(job, MaintainJob):
                 continue
-            if job.continuous:
+            task: dict[str, Any] = {
+                "task_id": re.sub(r"[^A-Za-z0-9_.-]", "_", job.name),
+                "pipeline_file": str(path),
+                "job_name": job.name,
+                "kafka_config_id": kafka_config_id,
+                "kafka_config_ids": kafka_config_ids,
+            }
+            if job.continuous:  # it runs outside Airflow: its task waits until it is caught up
                 tasks[job.name] = ConsumerLagSensor(
-                    task_id=re.sub(r"[^A-Za-z0-9_.-]", "_", job.name),
-                    pipeline_file=str(path),
-                    job_name=job.name,
-                    kafka_config_id=kafka_config_id,
-                    kafka_config_ids=kafka_config_ids,
+                    **task,
                     max_time_lag_s=continuous_time_lag_s,
                     timeout=continuous_timeout_s,
                     poke_interval=min(30.0, continuous_time_lag_s),
                     doc_md=job.description
                     or f"The continuous job {job.name} is caught up (it runs outside Airflow).",
                 )
-                continue
-            tasks[job.name] = UpsertKafkaJobOperator(
-                task_id=re.sub(r"[^A-Za-z0-9_.-]", "_", job.name),
-                pipeline_file=str(path),
-                job_name=job.name,
-                kafka_config_id=kafka_config_id,
-                kafka_config_ids=kafka_config_ids,
-                doc_md=job.description or None,
-                **(operator_kwargs or {}),
-            )
+            else:
+                tasks[job.name] = UpsertKafkaJobOperator(
+                    **task, doc_md=job.description or None, **(operator_kwargs or {})
+                )
     for name, ups in order.items():
         for up in ups:
             if name in tasks and up in tasks:
