@@ -14,7 +14,8 @@ default none, and no Connect task):
   runs are reported (each the median of it and the four runs before it, so one slow run does not
   decide);
 - **a new task process on a warm Spark Connect server** (``BENCH_SCALE_CONNECT``, on by default):
-  ``upsert-kafka-ops run --remote`` over 10 new records into Delta, from the process's start to its end;
+  ``upsert-kafka-ops run --remote`` over 10 new records into each target, from the process's start to
+  its end;
 - **baseline**: a hand-written Structured Streaming query, ``Trigger.AvailableNow`` with a checkpoint
   and ``foreachBatch``: the latest record per key of the batch, then one ``MERGE INTO`` a Delta table
   (deletes for tombstones): the same three figures on its own copy of the table, alternating with ours.
@@ -285,15 +286,16 @@ def one_size(
             times["baseline"].append(baseline.run())
         for who, got in times.items():
             fig[f"{who}_{name}"] = statistics.median(got)
-    if connect is not None and "delta" in pipelines:  # a new task process on a warm Spark Connect server
-        remote = tmp / f"scale-connect-{keys}.yaml"
-        where.pipeline(remote, servers, topic, "delta", f"connect-delta-{keys}")
-        _task(remote, connect)  # its full run
-        tasks = []
-        for i in range(REPEAT + 2):  # the first two warm the server's code for this table
-            produce_keys(servers, topic, rnd.sample(range(keys), 10), seed=7 * keys + i, tombstones=0.05)
-            tasks.append(_task(remote, connect))
-        fig["delta_connect_task_10"] = statistics.median(tasks[2:])
+    if connect is not None:  # a new task process on a warm Spark Connect server, into each target
+        for target in pipelines:
+            remote = tmp / f"scale-connect-{target}-{keys}.yaml"
+            where.pipeline(remote, servers, topic, target, f"connect-{target}-{keys}")
+            _task(remote, connect)  # its full run
+            tasks = []
+            for i in range(REPEAT + 2):  # the first two warm the server's code for this table
+                produce_keys(servers, topic, rnd.sample(range(keys), 10), seed=7 * keys + i, tombstones=0.05)
+                tasks.append(_task(remote, connect))
+            fig[f"{target}_connect_task_10"] = statistics.median(tasks[2:])
         fig["connect_client_floor"] = statistics.median(connect_floor(connect) for _ in range(REPEAT))
     if "iceberg" in pipelines:
         fig["iceberg_spark_merge_10"] = iceberg_merge_floor(spark, pipelines["iceberg"], keys, rnd)
@@ -325,9 +327,10 @@ def _targets(figs: list[dict[str, Any]], names: list[str]) -> list[tuple[str, fl
             if f"{t}_run200" in f and f"{t}_run10" in f:
                 r = f[f"{t}_run200"] / f[f"{t}_run10"]
                 out.append((f"{t}, {k}: 200th small run / 10th", r, 1.2, r <= 1.2))
-        if "delta_connect_task_10" in f:
-            got = f["delta_connect_task_10"]
-            out.append((f"delta, {k}: 10 records, new task on Connect (s)", got, 2.0, got <= 2.0))
+        for t in names:
+            if f"{t}_connect_task_10" in f:
+                got = f[f"{t}_connect_task_10"]
+                out.append((f"{t}, {k}: 10 records, new task on Connect (s)", got, 2.0, got <= 2.0))
     by = {f["keys"]: f for f in figs}
     if 1_000_000 in by and max(by) > 1_000_000:
         for t in names:
@@ -347,7 +350,9 @@ def main() -> int:
         if CONNECT:
             from upsert_kafka_ops.local import LocalSparkConnect
 
-            server = stack.enter_context(LocalSparkConnect(Path(tmp) / "connect"))
+            server = stack.enter_context(
+                LocalSparkConnect(Path(tmp) / "connect", jar_groups=where.jar_groups())
+            )
             os.environ["SPARK_CONNECT_AUTHENTICATE_TOKEN"] = server.token or ""  # what the tasks send
             connect = server.url
         spark = build_spark_session(jar_groups=where.jar_groups())
