@@ -411,14 +411,17 @@ class NetworkPolicySparkConnect(_Values):
     )
 
 
+def _prometheus_pods() -> list[dict[str, Any]]:
+    """Prometheus pods (app.kubernetes.io/name: prometheus, as the Prometheus Operator labels them) in
+    any namespace: who may scrape the chart's metrics ports by default."""
+    return [
+        {"podSelector": {"matchLabels": {"app.kubernetes.io/name": "prometheus"}}, "namespaceSelector": {}}
+    ]
+
+
 class NetworkPolicyLagExporter(_Values):
     from_: list[dict[str, Any]] = Field(
-        default_factory=lambda: [
-            {
-                "podSelector": {"matchLabels": {"app.kubernetes.io/name": "prometheus"}},
-                "namespaceSelector": {},
-            }
-        ],
+        default_factory=_prometheus_pods,
         alias="from",
         description="NetworkPolicyPeer objects admitted to the lag exporter's metrics port; default: "
         "Prometheus pods (app.kubernetes.io/name: prometheus, as the Prometheus Operator labels them) in any "
@@ -428,12 +431,7 @@ class NetworkPolicyLagExporter(_Values):
 
 class NetworkPolicyContinuousJobs(_Values):
     from_: list[dict[str, Any]] = Field(
-        default_factory=lambda: [
-            {
-                "podSelector": {"matchLabels": {"app.kubernetes.io/name": "prometheus"}},
-                "namespaceSelector": {},
-            }
-        ],
+        default_factory=_prometheus_pods,
         alias="from",
         description="NetworkPolicyPeer objects admitted to the continuous jobs' metrics port; default: "
         "Prometheus pods in any namespace (the kubelet's probes are admitted by every network plugin).",
