@@ -139,12 +139,21 @@ def _latencies(
     records: list[tuple[int, int, int]], commits: list[tuple[float, dict[int, int]]]
 ) -> list[float]:
     """Each record's latency (s): the first commit (time ms, end offset per partition) that holds it."""
-    commits = sorted(commits)
+    import bisect
+
+    per: dict[int, tuple[list[int], list[float]]] = {}
+    for t, ends in sorted(commits):  # a partition's ends only grow, commit after commit
+        for p, end in ends.items():
+            held, times = per.setdefault(p, ([], []))
+            if not held or end > held[-1]:
+                held.append(end)
+                times.append(t)
     out = []
     for p, o, ts in records:
-        first = next((t for t, ends in commits if ends.get(p, 0) > o), None)
-        assert first is not None, f"no commit holds partition {p} offset {o}"
-        out.append((first - ts) / 1000)
+        held, times = per.get(p, ([], []))
+        i = bisect.bisect_right(held, o)  # the first end past the offset
+        assert i < len(held), f"no commit holds partition {p} offset {o}"
+        out.append((times[i] - ts) / 1000)
     return out
 
 
@@ -184,11 +193,11 @@ class Ours:
                       "target": {"kind": "delta", "path": str(self.table)},
                       "trigger": {"continuous": True, "interval": INTERVAL}}],
         }))  # fmt: skip
-        self.log = (tmp / f"{topic}.log").open("w")
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "upsert_kafka_ops.cli", "run", str(self.file), "--json"],
-            stdout=subprocess.PIPE, stderr=self.log, text=True,
-        )  # fmt: skip
+        with (tmp / f"{topic}.log").open("w") as log:  # the child keeps its own descriptor
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "upsert_kafka_ops.cli", "run", str(self.file), "--json"],
+                stdout=subprocess.PIPE, stderr=log, text=True,
+            )  # fmt: skip
         self.topic = topic
 
     def held(self) -> dict[int, int]:

@@ -63,9 +63,15 @@ def test_dg_lists_the_component_from_its_registry_entry_point(tmp_path: Path) ->
 
 def test_a_continuous_job_gets_its_commits_sensor_and_no_run_of_its_own(tmp_path: Path) -> None:
     live = tmp_path / "live.yaml"
-    live.write_text(DEMO.read_text().replace('    schedule: "@hourly"', "    trigger: {continuous: true}"))
-    attributes = {"pipeline_file": str(live), "jobs": ["users-to-delta"], "bootstrap_servers": "broker-9:9093",
-                  "max_offset_lag": 5, "sensors": True}  # fmt: skip
+    text = DEMO.read_text().replace('    schedule: "@hourly"', "    trigger: {continuous: true}")
+    live.write_text(
+        text.replace(
+            "  - name: pageviews-per-region\n",
+            "  - name: pageviews-per-region\n    trigger: {continuous: true}\n",
+        )
+    )
+    attributes = {"pipeline_file": str(live), "jobs": ["users-to-delta", "pageviews-per-region"],
+                  "bootstrap_servers": "broker-9:9093", "max_offset_lag": 5, "sensors": True}  # fmt: skip
     with create_defs_folder_sandbox() as sandbox:
         path = sandbox.scaffold_component(
             UpsertKafkaPipelineComponent,
@@ -74,9 +80,13 @@ def test_a_continuous_job_gets_its_commits_sensor_and_no_run_of_its_own(tmp_path
         with sandbox.load_component_and_build_defs(defs_path=path) as (_, defs):
             graph = defs.resolve_asset_graph()
             table = dg.AssetKey(["warehouse", "warehouse", "users"])
-            assert not graph.get(table).is_materializable  # the job runs outside Dagster
+            topic = dg.AssetKey(["kafka", "pageviews_per_region"])
+            assert not graph.get(table).is_materializable  # the jobs run outside Dagster
+            assert not graph.get(topic).is_materializable
             checks = {(k.asset_key, k.name) for k in graph.asset_check_keys}
-            assert checks == {(table, "lag_within_threshold")}  # its lag is still checked
-            # its commits reported, no new-data sensor (it would request runs of an asset nobody runs here)
+            assert checks == {(table, "lag_within_threshold"), (topic, "lag_within_threshold")}  # lag checked
+            # the table's commits reported (a topic-to-topic job stores none: no sensor, no freshness
+            # policy it could never meet); no new-data sensor (it would request runs nobody makes here)
             assert [s.name for s in defs.sensors or []] == ["upsert_kafka_commits_users_to_delta"]
+            assert graph.get(table).freshness_policy is not None and graph.get(topic).freshness_policy is None
             assert list(defs.schedules or []) == []

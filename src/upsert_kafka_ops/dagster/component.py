@@ -40,6 +40,7 @@ from upsert_kafka_ops.dagster.sensors import (
 )
 from upsert_kafka_ops.jobs import Pipeline
 from upsert_kafka_ops.jobs.gates import LagCondition
+from upsert_kafka_ops.pipeline import MaterializeJob
 
 
 class UpsertKafkaPipelineComponent(dg.Component, dg.Model, dg.Resolvable):
@@ -98,8 +99,13 @@ class UpsertKafkaPipelineComponent(dg.Component, dg.Model, dg.Resolvable):
             )
         selected = set(self.jobs) if self.jobs is not None else None
         chosen = [j for j in pipeline.jobs if selected is None or j.name in selected]
-        # a continuous job runs outside Dagster: its commits are reported, never a run requested
-        sensors = [continuous_commits_sensor(job=j.name, pipeline=pipeline) for j in chosen if j.continuous]
+        # a continuous job runs outside Dagster: never a run requested; a materialize job's commits
+        # (its target stores them) are reported
+        sensors = [
+            continuous_commits_sensor(job=j.name, pipeline=pipeline)
+            for j in chosen
+            if j.continuous and isinstance(j, MaterializeJob)
+        ]
         if self.sensors:
             sensors += [
                 new_data_sensor(job=j.name, pipeline=pipeline, kafka_resources=kres)

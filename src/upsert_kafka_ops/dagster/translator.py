@@ -130,13 +130,14 @@ class DagsterUpsertKafkaTranslator:
         """From the writing job's ``schedule:``: fresh when updated since one interval before the last
         tick (the deadline). Dagster bounds the interval by the schedule's shortest gap, so after a
         longer gap (a weekday job's weekend) the asset shows stale from the tick until that tick's run
-        ends; :func:`upsert_kafka_freshness_checks` allow the longest gap. A continuous job's outputs
-        must have been updated (a commit its sensor reports) within 30 intervals and at least
-        :data:`CONTINUOUS_FRESH_S` seconds. ``None`` for external datasets and unscheduled jobs."""
+        ends; :func:`upsert_kafka_freshness_checks` allow the longest gap. A continuous materialize
+        job's outputs must have been updated (a commit its sensor reports) within 30 intervals and at
+        least :data:`CONTINUOUS_FRESH_S` seconds. ``None`` for external datasets, unscheduled jobs and
+        continuous topic-to-topic jobs (no commit of theirs is reported: their lag checks judge them)."""
         if dataset.job is None:
             return None
         job = dataset.pipeline.job(dataset.job)
-        if job.continuous and job.trigger is not None:  # updated every few seconds while records arrive
+        if job.continuous and job.trigger is not None and job.kind == "materialize":  # reported commits
             window = max(CONTINUOUS_FRESH_S, 30 * job.trigger.interval_s)
             return dg.FreshnessPolicy.time_window(fail_window=timedelta(seconds=window))
         schedule = job.schedule

@@ -6,9 +6,10 @@ rows and the end offsets in one commit, then commits the consumer group's offset
 is stopped or killed continues, when started again, where its last commit ended, like any run. The
 lock is held for one batch, so a ``maintain`` job of the same table runs between two batches.
 
-A batch with nothing new to read is skipped: before each batch the topic's end offsets are compared
-with where the last batch ended (at start, with the offsets the target stored), without Spark. A stop (:class:`threading.Event`, set by the CLI's
-SIGTERM and SIGINT handlers) is seen between batches: the current batch finishes and commits first.
+A batch with nothing new to read is skipped: before each batch the topics' end offsets are compared
+with where the last batch ended (at start, with the offsets the target stored), without Spark. A
+stop (:class:`threading.Event`, set by the CLI's SIGTERM and SIGINT handlers) is seen between
+batches: the current batch finishes and commits first.
 
 While it runs, :class:`ContinuousJobs` answers what ``metrics.exporter.serve`` asks of a monitor, so
 ``upsert-kafka-ops run --metrics-port`` serves each job's batches at ``/metrics`` (Prometheus) and
@@ -20,7 +21,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -187,14 +188,9 @@ class ContinuousJobs:
     def results(self) -> list[ContinuousResult]:
         return [live.result for live in self.lives]
 
-    def run(
-        self, stop: threading.Event, on_batch: Callable[[JobResult], None] | None = None
-    ) -> list[ContinuousResult]:
+    def run(self, stop: threading.Event) -> list[ContinuousResult]:
         """Run the jobs until ``stop`` is set (seen between batches): the next batch is always the one
-        due first, so the jobs share the session in turn, and a long batch of one delays the others.
-
-        :param on_batch: called with each batch's result after it committed.
-        """
+        due first, so the jobs share the session in turn, and a long batch of one delays the others."""
         for live in self.lives:
             log.info(
                 "job %s: running continuously, a batch at most every %.1f s, until stopped",
@@ -209,7 +205,7 @@ class ContinuousJobs:
                 began = time.monotonic()
                 live.due = began + live.result.interval_s
                 try:
-                    self._step(live, on_batch)
+                    self._step(live)
                 except Exception as exc:  # a failed batch committed nothing: try it again, up to a point
                     live.due = time.monotonic() + self._failed(live, exc)
         except BaseException as exc:
@@ -252,7 +248,7 @@ class ContinuousJobs:
         )
         return pause
 
-    def _step(self, live: _Live, on_batch: Callable[[JobResult], None] | None) -> None:
+    def _step(self, live: _Live) -> None:
         """One batch of ``live``'s job, or none when its topic holds nothing new."""
         out = live.result
         ends = topic_ends(self.pipeline, live.job, self.spark)
@@ -268,8 +264,6 @@ class ContinuousJobs:
         live.done = _furthest(ends, as_offsets(batch.end_offsets))
         out.failing = 0
         out.add(batch)
-        if on_batch is not None:
-            on_batch(batch)
 
     # -- what metrics.exporter.serve asks of a monitor --------------------------------------------
     def document(self, max_age: float = 0.0) -> dict[str, Any]:
@@ -285,19 +279,3 @@ class ContinuousJobs:
 
     def exposition(self) -> str:
         return continuous_exposition([r.to_dict() for r in self.results], self.pipeline.name).render()
-
-
-def run_continuously(
-    pipeline: Pipeline,
-    names: Sequence[str],
-    spark: SparkSession,
-    stop: threading.Event,
-    *,
-    mode: Literal["incremental", "full"] | None = None,
-    lock_timeout_s: float = 60.0,
-    on_batch: Callable[[JobResult], None] | None = None,
-) -> list[ContinuousResult]:
-    """Run the continuous jobs ``names`` in one session until ``stop`` is set (see
-    :meth:`ContinuousJobs.run`)."""
-    jobs = ContinuousJobs(pipeline, names, spark, mode=mode, lock_timeout_s=lock_timeout_s)
-    return jobs.run(stop, on_batch)

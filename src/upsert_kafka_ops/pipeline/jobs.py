@@ -38,7 +38,6 @@ class Trigger(SpecModel):
         description="The least time between the starts of two batches ('500ms', '2s', '1min'); a batch that "
         "takes longer is followed at once. A batch with nothing new to read is skipped.",
     )
-
     retries: int = Field(
         default=5,
         ge=0,
