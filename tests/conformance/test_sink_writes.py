@@ -42,10 +42,11 @@ VALUES_DDL = (
     "'connector' = 'upsert-kafka', 'topic' = '{topic}', 'properties.bootstrap.servers' = '{bootstrap}', "
     "'key.format' = 'json', 'value.format' = 'json', 'sink.parallelism' = '1'{extra})"
 )
-#: with a key given twice. Flink runs these inserts with parallelism 1, so that VALUES, its projection
-#: and the sink are one task each and the sink gets the rows in their order: with 2, Flink deals the
-#: rows round-robin to two tasks (it adds no shuffle by key there), whose changes of one key reach the
-#: sink in either order (a CI run saw the buffered sink keep key 1's first value, not its last).
+#: the rows of ``INSERT INTO sink VALUES ...``, a key given twice. Flink runs these inserts with
+#: parallelism 1 and one literal VALUES (see ``_values_sql``), so the rows reach its sink in this order:
+#: with parallelism 2 it deals them round-robin to two tasks, and a VALUES with a non-literal cell
+#: (``CAST(NULL AS STRING)``) is planned as a UNION ALL of one-row inputs, which Flink reads in any
+#: order (CI runs saw a key's two values reversed on Flink's side both ways).
 VALUES = [(1, "a"), (2, "b"), (1, "c"), (3, None), (2, "d")]
 #: Spark's name of a Flink type where they differ
 _SPARK = {"TIMESTAMP(3)": "TIMESTAMP_NTZ"}
@@ -57,8 +58,11 @@ def _sink_ddl(shape: Shape, bootstrap: str, name: str, topic: str, buffered: boo
 
 
 def _values_sql(rows: list[tuple[int, str | None]]) -> str:
-    cells = ", ".join(f"({i}, {'CAST(NULL AS STRING)' if v is None else repr(v)})" for i, v in rows)
-    return f"VALUES {cells}"
+    """One VALUES of literals, its None cells made NULL by a projection over it: Flink's plan is then a
+    single Values source, a Calc and the sink (EXPLAIN shows it), whose order is the rows' order."""
+    assert all(v != "" for _, v in rows), "'' stands for NULL here"
+    cells = ", ".join(f"({i}, {v or ''!r})" for i, v in rows)
+    return f"SELECT `id`, NULLIF(`v`, '') FROM (VALUES {cells}) AS t (`id`, `v`)"
 
 
 @pytest.fixture(scope="module")
