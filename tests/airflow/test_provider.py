@@ -329,3 +329,10 @@ def test_a_continuous_job_is_a_lag_sensor_in_the_pipeline_dag_never_a_run(tmp_pa
     others = [t for t in dag.tasks if t.task_id != "users-to-delta"]
     assert others and all(isinstance(t, UpsertKafkaJobOperator) for t in others)
     assert not dag.timetable.can_be_scheduled  # the file's one schedule was the continuous job's
+    # a continuous publish reads a Delta table: no consumer group, no lag to wait on, so no task
+    both = tmp_path / "both.yaml"
+    publish = "    sink: {table: users}\n"
+    assert text.count(publish) == 1
+    both.write_text(live.read_text().replace(publish, publish + "    trigger: {continuous: true}\n"))
+    dag = pipeline_dag(both, kafka_config_id="kafka_default")
+    assert "publish-users" not in dag.task_ids and not dag.get_task("users-to-delta").upstream_task_ids

@@ -4,7 +4,8 @@ cleanly, and a SIGKILL in a later batch leaves only whole batches, which the nex
 exactly.
 
 The jobs run in a real ``upsert-kafka-ops run`` process; each table is checked against the
-plain-Python fold of the topic.
+plain-Python fold of the topic. Continuous topic-to-topic jobs are checked against real Flink
+(``tests/conformance/test_continuous_topic_to_topic.py``).
 """
 
 from __future__ import annotations
@@ -228,65 +229,80 @@ def test_a_failed_batch_is_tried_again_and_too_many_in_a_row_end_the_run(
     assert isinstance(error, ConcurrentRunError) and live.failing == 3 and live.batches == 1
 
 
-def test_a_continuous_topic_to_topic_job_streams_each_new_record_once(
+def test_a_continuous_publish_sends_each_new_delta_version_and_continues_from_its_state(
     kafka: LocalKafka, new_topic: Callable[..., str], spark: SparkSession, tmp_path: Path
 ) -> None:
-    """A streaming topic-to-topic job (an aggregation over an append-only topic, the checkpoint's
-    rules) run continuously in this process: its sink topic follows the clicks batch after batch, an
-    idle topic costs no batch, and a query that needs retractions is refused with the alternative."""
+    """A publish of a Delta change feed, run continuously in this process (the CLI's loop, in a
+    session of its own beside the test's writes): its topic folds to the table after every round of
+    MERGEs and DELETEs, an idle table costs no batch, and a new process continues with the versions
+    committed after the one its state stored."""
     import threading
 
-    from tests.integration.test_jobs_flows import QUERY, _clicks, _per_page, _topic_table
-
-    from upsert_kafka_ops.errors import SpecError
     from upsert_kafka_ops.jobs.continuous import ContinuousJobs
+    from upsert_kafka_ops.jobs.publish import latest_version, published_version
+    from upsert_kafka_ops.pipeline import PublishJob
 
-    servers = kafka.bootstrap_servers
-    src, sink = new_topic(partitions=2), new_topic(partitions=2, config={"cleanup.policy": "compact"})
-    plain = _per_page(servers, src, sink, tmp_path / "ckpt", QUERY).to_json_dict()
-    plain["jobs"][0]["trigger"] = {"continuous": True, "interval": "300ms"}
-    p = Pipeline.model_validate(plain)
-    rnd = random.Random(5)
-    events: list[tuple[str, int]] = []
-    jobs = ContinuousJobs(p, ["per-page"], spark)
-    (live,) = jobs.results
-    stop = threading.Event()
-    thread = threading.Thread(target=jobs.run, args=(stop,), name="continuous")
+    servers, topic, feed = kafka.bootstrap_servers, new_topic(partitions=3), tmp_path / "feed"
+    spark.sql(f"CREATE TABLE delta.`{feed}` (id BIGINT, name STRING, region STRING, score DECIMAL(10, 2)) "
+              "USING delta TBLPROPERTIES (delta.enableChangeDataFeed = true)")  # fmt: skip
+    job = {"name": "publish-live", "kind": "publish", "source": {"kind": "delta-cdf", "path": str(feed)},
+           "sink": source(topic, servers), "state": {"path": str(tmp_path / "state")},
+           "trigger": {"continuous": True, "interval": "300ms"}}  # fmt: skip
+    p = pipeline(servers, [job])
+    spec = p.job("publish-live")
+    assert isinstance(spec, PublishJob)
+    rnd = random.Random(17)
 
-    def expected() -> dict[str, tuple[int, int]]:
-        out: dict[str, tuple[int, int]] = {}
-        for page, ms in events:
-            n, total = out.get(page, (0, 0))
-            out[page] = (n + 1, total + ms)
-        return out
+    def change() -> None:
+        """One Delta version of upserts, and one of deletes when some are drawn."""
+        rows = {
+            rnd.randrange(30): (rnd.choice("abc"), rnd.choice("xyz"), rnd.randrange(10_000)) for _ in range(8)
+        }
+        values = ", ".join(f"({k}, '{n}', '{r}', {s / 100:.2f})" for k, (n, r, s) in rows.items())
+        spark.sql(f"MERGE INTO delta.`{feed}` t USING (SELECT * FROM VALUES {values} AS s(id, name, region, score)) s "
+                  "ON t.id = s.id WHEN MATCHED THEN UPDATE SET * WHEN NOT MATCHED THEN INSERT *")  # fmt: skip
+        gone = [k for k in range(30) if rnd.random() < 0.1]
+        if gone:
+            spark.sql(f"DELETE FROM delta.`{feed}` WHERE id IN ({', '.join(map(str, gone))})")
 
-    def follows(timeout: float = 120) -> None:
-        """The sink holds every click, and the batch that wrote it has ended (its sink records go out
-        before its query commits)."""
-        deadline = time.monotonic() + timeout
-        while _topic_table(servers, sink) != expected() or live.records_read < len(events):
-            assert thread.is_alive() and time.monotonic() < deadline, live
-            time.sleep(0.3)
+    def table() -> dict[int, tuple[str, str, str]]:
+        return rows_as_table(
+            spark.read.format("delta").load(str(feed)).select("id", "name", "region", "score").collect()
+        )
 
-    try:
-        for round_ in range(3):
-            more = [(rnd.choice("abcd"), rnd.randrange(100)) for _ in range(20 + round_)]
-            events.extend(more)
-            _clicks(servers, src, more)
-            if round_ == 0:
-                thread.start()
-            follows()
-        batches = live.batches
-        time.sleep(1.5)  # five intervals with nothing new
-        assert live.batches == batches and live.idle_checks >= 3, live
-    finally:
-        stop.set()
-        thread.join(120)
-    assert not thread.is_alive() and live.failures == 0, live
-    assert live.records_read == len(events)  # each click read by exactly one micro-batch
-    assert 2 <= live.batches <= 6, live
+    def run(rounds: int) -> ContinuousJobs:
+        """The loop in a thread over ``rounds`` rounds of changes, each waited for; stopped after."""
+        jobs = ContinuousJobs(p, ["publish-live"], spark.newSession())
+        (live,) = jobs.results
+        stop = threading.Event()
+        thread = threading.Thread(target=jobs.run, args=(stop,), name="continuous-publish")
+        thread.start()
+        try:
+            for round_ in range(rounds + 1):
+                if round_:
+                    change()
+                want, deadline = latest_version(spark, p, spec), time.monotonic() + 120
+                while published_version(p, spec) != want:
+                    assert thread.is_alive() and time.monotonic() < deadline, (jobs.failed, live)
+                    time.sleep(0.1)
+                assert oracle_table(servers, topic) == table(), round_
+            batches = live.batches
+            time.sleep(1.2)  # four intervals with no new version: no batch
+            assert live.batches == batches and live.idle_checks >= 2, live
+        finally:
+            stop.set()
+            thread.join(120)
+        assert not thread.is_alive() and live.failures == 0, (jobs.failed, live)
+        return jobs
 
-    snapshot = _per_page(servers, src, sink, tmp_path / "ckpt2", QUERY).to_json_dict()
-    snapshot["jobs"][0].update(trigger={"continuous": True}, execution="snapshot")
-    with pytest.raises(SpecError, match="every batch would rewrite every key"):
-        Pipeline.model_validate(snapshot)
+    first = run(3)
+    (live,) = first.results
+    # the first batch publishes the (empty) table as of its version; each round is one or two
+    # versions (a MERGE, maybe a DELETE), published in one batch or two
+    assert 4 <= live.batches <= 7 and live.records_written > 0, live
+    change()  # committed while no process runs
+    stored, latest = published_version(p, spec), latest_version(spark, p, spec)
+    assert stored is not None and latest > stored
+    (again,) = run(0).results  # started again: its one batch sends exactly the versions after the stored one
+    assert again.batches == 1 and again.last is not None, again
+    assert again.last.reason == f"change data feed of versions {stored + 1}..{latest}", again.last.reason

@@ -313,9 +313,34 @@ def test_a_continuous_trigger_is_a_materialize_jobs_with_an_interval_and_no_sche
         "schedule": _pipeline(trigger={"continuous": True}, schedule="@hourly"),
         "mode": _pipeline(trigger={"continuous": True}, mode="full"),
         "trigger.continuous": _pipeline(kind="backfill", trigger={"continuous": True}),
+        "execution": {
+            **_pipeline(),
+            "jobs": [
+                {
+                    "name": "t",
+                    "kind": "topic-to-topic",
+                    "query": "SELECT * FROM u",
+                    "execution": "snapshot",
+                    "trigger": {"continuous": True},
+                    "sources": {"u": {"connection": "main", "table": {"ddl": DDL}}},
+                    "sink": {"connection": "main", "table": {"ddl": DDL}},
+                }
+            ],
+        },
     }
     for field, spec in refused.items():
         with pytest.raises(SpecError) as err:
             Pipeline.model_validate(spec)
         assert err.value.field.endswith(field), (field, err.value)
         assert err.value.fix, field
+    with pytest.raises(SpecError, match="every batch would rewrite every key"):
+        Pipeline.model_validate(refused["execution"])
+    # a publish runs continuously from a Delta table's change feed, never from a query's full result
+    sink = {"connection": "main", "table": {"ddl": DDL}}
+    publish = {"name": "p", "kind": "publish", "sink": sink, "trigger": {"continuous": True}}
+    feed = {**_pipeline(), "jobs": [{**publish, "source": {"kind": "delta-cdf", "path": "/tmp/src"}}]}
+    assert Pipeline.model_validate(feed).job("p").continuous
+    query = {**_pipeline(), "jobs": [{**publish, "source": {"kind": "query", "query": "SELECT 1 AS id"}}]}
+    with pytest.raises(SpecError, match="every batch would send every row again") as err:
+        Pipeline.model_validate(query)
+    assert err.value.field.endswith("source") and "delta-cdf" in err.value.fix

@@ -2,7 +2,8 @@
 each maintain job (compaction and cleanup of a table, on a schedule of its own) gets a DAG of its own.
 A continuous job (``trigger: {continuous: true}``) runs outside Airflow, as a long-running process:
 its task waits until the job is caught up (a lag sensor on it), so the tasks after it read a fresh
-table, and a job that falls behind fails the DAG run.
+table, and a job that falls behind fails the DAG run. A continuous publish reads a Delta table, not a
+topic, so it has no lag to wait on and no task.
 
 Example (a file in the DAGs folder)::
 
@@ -50,7 +51,8 @@ def pipeline_dag(
     """A DAG running every job of ``pipeline_file`` once per run, upstream jobs first; maintain jobs
     are left out (:func:`maintenance_dag`). A continuous job's task is a :class:`ConsumerLagSensor`
     instead: it passes once the job's time lag is at most ``continuous_time_lag_s`` and fails after
-    ``continuous_timeout_s`` (the job runs as a Deployment or another long-running process).
+    ``continuous_timeout_s`` (the job runs as a Deployment or another long-running process); a
+    continuous publish has no task.
 
     ``schedule`` defaults to the jobs' ``schedule:`` in the file (they run in one DAG, so the jobs that
     have one must agree); with none, the DAG runs when triggered. Runs are serialized
@@ -77,8 +79,8 @@ def pipeline_dag(
     tasks: dict[str, ConsumerLagSensor | UpsertKafkaJobOperator] = {}
     with dag:
         for job in pipeline.jobs:
-            if isinstance(job, MaintainJob):
-                continue
+            if isinstance(job, MaintainJob) or (job.continuous and not job.reads_topics):
+                continue  # a continuous publish has no consumer group to wait on: it runs outside Airflow
             task: dict[str, Any] = {
                 "task_id": re.sub(r"[^A-Za-z0-9_.-]", "_", job.name),
                 "pipeline_file": str(path),

@@ -8,6 +8,11 @@ lock is held for one batch, so a ``maintain`` job of the same table runs between
 
 A batch with nothing new to read is skipped: before each batch the topics' end offsets are compared
 with where the last batch ended (at start, with the offsets the target stored), without Spark. A
+``publish`` job's batch is its run over the Delta versions committed since the version it last
+published (its state file); before each batch the table's newest version is compared with that one.
+A ``topic-to-topic`` job's streaming query is started once, on a processing-time trigger of the job's
+interval (``jobs.streaming.ContinuousQuery``); each look counts the micro-batches that ended and
+commits their end offsets to the consumer group. A
 stop (:class:`threading.Event`, set by the CLI's SIGTERM and SIGINT handlers) is seen between
 batches: the current batch finishes and commits first.
 
@@ -27,13 +32,18 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from upsert_kafka_ops.errors import SpecError
 from upsert_kafka_ops.jobs.core import JOB_RESULT_VERSION, JobResult, RunContext
+from upsert_kafka_ops.jobs.grants import check_grants
+from upsert_kafka_ops.jobs.publish import latest_version, published_version
 from upsert_kafka_ops.jobs.run import run_context
+from upsert_kafka_ops.jobs.streaming import ContinuousQuery
 from upsert_kafka_ops.jobs.targets import target_for
+from upsert_kafka_ops.jobs.topic_to_topic import start_continuous
 from upsert_kafka_ops.kafka import offsets as ko
 from upsert_kafka_ops.kafka.admin import shared_clients
 from upsert_kafka_ops.metrics.exporter import WatchOptions
 from upsert_kafka_ops.metrics.prometheus import continuous_exposition
-from upsert_kafka_ops.pipeline import MaterializeJob, Pipeline, TopicToTopicJob
+from upsert_kafka_ops.metrics.run_export import export_run
+from upsert_kafka_ops.pipeline import MaterializeJob, Pipeline, PublishJob, TopicToTopicJob
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -41,6 +51,10 @@ if TYPE_CHECKING:
 log = logging.getLogger("upsert_kafka_ops.jobs")
 
 Offsets = dict[tuple[str, int], int]
+#: the jobs that run continuously, and where one's input stands: its topics' offsets, or for a
+#: publish job its Delta table's version
+Continuous = MaterializeJob | TopicToTopicJob | PublishJob
+Position = Offsets | int
 
 
 @dataclass
@@ -54,6 +68,7 @@ class ContinuousResult:
     batches: int = 0
     idle_checks: int = 0
     records_read: int = 0
+    records_written: int = 0
     rows_upserted: int = 0
     rows_deleted: int = 0
     last: JobResult | None = None
@@ -67,9 +82,11 @@ class ContinuousResult:
     duration_s: float = 0.0
     began: float = field(default_factory=time.monotonic, repr=False)
 
-    def add(self, batch: JobResult) -> None:
-        self.batches += 1
+    def add(self, batch: JobResult, batches: int = 1) -> None:
+        """Count ``batch`` (the result of ``batches`` micro-batches of a streaming query)."""
+        self.batches += batches
         self.records_read += batch.records_read
+        self.records_written += batch.records_written
         self.rows_upserted += batch.rows_upserted
         self.rows_deleted += batch.rows_deleted
         self.last = batch
@@ -88,6 +105,7 @@ class ContinuousResult:
             "batches": self.batches,
             "idle_checks": self.idle_checks,
             "records_read": self.records_read,
+            "records_written": self.records_written,
             "rows_upserted": self.rows_upserted,
             "rows_deleted": self.rows_deleted,
             "run": last.run if last is not None else None,
@@ -130,11 +148,13 @@ def _furthest(a: Offsets, b: Offsets) -> Offsets:
 class _Live:
     """One continuous job while it runs: where its last batch ended, and when its next is due."""
 
-    job: MaterializeJob | TopicToTopicJob
+    job: Continuous
     result: ContinuousResult
-    done: Offsets | None
+    done: Position | None
     mode: Literal["incremental", "full"] | None
     due: float = 0.0
+    #: a topic-to-topic job's streaming query, once started
+    query: ContinuousQuery | None = None
 
 
 class ContinuousJobs:
@@ -161,14 +181,16 @@ class ContinuousJobs:
 
     def _live(self, name: str, mode: Literal["incremental", "full"] | None) -> _Live:
         job = self.pipeline.job(name)
-        if not isinstance(job, MaterializeJob | TopicToTopicJob) or not job.continuous or job.trigger is None:
+        if not isinstance(job, Continuous) or not job.continuous or job.trigger is None:
             raise SpecError(
                 "trigger.continuous",
-                f"job {name!r} is not a continuous materialize or topic-to-topic job.",
+                f"job {name!r} is not a continuous materialize, topic-to-topic or publish job.",
                 "set trigger: {continuous: true} on it, or run it once.",
             )
-        done = None
-        if isinstance(job, MaterializeJob):
+        done: Position | None = None
+        if isinstance(job, PublishJob):
+            done = published_version(self.pipeline, job) if mode != "full" else None
+        elif isinstance(job, MaterializeJob):
             stored = target_for(job.target, self.pipeline).read_state() if mode != "full" else None
             done = dict(stored.offsets) if stored is not None and stored.job == job.name else None
         else:
@@ -212,6 +234,8 @@ class ContinuousJobs:
             self.failed = f"{type(exc).__name__}: {exc}"
             raise
         finally:
+            for live in self.lives:  # after a second signal (KeyboardInterrupt) or a failure: at once
+                self._stop_query(live, wait_s=0.0 if self.failed else 300.0)
             for out in self.results:
                 out.duration_s = time.monotonic() - out.began
                 log.info(
@@ -250,20 +274,74 @@ class ContinuousJobs:
 
     def _step(self, live: _Live) -> None:
         """One batch of ``live``'s job, or none when its topic holds nothing new."""
-        out = live.result
-        ends = topic_ends(self.pipeline, live.job, self.spark)
+        out, job = live.result, live.job
+        if isinstance(job, TopicToTopicJob):
+            self._follow(live, job)
+            return
+        ends = (
+            latest_version(self.spark, self.pipeline, job)
+            if isinstance(job, PublishJob)
+            else topic_ends(self.pipeline, job, self.spark)
+        )
         if live.done == ends:  # nothing new (a topic that went back, recreated, is a batch: its checks)
             out.failing = 0
             out.idle_checks += 1
             out.last_check_at = time.time()
             return
         first = live.mode if out.batches == 0 else None
-        batch = run_context(RunContext(self.pipeline, live.job, self.spark, first, self.lock_timeout_s))
-        # a batch reads at least what the topics held before it (a streaming query's result lists
-        # only the partitions its micro-batches read)
-        live.done = _furthest(ends, as_offsets(batch.end_offsets))
+        batch = run_context(RunContext(self.pipeline, job, self.spark, first, self.lock_timeout_s))
+        if isinstance(job, PublishJob):  # the version the batch published (its state file)
+            live.done = published_version(self.pipeline, job)
+        else:  # a batch reads at least what the topics held before it (a streaming query's result
+            # lists only the partitions its micro-batches read)
+            assert isinstance(ends, dict)
+            live.done = _furthest(ends, as_offsets(batch.end_offsets))
         out.failing = 0
         out.add(batch)
+
+    def _follow(self, live: _Live, job: TopicToTopicJob) -> None:
+        """A topic-to-topic job: its query started on a processing-time trigger of the job's interval
+        (again after it failed), then the micro-batches it ran since the last look."""
+        out = live.result
+        if live.query is None:
+            ctx = RunContext(self.pipeline, job, self.spark, None, self.lock_timeout_s)
+            check_grants(ctx)  # a missing ACL fails here, before the query starts
+            live.query = start_continuous(ctx, job, int(out.interval_s * 1000))
+        error = live.query.error()
+        if error is not None:  # it committed nothing of the failed micro-batch: started again after a pause
+            self._stop_query(live)
+            raise error
+        if self._collect(live) or live.query.query.recentProgress:
+            out.failing = 0  # the query (started again) ran a trigger without failing
+
+    def _collect(self, live: _Live) -> bool:
+        """Count the micro-batches the query ran since the last look; whether there were any."""
+        out = live.result
+        assert live.query is not None
+        batch = live.query.collect()
+        if batch is None:
+            out.idle_checks += 1
+            out.last_check_at = time.time()
+            return False
+        from upsert_kafka_ops.engine.session import application_id
+
+        batch.spark_app_id = application_id(self.spark)
+        export_run(self.pipeline.name, live.job.name, batch)
+        out.add(batch, batches=int(batch.write.get("batches", 1)))
+        return True
+
+    def _stop_query(self, live: _Live, wait_s: float = 0.0) -> None:
+        """Stop a topic-to-topic job's query, a running micro-batch first committed and reported
+        (waited for up to ``wait_s``; one cut off is run again from the checkpoint by the next start)."""
+        if live.query is None:
+            return
+        try:
+            live.query.stop(wait_s)
+            self._collect(live)  # the micro-batches that ended since the last look
+        except Exception as exc:  # the job stops anyway; what it read is in its checkpoint
+            log.warning("job %s: stopping its streaming query: %s", live.job.name, exc)
+        finally:
+            live.query = None
 
     # -- what metrics.exporter.serve asks of a monitor --------------------------------------------
     def document(self, max_age: float = 0.0) -> dict[str, Any]:

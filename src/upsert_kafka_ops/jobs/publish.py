@@ -12,14 +12,17 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from upsert_kafka_ops.engine.session import use_storage
+from upsert_kafka_ops.errors import SpecError
 from upsert_kafka_ops.jobs import sink_layout
 from upsert_kafka_ops.jobs.core import JobResult, RunContext, conform, topic_target, written_to_topic
 from upsert_kafka_ops.jobs.faults import fault_point
 from upsert_kafka_ops.jobs.folders import read_text, write_text
-from upsert_kafka_ops.pipeline import PublishJob, QuerySource
+from upsert_kafka_ops.pipeline import DeltaFeedSource, Pipeline, PublishJob, QuerySource
 from upsert_kafka_ops.spec.storage import split_s3
 
 if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
     from upsert_kafka_ops.engine.results import RunResult
 
 
@@ -30,10 +33,10 @@ def _state_name(job: PublishJob) -> str:
     return f"_upsert_kafka_ops_publish_{job.name}.json"
 
 
-def _read_state(ctx: RunContext, job: PublishJob) -> dict[str, Any]:
+def _read_state(pipeline: Pipeline, job: PublishJob) -> dict[str, Any]:
     """The job's state: the last published Delta version and the sink's partition count (in
     ``state``, else beside the Delta source; a query's publish keeps one only in ``state``)."""
-    folder, storage = ctx.pipeline.publish_state_of(job)
+    folder, storage = pipeline.publish_state_of(job)
     text = read_text(folder, _state_name(job), storage) if folder is not None else None
     return json.loads(text) if text is not None else {}
 
@@ -42,6 +45,28 @@ def _write_state(ctx: RunContext, job: PublishJob, document: dict[str, Any]) -> 
     folder, storage = ctx.pipeline.publish_state_of(job)
     if folder is not None:
         write_text(folder, _state_name(job), json.dumps(document), storage)
+
+
+def published_version(pipeline: Pipeline, job: PublishJob) -> int | None:
+    """The Delta version the job's last run published up to (None before its first run)."""
+    version = _read_state(pipeline, job).get("version")
+    return int(version) if version is not None else None
+
+
+def latest_version(spark: SparkSession, pipeline: Pipeline, job: PublishJob) -> int:
+    """The newest version of the job's Delta source (a continuous publish's look for new commits)."""
+    from upsert_kafka_ops.engine.delta import delta_last_commit
+
+    assert isinstance(job.source, DeltaFeedSource), job.source
+    storage = pipeline.storage_of(job.source)
+    if storage is not None:  # the session's S3A settings for the table's bucket
+        use_storage(spark, storage, split_s3(job.source.path)[0])
+    last = delta_last_commit(spark, job.source.path)
+    if last is None:
+        raise SpecError(
+            "source.path", f"{job.source.path} has no Delta commit.", "publish an existing Delta table."
+        )
+    return int(last["version"])
 
 
 def run_publish(ctx: RunContext, job: PublishJob) -> JobResult:
@@ -56,7 +81,7 @@ def _publish_query(ctx: RunContext, job: PublishJob, source: QuerySource) -> Job
 
     sink = job.sink
     conn = ctx.connection(sink.connection, sink.table)
-    counts = sink_layout.check(job.name, sink, conn, sink_layout.recorded(_read_state(ctx, job)))
+    counts = sink_layout.check(job.name, sink, conn, sink_layout.recorded(_read_state(ctx.pipeline, job)))
     df = conform(ctx.spark.sql(source.query), sink.table, "source.query")
     snapshot = write_snapshot(df, sink.table, conn)
     _write_state(ctx, job, {sink_layout.KEY: counts})
@@ -82,7 +107,7 @@ def _publish_delta(ctx: RunContext, job: PublishJob, path: str) -> JobResult:
     latest_row = delta_last_commit(spark, path)
     assert latest_row is not None
     latest = int(latest_row["version"])
-    stored = _read_state(ctx, job)
+    stored = _read_state(ctx.pipeline, job)
     last = stored.get("version")
     counts = sink_layout.check(job.name, sink, conn, sink_layout.recorded(stored))
     written: RunResult | None = None

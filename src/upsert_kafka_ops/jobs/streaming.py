@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import time
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -290,6 +291,105 @@ def run_streaming(ctx: RunContext, job: TopicToTopicJob, reason: str) -> JobResu
         end_offsets=ends,
         write={"batches": totals["batches"]},
     )
+
+
+class ContinuousQuery:
+    """A topic-to-topic job's streaming query on a processing-time trigger: a continuous job's, started
+    once over the job's checkpoint (the same rules as its bounded runs) and left running. Spark starts
+    a micro-batch each ``interval_ms`` when its sources hold new records; :meth:`collect` reports the
+    micro-batches that ended since it was last called (from the query's progress) and commits their
+    end offsets to the job's consumer group; :meth:`stop` lets a running micro-batch end first."""
+
+    def __init__(
+        self,
+        ctx: RunContext,
+        job: TopicToTopicJob,
+        reason: str,
+        interval_ms: int,
+        commit: Callable[[dict[str, dict[str, int]]], None],
+    ) -> None:
+        spark = ctx.spark
+        self.ctx, self.job, self.reason, self.commit = ctx, job, reason, commit
+        location = _checkpoint(job)
+        storage = ctx.pipeline.checkpoint_storage_of(job)
+        if storage is not None:  # the session's S3A settings for the checkpoint's bucket
+            use_storage(spark, storage, split_s3(location)[0])
+        _check_fingerprint(job, location, ctx.pipeline.connections, storage)
+        sink_table = job.sink.table
+        self.totals = {"batches": 0, "rows": 0, "tombstones": 0}
+        self._counted = dict(self.totals)
+        write_batch = _batch_writer(sink_table, ctx.connection(job.sink.connection, sink_table), self.totals)
+        views = _register_streams(spark, job, ctx.pipeline.connections, _fresh(location, storage))
+        try:  # the query's plan holds the streams: the views can go once it started
+            self.query = (
+                spark.sql(job.query)
+                .writeStream.outputMode("append" if isinstance(sink_table, KafkaTable) else "update")
+                .option("checkpointLocation", location)
+                .trigger(processingTime=f"{interval_ms} milliseconds")
+                .foreachBatch(write_batch)
+                .queryName(f"uko_{job.name}".replace("-", "_").replace(".", "_"))
+                .start()
+            )
+        finally:
+            for v in views:
+                spark.catalog.dropTempView(v)
+        self._seen = -1  # the last micro-batch collect() reported
+        self._ends: dict[str, dict[str, int]] = {}
+
+    def error(self) -> Exception | None:
+        """Why the query stopped, when it did (it committed nothing of the micro-batch it failed in)."""
+        if self.query.isActive:
+            return None
+        exc = self.query.exception()
+        if exc is not None:
+            return exc
+        return SpecError(
+            "trigger.continuous",
+            f"the streaming query of job {self.job.name!r} was stopped outside this process.",
+            "start the job again; it continues from its checkpoint.",
+        )
+
+    def collect(self) -> JobResult | None:
+        """The micro-batches that read records since the last call, as one result, their end offsets
+        committed to the consumer group; None when none did."""
+        # only micro-batches that read records: Spark also reports an idle query now and then, under
+        # the id of the batch it will run next
+        progress = spark_compat.progress_documents(self.query.recentProgress)
+        new = [
+            p for p in progress if int(p.get("batchId", -1)) > self._seen and int(p.get("numInputRows", 0))
+        ]
+        if not new:
+            return None
+        self._seen = max(int(p["batchId"]) for p in new)
+        records, ends = _progress_totals(new)
+        for topic, parts in ends.items():
+            self._ends.setdefault(topic, {}).update(parts)
+        self.commit(self._ends)
+        totals, counted = dict(self.totals), self._counted
+        self._counted = totals
+        seconds = sum(float((p.get("durationMs") or {}).get("triggerExecution", 0)) for p in new) / 1000
+        return self.ctx.result(
+            duration_s=round(seconds, 3),
+            mode="incremental",
+            execution="streaming",
+            reason=self.reason,
+            target=topic_target(self.job.sink.table),
+            records_read=records,
+            records_written=totals["rows"] - counted["rows"],
+            tombstones_written=totals["tombstones"] - counted["tombstones"],
+            end_offsets={t: dict(p) for t, p in self._ends.items()},
+            write={"batches": len(new)},
+        )
+
+    def stop(self, timeout_s: float = 300.0) -> None:
+        """Stop the query once no micro-batch runs (one that is running ends and commits first, for up
+        to ``timeout_s``)."""
+        deadline = time.monotonic() + timeout_s
+        while (
+            self.query.isActive and self.query.status.get("isTriggerActive") and time.monotonic() < deadline
+        ):
+            time.sleep(0.05)
+        self.query.stop()
 
 
 def _batch_writer(

@@ -10,6 +10,7 @@ The result says which path ran and why.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 
 from upsert_kafka_ops.errors import SpecError
 from upsert_kafka_ops.jobs import sink_layout
@@ -21,13 +22,35 @@ from upsert_kafka_ops.jobs.core import (
     topic_target,
     written_to_topic,
 )
-from upsert_kafka_ops.jobs.streaming import run_streaming, streaming_verdict
+from upsert_kafka_ops.jobs.streaming import ContinuousQuery, run_streaming, streaming_verdict
 from upsert_kafka_ops.pipeline import KafkaSource, TopicToTopicJob, history_start_error
 from upsert_kafka_ops.spec.table import UpsertKafkaTable
 
 
 def run_topic_to_topic(ctx: RunContext, job: TopicToTopicJob) -> JobResult:
     """Run the query as a stream when Spark can, else recompute it; commit each source's offsets."""
+    ok, reason, counts = _path(ctx, job)
+    result = run_streaming(ctx, job, reason) if ok else _run_snapshot(ctx, job, reason)
+    commit_sources(ctx, job, result.end_offsets, counts)
+    return result
+
+
+def start_continuous(ctx: RunContext, job: TopicToTopicJob, interval_ms: int) -> ContinuousQuery:
+    """Start the job's streaming query on a processing-time trigger (a continuous job's): refused
+    with the reason when the query cannot stream."""
+    ok, reason, counts = _path(ctx, job)
+    if not ok:
+        raise SpecError(
+            "trigger.continuous",
+            f"job {job.name!r} cannot run continuously: {reason}.",
+            "give it a schedule instead of the trigger (each run then recomputes the query), or make its "
+            "sources append-only and its query one Spark's streaming accepts.",
+        )
+    return ContinuousQuery(ctx, job, reason, interval_ms, lambda ends: commit_sources(ctx, job, ends, counts))
+
+
+def _path(ctx: RunContext, job: TopicToTopicJob) -> tuple[bool, str, dict[str, int]]:
+    """Whether the query streams and why; the sink's partition counts, checked against the last run's."""
     if job.execution == "snapshot":
         ok, reason = False, "execution: snapshot was requested"
     else:
@@ -56,21 +79,24 @@ def run_topic_to_topic(ctx: RunContext, job: TopicToTopicJob) -> JobResult:
     counts = sink_layout.check(
         job.name, job.sink, ctx.connection(job.sink.connection, job.sink.table), before
     )
-    result = run_streaming(ctx, job, reason) if ok else _run_snapshot(ctx, job, reason)
-    for src in job.sources.values():  # each source's offsets go to its own cluster
+    return ok, reason, counts
+
+
+def commit_sources(
+    ctx: RunContext, job: TopicToTopicJob, ends: Mapping[str, Mapping[str, int]], counts: dict[str, int]
+) -> None:
+    """Commit the offsets the job read up to, each source's to the job's group on its own cluster."""
+    for src in job.sources.values():
         topics = set(src.table.topic or []) | {
-            t
-            for t in result.end_offsets
-            if src.table.topic_pattern and re.fullmatch(src.table.topic_pattern, t)
+            t for t in ends if src.table.topic_pattern and re.fullmatch(src.table.topic_pattern, t)
         }
-        mine = {t: o for t, o in result.end_offsets.items() if t in topics}
+        mine = {t: o for t, o in ends.items() if t in topics}
         commit_group_offsets(
             ctx.connection(src.connection, src.table),
             job.consumer_group,
             mine,
             metadata=sink_layout.record(counts),
         )
-    return result
 
 
 def _run_snapshot(ctx: RunContext, job: TopicToTopicJob, reason: str) -> JobResult:

@@ -322,6 +322,7 @@ def continuous_exposition(jobs: list[Mapping[str, Any]], pipeline: str | None) -
                 "Looks at the topic that found nothing new (no batch) since the process started.",
             ),
             ("records_read", "Records read by the batches since the process started."),
+            ("records_written", "Records written to a sink topic by the batches since the process started."),
             ("rows_upserted", "Rows upserted by the batches since the process started."),
             ("rows_deleted", "Rows deleted by the batches since the process started."),
             ("failures", "Batches that failed (and were tried again) since the process started."),

@@ -28,8 +28,9 @@ class Trigger(SpecModel):
     continuous: bool = Field(
         default=False,
         description="Run until stopped (SIGTERM or Ctrl-C finish the current batch first), one batch after "
-        "another, each an incremental run committed with its end offsets (a topic-to-topic job's: its "
-        "streaming query over its checkpoint). Only `upsert-kafka-ops run` runs "
+        "another, each an incremental run committed with its end offsets (a topic-to-topic job: its "
+        "streaming query over its checkpoint on a processing-time trigger of the interval; a publish job: "
+        "the Delta versions since the last). Only `upsert-kafka-ops run` runs "
         "continuously; `--once`, the Airflow operators and Dagster's assets run one batch. See "
         "docs/streaming.md.",
     )
@@ -64,7 +65,6 @@ class Trigger(SpecModel):
 _BOUNDED = {
     "backfill": "a backfill ends at its 'until' bound",
     "maintain": "a maintain job compacts a table and ends",
-    "publish": "a publish job runs as a bounded read of the table's change feed so far",
 }
 
 
@@ -83,8 +83,8 @@ class JobSpec(SpecModel):
     )
     trigger: Trigger | None = Field(
         default=None,
-        description="continuous: true runs the job until stopped, a batch every 'interval' (materialize and "
-        "streaming topic-to-topic jobs); "
+        description="continuous: true runs the job until stopped, a batch every 'interval' (materialize, "
+        "streaming topic-to-topic and Delta change-feed publish jobs); "
         "default: one bounded run each time it is started.",
     )
 
@@ -102,7 +102,7 @@ class JobSpec(SpecModel):
         if kind in _BOUNDED:
             raise SpecError(
                 "trigger.continuous",
-                f"{_BOUNDED[kind]}; continuous runs are for materialize and topic-to-topic jobs.",
+                f"{_BOUNDED[kind]}; continuous runs are for materialize, topic-to-topic and publish jobs.",
                 "drop trigger, and give the job a schedule.",
             )
         if self.schedule is not None:
@@ -110,6 +110,14 @@ class JobSpec(SpecModel):
                 "schedule",
                 "a continuous job is not started on a schedule: it runs until it is stopped.",
                 "drop schedule, or drop trigger.continuous to run the job on the schedule.",
+            )
+        if getattr(getattr(self, "source", None), "kind", "") == "query":
+            raise SpecError(
+                "source",
+                "a publish of a query sends its whole result in every run: run continuously, every batch would "
+                "send every row again.",
+                "publish a Delta table's change feed (source: {kind: delta-cdf, ...}), or give the job a schedule "
+                "instead of the trigger.",
             )
         if getattr(self, "execution", "auto") == "snapshot":
             raise SpecError(
