@@ -23,9 +23,15 @@ end minus what its table holds, sampled every second) does not grow over the sec
 window (its slope at most 1% of the rate). The highest sustained rate is reported, ours and the
 baseline's.
 
+- **flink**: Flink 2.2.1's streaming job over the same kind of topic (``INSERT INTO`` an upsert-kafka
+  sink topic ``SELECT * FROM`` the upsert-kafka source: its ChangelogNormalize is the fold), in
+  PyFlink's own process (``.venv-flink``, parallelism 2, a checkpoint every interval, which commits
+  its source offsets to its consumer group). A record's latency: from its Kafka timestamp to the
+  timestamp of the sink record Flink wrote for it (matched by key and the value's unique name); its
+  lag: the topic's end minus the offsets its checkpoints committed.
+
 Printed beside the issue's targets (p50 at most 3 s and p99 at most 10 s at 1,000 records/s; at least
-50,000 records/s sustained into Delta with 100,000 keys). Not measured here yet: a sink topic's
-latency and Flink's streaming job. Results: ``build/bench/streaming.json``.
+50,000 records/s sustained into Delta with 100,000 keys). Results: ``build/bench/streaming.json``.
 
 Run: ``.venv/bin/python benchmarks/bench_streaming.py`` (``make bench`` runs it).
 """
@@ -62,6 +68,8 @@ PROBE_SECONDS = float(os.environ.get("BENCH_STREAM_PROBE_SECONDS", "60"))
 KEYS = int(os.environ.get("BENCH_STREAM_KEYS", "100000"))
 INTERVAL = os.environ.get("BENCH_STREAM_INTERVAL", "1s")
 OUT = Path(os.environ.get("BENCH_STREAM_OUT", "build/bench/streaming.json"))
+#: ours, the hand-written query, Flink's streaming job (BENCH_STREAM_KINDS: a subset, comma-separated)
+KINDS = [k for k in os.environ.get("BENCH_STREAM_KINDS", "ours,baseline,flink").split(",") if k]
 TARGETS = {"p50_s": 3.0, "p99_s": 10.0, "sustained": 50_000}
 
 
@@ -115,8 +123,9 @@ def _ends(servers: str, topic: str) -> dict[int, int]:
     return {p: o for (_, p), o in ko.end_offsets(config, ko.topic_partitions(config, topics=[topic])).items()}
 
 
-def _records(servers: str, topic: str, since: dict[int, int]) -> list[tuple[int, int, int]]:
-    """(partition, offset, timestamp ms) of every record from ``since`` to the end."""
+def _read(servers: str, topic: str, since: dict[int, int]) -> list[tuple[int, int, int, bytes, bytes | None]]:
+    """(partition, offset, timestamp ms, key, value) of every record from ``since`` to the end, in each
+    partition's order."""
     from confluent_kafka import Consumer, TopicPartition
 
     ends = _ends(servers, topic)
@@ -128,11 +137,21 @@ def _records(servers: str, topic: str, since: dict[int, int]) -> list[tuple[int,
     while left:
         for m in consumer.consume(10_000, timeout=5):
             p, o = int(m.partition() or 0), int(m.offset() or 0)
-            out.append((p, o, m.timestamp()[1]))
+            out.append((p, o, m.timestamp()[1], m.key() or b"", m.value()))
             if o + 1 >= ends[p]:
                 left.discard(p)
     consumer.close()
     return out
+
+
+def _records(servers: str, topic: str, since: dict[int, int]) -> list[tuple[int, int, int]]:
+    """(partition, offset, timestamp ms) of every record from ``since`` to the end."""
+    return [(p, o, ts) for p, o, ts, _, _ in _read(servers, topic, since)]
+
+
+def _keyed(servers: str, topic: str, since: dict[int, int]) -> list[tuple[bytes, bytes | None, int]]:
+    """(key, value, timestamp ms) of every record from ``since`` to the end, in each partition's order."""
+    return [(k, v, ts) for _, _, ts, k, v in _read(servers, topic, since)]
 
 
 def _latencies(
@@ -165,6 +184,35 @@ def _summary(lat: list[float]) -> dict[str, float]:
         "max_s": round(max(lat), 3),
         "records": len(lat),
     }
+
+
+def _name(value: bytes | None) -> str | None:
+    return None if value is None else str(json.loads(value)["name"])
+
+
+def _matched(
+    sent: list[tuple[bytes, bytes | None, int]], written: list[tuple[bytes, bytes | None, int]]
+) -> list[float]:
+    """Each sent change's latency (s) to the sink record written for it, per key in order: a sink
+    record is matched by its key and the value's unique name (None: a tombstone); sent changes passed
+    over are those the fold drops (a delete of an absent key); sink records of no sent change (the
+    first load's) are left out."""
+    import collections
+
+    pending: dict[bytes, collections.deque[tuple[str | None, int]]] = {}
+    for key, value, ts in sent:
+        pending.setdefault(key, collections.deque()).append((_name(value), ts))
+    out = []
+    for key, value, ts in written:
+        queue, name = pending.get(key), _name(value)
+        if not queue or all(n != name for n, _ in queue):
+            continue
+        while queue:
+            n, sent_ts = queue.popleft()
+            if n == name:
+                out.append((ts - sent_ts) / 1000)
+                break
+    return out
 
 
 def _delta_commits(table: Path, topic: str) -> list[tuple[float, dict[int, int]]]:
@@ -210,6 +258,9 @@ class Ours:
 
     def commits(self) -> list[tuple[float, dict[int, int]]]:
         return _delta_commits(self.table, self.topic)
+
+    def latencies(self, servers: str, since: dict[int, int]) -> list[float]:
+        return _latencies(_records(servers, self.topic, since), self.commits())
 
     def stop(self) -> dict[str, Any]:
         self.proc.send_signal(signal.SIGTERM)
@@ -266,10 +317,86 @@ class Baseline:
             out.append((began + p["durationMs"]["triggerExecution"], self._ends(p)))
         return out
 
+    def latencies(self, servers: str, since: dict[int, int]) -> list[float]:
+        return _latencies(_records(servers, self.topic, since), self.commits())
+
     def stop(self) -> dict[str, Any]:
         self._collect()
         self.query.stop()
         return {"batches": len(self.progress)}
+
+
+#: the streaming job in PyFlink's process: the job (JSON) on stdin's first line, runs until a second
+#: line (or the end of stdin), then cancels it
+FLINK_STREAM = """
+import json, sys
+from pyflink.table import EnvironmentSettings, TableEnvironment
+job = json.loads(sys.stdin.readline())
+env = TableEnvironment.create(EnvironmentSettings.in_streaming_mode())
+config = env.get_config()
+config.set("pipeline.jars", ";".join("file://" + j for j in job["jars"]))
+config.set("parallelism.default", "2")
+config.set("execution.checkpointing.interval", job["interval"])
+config.set("table.local-time-zone", "UTC")
+for ddl in job["ddl"]:
+    env.execute_sql(ddl)
+result = env.execute_sql(job["insert"])
+print(json.dumps({"started": True}), flush=True)
+sys.stdin.readline()
+result.get_job_client().cancel().result()
+print(json.dumps({"stopped": True}), flush=True)
+"""
+
+
+class FlinkStream:
+    """Flink's streaming upsert-kafka job from the topic into a sink topic, in PyFlink's process."""
+
+    def __init__(self, tmp: Path, kafka: LocalKafka, topic: str) -> None:
+        from bench_engine import FLINK_PYTHON
+
+        servers = kafka.bootstrap_servers
+        self.servers, self.topic, self.sink = servers, topic, f"{topic}-flink"
+        self.group = f"bench-flink-{topic}"
+        kafka.create_topic(self.sink, partitions=PARTITIONS, config={"cleanup.policy": "compact"})
+        source = bench_table(topic, servers, bounded=False).to_flink_ddl().rstrip().rstrip(")")
+        source += f", 'properties.group.id' = '{self.group}')"
+        sink = (f"CREATE TABLE `flink_sink` WITH ('connector' = 'upsert-kafka', 'topic' = '{self.sink}', "
+                f"'properties.bootstrap.servers' = '{servers}', 'key.format' = 'json', 'value.format' = 'json') "
+                f"LIKE `{topic}` (EXCLUDING OPTIONS)")  # fmt: skip
+        job = {"jars": [str(j) for j in jars.jar_paths("flink")], "interval": INTERVAL, "ddl": [source, sink],
+               "insert": f"INSERT INTO `flink_sink` SELECT * FROM `{topic}`"}  # fmt: skip
+        if not FLINK_PYTHON.is_file():
+            raise SystemExit(
+                f"PyFlink's virtualenv is missing ({FLINK_PYTHON}): run `make flink` (make bench does)."
+            )
+        self.log = (tmp / f"flink-{topic}.log").open("w")
+        self.proc = subprocess.Popen([str(FLINK_PYTHON), "-c", FLINK_STREAM], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, stderr=self.log, text=True)  # fmt: skip
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.proc.stdin.write(json.dumps(job) + "\n")
+        self.proc.stdin.flush()
+        line = self.proc.stdout.readline()
+        assert '"started"' in line, f"Flink's job did not start (see {self.log.name}): {line!r}"
+
+    def held(self) -> dict[int, int]:
+        """The offsets Flink's checkpoints committed (read by the sink's records by then)."""
+        from upsert_kafka_ops.kafka import offsets as ko
+
+        config = {"bootstrap.servers": self.servers}
+        parts = ko.topic_partitions(config, topics=[self.topic])
+        return {p: o for (_, p), o in ko.committed_offsets(config, self.group, sorted(parts)).items()}
+
+    def latencies(self, servers: str, since: dict[int, int]) -> list[float]:
+        return _matched(_keyed(servers, self.topic, since), _keyed(servers, self.sink, {}))
+
+    def stop(self) -> dict[str, Any]:
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.proc.stdin.write("\n")
+        self.proc.stdin.close()
+        stopped = self.proc.stdout.readline()
+        self.proc.wait(timeout=300)
+        self.log.close()
+        return {"cancelled": '"stopped"' in stopped, "exit": self.proc.returncode}
 
 
 def _caught_up(job: Any, servers: str, topic: str, timeout: float = 900) -> float:
@@ -294,7 +421,13 @@ def one(
     topic = f"stream-{kind}-{rate}-{seed}"
     kafka.create_topic(topic, partitions=PARTITIONS)
     produce_keys(servers, topic, range(KEYS), seed=seed)
-    job = Ours(tmp, servers, topic) if kind == "ours" else Baseline(spark, tmp, servers, topic)
+    job: Ours | Baseline | FlinkStream
+    if kind == "ours":
+        job = Ours(tmp, servers, topic)
+    elif kind == "flink":
+        job = FlinkStream(tmp, kafka, topic)
+    else:
+        job = Baseline(spark, tmp, servers, topic)
     first = _caught_up(job, servers, topic)
     since = _ends(servers, topic)
     paced = Paced(servers, topic, rate, seconds, seed + 1).start()
@@ -306,7 +439,7 @@ def one(
     paced.thread.join()
     drained = _caught_up(job, servers, topic)
     stopped = job.stop()
-    lat = _summary(_latencies(_records(servers, topic, since), job.commits()))
+    lat = _summary(job.latencies(servers, since))
     half = [(t, lag) for t, lag in samples if t >= seconds / 2]
     slope = (
         statistics.linear_regression([t for t, _ in half], [lag for _, lag in half]).slope
@@ -319,7 +452,7 @@ def one(
 
 
 def main() -> int:
-    jars.fetch(["kafka", "spark"], log=False)
+    jars.fetch(["kafka", "spark", "flink"], log=False)
     OUT.parent.mkdir(parents=True, exist_ok=True)
     results: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="uko-bench-stream-") as t:
@@ -330,14 +463,14 @@ def main() -> int:
             try:
                 seed = 1
                 for rate in RATES:
-                    for kind in ("ours", "baseline"):
+                    for kind in KINDS:
                         seed += 10
                         r = one(kind, rate, SECONDS, kafka, tmp, spark, seed)
                         results.append(r)
                         print(f"{kind:9} {rate:>7,}/s for {SECONDS:.0f} s: p50 {r['p50_s']:.2f} s, p99 {r['p99_s']:.2f} s, "
                               f"max {r['max_s']:.2f} s; lag slope {r['lag_slope_per_s']}/s", flush=True)  # fmt: skip
                 for rate in MAX_RATES:
-                    for kind in ("ours", "baseline"):
+                    for kind in KINDS:
                         seed += 10
                         r = one(kind, rate, PROBE_SECONDS, kafka, tmp, spark, seed)
                         r["probe"] = True
@@ -354,7 +487,7 @@ def main() -> int:
             print(
                 f"  1,000 records/s: p50 {r['p50_s']:.2f} s (<= 3), p99 {r['p99_s']:.2f} s (<= 10): {'met' if ok else 'NOT met'}"
             )
-    for kind in ("ours", "baseline"):
+    for kind in KINDS:
         best = max((r["rate"] for r in results if r["kind"] == kind and r["sustained"]), default=0)
         note = f" (target {TARGETS['sustained']:,})" if kind == "ours" else ""
         print(f"  highest sustained rate, {kind}: {best:,} records/s{note}")

@@ -231,17 +231,27 @@ def reset_checkpoint(job: TopicToTopicJob, storage: S3Storage | None = None) -> 
     return delete_folder(_checkpoint(job), storage)
 
 
-def run_streaming(ctx: RunContext, job: TopicToTopicJob, reason: str) -> JobResult:
-    spark = ctx.spark
+def _open(
+    ctx: RunContext, job: TopicToTopicJob
+) -> tuple[str, dict[str, int], Callable[[DataFrame, int], None], list[str]]:
+    """What a run of the job's query needs: its checkpoint (checked against the query's fingerprint),
+    the micro-batches' counts, their writer into the sink, and the sources' views (the caller drops
+    them)."""
     location = _checkpoint(job)
     storage = ctx.pipeline.checkpoint_storage_of(job)
     if storage is not None:  # the session's S3A settings for the checkpoint's bucket
-        use_storage(spark, storage, split_s3(location)[0])
+        use_storage(ctx.spark, storage, split_s3(location)[0])
     _check_fingerprint(job, location, ctx.pipeline.connections, storage)
-    sink_table = job.sink.table
     totals = {"batches": 0, "rows": 0, "tombstones": 0}
-    write_batch = _batch_writer(sink_table, ctx.connection(job.sink.connection, job.sink.table), totals)
-    views = _register_streams(spark, job, ctx.pipeline.connections, _fresh(location, storage))
+    write_batch = _batch_writer(job.sink.table, ctx.connection(job.sink.connection, job.sink.table), totals)
+    views = _register_streams(ctx.spark, job, ctx.pipeline.connections, _fresh(location, storage))
+    return location, totals, write_batch, views
+
+
+def run_streaming(ctx: RunContext, job: TopicToTopicJob, reason: str) -> JobResult:
+    spark = ctx.spark
+    sink_table = job.sink.table
+    location, totals, write_batch, views = _open(ctx, job)
 
     def start() -> StreamingQuery:
         return (
@@ -264,7 +274,7 @@ def run_streaming(ctx: RunContext, job: TopicToTopicJob, reason: str) -> JobResu
                 raise
             # Spark 4.1.0-4.1.1 (SPARK-55271): the replayed batch is written and committed; the next
             # start continues after it. Its end offsets are the checkpoint's; its record count is lost.
-            replayed = _last_batch_ends(location, storage)
+            replayed = _last_batch_ends(location, ctx.pipeline.checkpoint_storage_of(job))
             log.warning(
                 "job %s: Spark %s failed reporting the progress of the batch it replayed from its "
                 "checkpoint (SPARK-55271), after committing it; continuing after it (the run's "
@@ -310,16 +320,9 @@ class ContinuousQuery:
     ) -> None:
         spark = ctx.spark
         self.ctx, self.job, self.reason, self.commit = ctx, job, reason, commit
-        location = _checkpoint(job)
-        storage = ctx.pipeline.checkpoint_storage_of(job)
-        if storage is not None:  # the session's S3A settings for the checkpoint's bucket
-            use_storage(spark, storage, split_s3(location)[0])
-        _check_fingerprint(job, location, ctx.pipeline.connections, storage)
         sink_table = job.sink.table
-        self.totals = {"batches": 0, "rows": 0, "tombstones": 0}
+        location, self.totals, write_batch, views = _open(ctx, job)
         self._counted = dict(self.totals)
-        write_batch = _batch_writer(sink_table, ctx.connection(job.sink.connection, sink_table), self.totals)
-        views = _register_streams(spark, job, ctx.pipeline.connections, _fresh(location, storage))
         try:  # the query's plan holds the streams: the views can go once it started
             self.query = (
                 spark.sql(job.query)
