@@ -306,3 +306,64 @@ def test_a_continuous_publish_sends_each_new_delta_version_and_continues_from_it
     (again,) = run(0).results  # started again: its one batch sends exactly the versions after the stored one
     assert again.batches == 1 and again.last is not None, again
     assert again.last.reason == f"change data feed of versions {stored + 1}..{latest}", again.last.reason
+
+
+def test_a_postgres_outage_mid_stream_fails_batches_until_it_is_back_and_the_table_ends_exact(
+    kafka: LocalKafka, new_topic: Callable[..., str], spark: SparkSession, tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    """The target's server stops while a continuous job writes to it and records keep arriving: its
+    batches fail (committing nothing) and are tried again, and once the server is back the job
+    catches up with every record applied once and the table equal to the fold of the topic."""
+    import shutil
+    import tempfile
+    import threading
+
+    from upsert_kafka_ops.jobs.continuous import ContinuousJobs
+
+    servers, topic = kafka.bootstrap_servers, new_topic(partitions=2)
+    folder = Path(tempfile.mkdtemp(prefix="uko-pg-outage-"))  # kept over a stop, reachable by its user
+    folder.chmod(0o711)
+    pg = LocalPostgres(folder, port=free_port()).start()  # its own: this test stops it
+    try:
+        monkeypatch.setenv("UKO_TEST_PG_PASSWORD", pg.password)
+        job = {"name": "users-pg", "kind": "materialize", "source": source(topic, servers),
+               "target": pg_target(pg, "users_live"),
+               "trigger": {"continuous": True, "interval": "200ms", "retries": 30}}  # fmt: skip
+        rnd = random.Random(29)
+        produced = produce(servers, topic, random_changes(rnd, 60, 25))
+        jobs = ContinuousJobs(pipeline(servers, [job]), ["users-pg"], spark, lock_timeout_s=10)
+        (live,) = jobs.results
+        stop = threading.Event()
+        thread = threading.Thread(target=jobs.run, args=(stop,), name="continuous-pg")
+
+        def state() -> StoredState | None:
+            with psycopg.connect(pg.conninfo) as c:
+                return read_postgres_state(c, "upsert_kafka_ops_offsets", "users_live")
+
+        def wait(done: Callable[[], bool], what: str) -> None:
+            deadline = time.monotonic() + 180
+            while not done():
+                assert thread.is_alive() and time.monotonic() < deadline, (what, jobs.failed, live)
+                time.sleep(0.2)
+
+        thread.start()
+        try:
+            wait(
+                lambda: (s := state()) is not None and s.offsets == _ends(servers, topic), "the first records"
+            )
+            pg.stop()  # the outage: the server goes away between two batches
+            produced += produce(servers, topic, random_changes(rnd, 40, 25))
+            wait(lambda: live.failing >= 2, "two failed batches")
+            assert not jobs.ready() and live.last_error and pg.password not in live.last_error, live
+            pg.start()
+            wait(lambda: (s := state()) is not None and s.offsets == _ends(servers, topic), "catching up")
+        finally:
+            stop.set()
+            thread.join(120)
+        assert not thread.is_alive() and not jobs.failed, jobs.failed
+        assert live.failures >= 2 and live.failing == 0 and live.records_read == produced, live
+        assert pg_rows(pg, "users_live") == oracle_table(servers, topic)
+    finally:
+        pg.stop()
+        shutil.rmtree(folder, ignore_errors=True)
