@@ -311,7 +311,7 @@ class ContinuousJobs:
         if error is not None:  # it committed nothing of the failed micro-batch: started again after a pause
             self._stop_query(live)
             raise error
-        if self._collect(live) or live.query.query.recentProgress:
+        if self._collect(live) or live.query.triggered():
             out.failing = 0  # the query (started again) ran a trigger without failing
 
     def _collect(self, live: _Live) -> bool:

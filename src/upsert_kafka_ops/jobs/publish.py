@@ -96,17 +96,11 @@ def _publish_query(ctx: RunContext, job: PublishJob, source: QuerySource) -> Job
 
 def _publish_delta(ctx: RunContext, job: PublishJob, path: str) -> JobResult:
     from upsert_kafka_ops.engine import write_snapshot
-    from upsert_kafka_ops.engine.delta import delta_last_commit
 
     spark = ctx.spark
     sink = job.sink
     conn = ctx.connection(sink.connection, sink.table)
-    storage = ctx.pipeline.storage_of(job.source)
-    if storage is not None:  # the session's S3A settings for the table's bucket
-        use_storage(spark, storage, split_s3(path)[0])
-    latest_row = delta_last_commit(spark, path)
-    assert latest_row is not None
-    latest = int(latest_row["version"])
+    latest = latest_version(spark, ctx.pipeline, job)  # with the session's S3A settings for its bucket
     stored = _read_state(ctx.pipeline, job)
     last = stored.get("version")
     counts = sink_layout.check(job.name, sink, conn, sink_layout.recorded(stored))

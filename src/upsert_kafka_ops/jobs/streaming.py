@@ -384,6 +384,10 @@ class ContinuousQuery:
             write={"batches": len(new)},
         )
 
+    def triggered(self) -> bool:
+        """Whether the query ran a trigger since it started (one with nothing to read included)."""
+        return bool(self.query.recentProgress)
+
     def stop(self, timeout_s: float = 300.0) -> None:
         """Stop the query once no micro-batch runs (one that is running ends and commits first, for up
         to ``timeout_s``)."""

@@ -111,14 +111,6 @@ class JobSpec(SpecModel):
                 "a continuous job is not started on a schedule: it runs until it is stopped.",
                 "drop schedule, or drop trigger.continuous to run the job on the schedule.",
             )
-        if getattr(getattr(self, "source", None), "kind", "") == "query":
-            raise SpecError(
-                "source",
-                "a publish of a query sends its whole result in every run: run continuously, every batch would "
-                "send every row again.",
-                "publish a Delta table's change feed (source: {kind: delta-cdf, ...}), or give the job a schedule "
-                "instead of the trigger.",
-            )
         if getattr(self, "execution", "auto") == "snapshot":
             raise SpecError(
                 "execution",
@@ -435,6 +427,18 @@ class PublishJob(JobSpec):
     @classmethod
     def _old_state_fields(cls, data: Any) -> Any:
         return old_folder(data, "state", "state_path", "state_storage")
+
+    @model_validator(mode="after")
+    def _check_continuous_source(self) -> PublishJob:
+        if self.continuous and isinstance(self.source, QuerySource):
+            raise SpecError(
+                "source",
+                "a publish of a query sends its whole result in every run: run continuously, every batch would "
+                "send every row again.",
+                "publish a Delta table's change feed (source: {kind: delta-cdf, ...}), or give the job a schedule "
+                "instead of the trigger.",
+            )
+        return self
 
     def connections_used(self) -> list[str]:
         return [self.sink.connection]
