@@ -107,8 +107,10 @@ def test_continuous_jobs_follow_their_topic_stop_on_sigterm_and_continue_after_a
     live = cli_run(file, jars_dir, {}, "--metrics-port", str(port))
     runs = [_caught_up(live, [delta, pg], servers, topic)]
     for n in (30, 1, 45):
+        last_round = time.time()
         produced += produce(servers, topic, random_changes(rnd, n, 40))
         runs.append(_caught_up(live, [delta, pg], servers, topic))
+    caught_up = time.time()
     time.sleep(1.5)  # three intervals with nothing new: no batch, no commit
     assert [delta().run, pg().run] == runs[-1]  # type: ignore[union-attr]
 
@@ -126,6 +128,8 @@ def test_continuous_jobs_follow_their_topic_stop_on_sigterm_and_continue_after_a
     assert all(j["idle_checks"] >= 2 and time.time() - j["last_check_at"] < 30 for j in status["jobs"]), (
         status
     )
+    # the last batch read the last round's records: produced after last_round, committed by caught_up
+    assert all(0 < j["last_latency_s"] <= caught_up - last_round for j in status["jobs"]), status
     time.sleep(1.2)  # the exposition is renewed every second
     metrics = get("/metrics")[1]
     sample = 'upsert_kafka_ops_continuous_batches_total{pipeline="pipeline",pipeline_job="users-delta"}'
@@ -135,6 +139,9 @@ def test_continuous_jobs_follow_their_topic_stop_on_sigterm_and_continue_after_a
         + str(produced)
         in metrics
     )
+    latency = 'upsert_kafka_ops_continuous_latency_seconds{pipeline="pipeline",pipeline_job="users-pg"} '
+    [value] = [line.removeprefix(latency) for line in metrics.splitlines() if line.startswith(latency)]
+    assert float(value) == status["jobs"][1]["last_latency_s"], metrics
     live.send_signal(signal.SIGTERM)
     out, err = live.communicate(timeout=120)
     assert live.returncode == 0, err[-3000:]
@@ -178,9 +185,14 @@ def test_a_failed_batch_is_tried_again_and_too_many_in_a_row_end_the_run(
 ) -> None:
     """Another holder of the table's lock (a maintenance, here this test) past the lock timeout fails
     the batch: it is tried again after a pause, commits once the lock is free, and more failures in a
-    row than ``retries`` end the run with the error (in this process: the loop the CLI runs)."""
+    row than ``retries`` end the run with the error (in this process: the loop the CLI runs). A
+    failure no pause mends (an undecodable key) ends it at once. The batch's end-to-end latency runs
+    from its oldest record's timestamp (100 s before it was produced) to its commit."""
     import threading
 
+    from confluent_kafka import Producer
+
+    from upsert_kafka_ops.engine.source import DataError
     from upsert_kafka_ops.jobs.continuous import ContinuousJobs
     from upsert_kafka_ops.jobs.core import ConcurrentRunError
     from upsert_kafka_ops.jobs.targets import target_for
@@ -191,7 +203,8 @@ def test_a_failed_batch_is_tried_again_and_too_many_in_a_row_end_the_run(
            "trigger": {"continuous": True, "interval": "200ms", "retries": 2}}  # fmt: skip
     p = pipeline(servers, [job])
     rnd = random.Random(7)
-    produce(servers, topic, random_changes(rnd, 50, 20))
+    began = time.time()
+    produce(servers, topic, random_changes(rnd, 50, 20), timestamp_ms=int((began - 100) * 1000))
     jobs = ContinuousJobs(p, ["users-live"], spark, lock_timeout_s=0.5)
     (live,) = jobs.results
     stop, ended = threading.Event(), []
@@ -213,11 +226,15 @@ def test_a_failed_batch_is_tried_again_and_too_many_in_a_row_end_the_run(
             time.sleep(0.1)
         assert live.failing == 2 and "being written by another run" in live.last_error
         assert not jobs.ready()  # /ready answers 503 while it fails
+        held_until = time.time()
     deadline = time.monotonic() + 120
     while live.batches < 1:  # the lock is free: the third try commits
         assert thread.is_alive() and time.monotonic() < deadline, (ended, live)
         time.sleep(0.1)
     assert (live.failing, live.failures) == (0, 2) and jobs.ready()
+    # from the records' timestamp to a commit after the lock was freed
+    assert live.last_latency_s is not None
+    assert held_until - began + 100 <= live.last_latency_s <= time.time() - began + 100, live
     table_rows = spark.read.format("delta").load(str(path)).select("id", "name", "region", "score").collect()
     assert rows_as_table(table_rows) == oracle_table(servers, topic)
 
@@ -227,6 +244,19 @@ def test_a_failed_batch_is_tried_again_and_too_many_in_a_row_end_the_run(
         assert not thread.is_alive()
     (error,) = ended
     assert isinstance(error, ConcurrentRunError) and live.failing == 3 and live.batches == 1
+
+    # a key that is not JSON fails the batch the same way each time: the run ends at the first try
+    producer = Producer({"bootstrap.servers": servers})
+    producer.produce(topic, key=b"{not json", value=b"{}")
+    assert producer.flush(30) == 0
+    jobs, ended = ContinuousJobs(p, ["users-live"], spark), []
+    thread = threading.Thread(target=loop, name="continuous")
+    thread.start()
+    thread.join(120)
+    assert not thread.is_alive()
+    (error,) = ended
+    (live,) = jobs.results
+    assert isinstance(error, DataError) and (live.failures, live.batches) == (1, 0), (error, live)
 
 
 def test_a_continuous_publish_sends_each_new_delta_version_and_continues_from_its_state(

@@ -30,11 +30,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
+from upsert_kafka_ops.engine.source import DataError
+from upsert_kafka_ops.engine.warehouse import TargetSchemaError
 from upsert_kafka_ops.errors import SpecError
-from upsert_kafka_ops.jobs.core import JOB_RESULT_VERSION, JobResult, RunContext
+from upsert_kafka_ops.jobs.core import JOB_RESULT_VERSION, JobResult, OffsetsError, RunContext
+from upsert_kafka_ops.jobs.folders import StateError
 from upsert_kafka_ops.jobs.grants import check_grants
 from upsert_kafka_ops.jobs.publish import latest_version, published_version
 from upsert_kafka_ops.jobs.run import run_context
+from upsert_kafka_ops.jobs.sink_layout import SinkPartitionsError
 from upsert_kafka_ops.jobs.streaming import ContinuousQuery
 from upsert_kafka_ops.jobs.targets import target_for
 from upsert_kafka_ops.jobs.topic_to_topic import start_continuous
@@ -55,6 +59,9 @@ Offsets = dict[tuple[str, int], int]
 #: publish job its Delta table's version
 Continuous = MaterializeJob | TopicToTopicJob | PublishJob
 Position = Offsets | int
+#: failures no pause mends (a spec, the target's schema or state, the topic's records or offsets, a
+#: sink's partitions): the run ends at the first, as a bounded run would, instead of after ``retries``
+PERMANENT = (SpecError, TargetSchemaError, StateError, OffsetsError, DataError, SinkPartitionsError)
 
 
 @dataclass
@@ -79,6 +86,9 @@ class ContinuousResult:
     failures: int = 0
     failing: int = 0
     last_error: str = ""
+    #: the last batch's end-to-end latency: from the Kafka timestamp of the oldest record it read
+    #: until its commit (a materialize job; None until known)
+    last_latency_s: float | None = None
     duration_s: float = 0.0
     began: float = field(default_factory=time.monotonic, repr=False)
 
@@ -112,6 +122,7 @@ class ContinuousResult:
             "target": last.target if last is not None else None,
             "end_offsets": last.end_offsets if last is not None else {},
             "last_batch_s": last.duration_s if last is not None else None,
+            "last_latency_s": self.last_latency_s,
             "last_batch_at": self.last_batch_at,
             "last_check_at": self.last_check_at,
             "failures": self.failures,
@@ -138,6 +149,28 @@ def topic_ends(pipeline: Pipeline, job: MaterializeJob | TopicToTopicJob, spark:
             parts = ko.topic_partitions(config, topics=table.topic, pattern=table.topic_pattern)
             ends.update(ko.end_offsets(config, parts, read_committed=True))
     return ends
+
+
+def oldest_waiting_at(
+    pipeline: Pipeline, job: MaterializeJob, spark: SparkSession, done: Offsets | None, ends: Offsets
+) -> float | None:
+    """When the oldest record the job's next batch reads was written (Unix time, by its Kafka
+    timestamp): the first record after ``done`` (from the earliest without it) on each partition
+    whose end is further; None when none has a timestamp or the broker does not answer in time."""
+    from upsert_kafka_ops.kafka.lag import compute_lag
+
+    starts = {tp: (done or {}).get(tp) for tp, end in ends.items() if end > (done or {}).get(tp, 0)}
+    if not starts:
+        return None
+    src = job.source
+    config = RunContext(pipeline, job, spark).connection(src.connection, src.table).to_librdkafka()
+    try:
+        report = compute_lag(config, starts, isolation="read_committed", timeout=5.0)
+    except Exception as exc:  # the latency goes unreported; the batch does not depend on it
+        log.debug("job %s: the oldest waiting record's time is unknown: %s", job.name, exc)
+        return None
+    age = report.max_time_lag_s
+    return None if age is None else report.observed_at - age
 
 
 def _furthest(a: Offsets, b: Offsets) -> Offsets:
@@ -250,12 +283,16 @@ class ContinuousJobs:
 
     def _failed(self, live: _Live, exc: Exception) -> float:
         """Count a failed batch of ``live``'s job; the pause before it is tried again, or raise when it
-        failed more often in a row than its trigger's ``retries``."""
+        failed more often in a row than its trigger's ``retries`` or for a reason no pause mends
+        (:data:`PERMANENT`)."""
         out, trigger = live.result, live.job.trigger
         out.failures += 1
         out.failing += 1
         out.last_error = f"{type(exc).__name__}: {(str(exc).splitlines() or [''])[0][:500]}"
         retries = trigger.retries if trigger is not None else 0
+        if isinstance(exc, PERMANENT):
+            log.error("job %s: the batch failed, not to be tried again: %s", out.job, out.last_error)
+            raise exc
         if out.failing > retries:
             log.error(
                 "job %s: %d batches failed in a row, the last with %s", out.job, out.failing, out.last_error
@@ -289,6 +326,10 @@ class ContinuousJobs:
             out.last_check_at = time.time()
             return
         first = live.mode if out.batches == 0 else None
+        oldest = None
+        if isinstance(job, MaterializeJob):  # before the batch: its records are read from there on
+            assert isinstance(ends, dict) and not isinstance(live.done, int)
+            oldest = oldest_waiting_at(self.pipeline, job, self.spark, live.done, ends)
         batch = run_context(RunContext(self.pipeline, job, self.spark, first, self.lock_timeout_s))
         if isinstance(job, PublishJob):  # the version the batch published (its state file)
             live.done = published_version(self.pipeline, job)
@@ -298,6 +339,8 @@ class ContinuousJobs:
             live.done = _furthest(ends, as_offsets(batch.end_offsets))
         out.failing = 0
         out.add(batch)
+        if oldest is not None and out.last_batch_at is not None:
+            out.last_latency_s = round(max(0.0, out.last_batch_at - oldest), 3)
 
     def _follow(self, live: _Live, job: TopicToTopicJob) -> None:
         """A topic-to-topic job: its query started on a processing-time trigger of the job's interval

@@ -23,6 +23,8 @@ metric                                                Flink (FLIP-33 / Kafka con
                                                       ``numberOfCompletedCheckpoints`` is the nearest)
 ``upsert_kafka_ops_continuous_records_read_total``    ``numRecordsIn`` of a continuous job
 ``upsert_kafka_ops_continuous_batch_duration_seconds`` ``lastCheckpointDuration``, the nearest
+``upsert_kafka_ops_continuous_latency_seconds``       nearest: ``currentFetchEventTimeLag`` (here from
+                                                      the oldest record's timestamp to the commit)
 ``upsert_kafka_ops_continuous_last_check_timestamp_seconds`` none (when the job last looked for records)
 ====================================================  ==================================================
 """
@@ -341,6 +343,15 @@ def continuous_exposition(jobs: list[Mapping[str, Any]], pipeline: str | None) -
                 "gauge",
                 "Wall time of the last batch.",
                 float(job["last_batch_s"]),
+                labels,
+            )
+        if job.get("last_latency_s") is not None:
+            exp.add(
+                "continuous_latency_seconds",
+                "gauge",
+                "End-to-end latency of the last batch: from the Kafka timestamp of the oldest record it "
+                "read until its commit.",
+                float(job["last_latency_s"]),
                 labels,
             )
         for key, help_text in (
