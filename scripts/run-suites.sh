@@ -68,10 +68,10 @@ declare -A cmd=(
   # after the Dagster suite it made that slot the last to end
   [monitoring]="$pytest tests/monitoring --durations=5"
 )
-# the inner loop's slice: the engine against its oracle, a Delta and a PostgreSQL job killed at a
+# the inner loop's slice: the engine against its oracle, an Iceberg and a PostgreSQL job killed at a
 # fault point and rerun, one Airflow dag.test() and one Dagster materialization
 quick_integration="tests/integration/test_engine_oracle.py
-  tests/integration/test_jobs_faults.py::test_a_run_killed_at_a_fault_point_is_repaired_by_the_rerun[delta-after-read-incremental]
+  tests/integration/test_jobs_faults.py::test_a_run_killed_at_a_fault_point_is_repaired_by_the_rerun[iceberg-after-commit-incremental]
   tests/integration/test_jobs_faults.py::test_a_run_killed_at_a_fault_point_is_repaired_by_the_rerun[postgres-in-transaction-incremental]"
 declare -A quick=(
   [integration]="$pytest $(echo $quick_integration) --durations=5"

@@ -82,17 +82,25 @@ def _story(home: Path) -> str:
 
 @pytest.fixture
 def kept_demo(jars_dir: Path, tmp_path: Path) -> Iterator[tuple[Path, dict[str, str]]]:
+    """``demo --keep``: the broker stays up on the stated port with the demo's data, and the printed
+    exports are all Airflow's processes are given; a second one refuses to empty a live demo."""
     base = {k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW")}
     base["UPSERT_KAFKA_OPS_JARS_DIR"] = str(jars_dir)
-    folder = tmp_path / "demo"
-    keep = _cli("demo", "--keep", "--dir", str(folder), "--port", str(free_port()), env=base)
+    folder, port = tmp_path / "demo", free_port()
+    keep = _cli("demo", "--keep", "--dir", str(folder), "--port", str(port), env=base)
     assert keep.returncode == 0, keep.stderr[-3000:]
     exports = dict(shlex.split(line[len("export ") :])[0].split("=", 1)
                    for line in keep.stdout.splitlines() if line.startswith("export "))  # fmt: skip
     try:
+        assert exports["UKO_BOOTSTRAP_SERVERS"] == f"127.0.0.1:{port}"
+        connection = json.loads(exports["AIRFLOW_CONN_KAFKA_DEFAULT"])
+        assert connection["extra"]["bootstrap.servers"] == f"127.0.0.1:{port}"
+        again = _cli("demo", "--keep", "--dir", str(folder), "--port", str(port), env=base, timeout=120)
+        assert again.returncode == 2 and "still running" in again.stderr  # never empties a live demo
         yield folder, {**base, **exports}
     finally:
-        _cli("local", "kafka", "stop", "--dir", str(folder / "kafka"), env=base, timeout=120)
+        stop = _cli("local", "kafka", "stop", "--dir", str(folder / "kafka"), env=base, timeout=120)
+    assert stop.stdout.strip() == "stopped", stop.stderr
 
 
 def test_users_to_delta_runs_in_airflow_standalone_with_a_deferral(

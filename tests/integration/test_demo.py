@@ -1,4 +1,6 @@
-"""`make demo` runs the main job: pipelines/demo.yaml on its own broker and Spark, in a subprocess."""
+"""`make demo` runs the main job: pipelines/demo.yaml on its own broker and Spark, in a subprocess.
+`demo --keep` (a seeded broker left running for Airflow and Dagster) is run by the Airflow suite's
+`airflow standalone` test (``tests/airflow/test_scheduler.py``), whose processes get its exports alone."""
 
 from __future__ import annotations
 
@@ -104,46 +106,3 @@ def test_demo_refuses_a_folder_it_did_not_make(jars_dir: Path, tmp_path: Path) -
     assert proc.returncode == 2
     assert f"The demo folder {mine} holds files the demo did not write" in proc.stderr
     assert (mine / "notes.txt").read_text() == "keep me"
-
-
-def test_demo_keep_leaves_a_seeded_broker_and_prints_what_the_uis_need(
-    jars_dir: Path, tmp_path: Path
-) -> None:
-    """`demo --keep`: the broker stays up on the stated port with the demo's data; the printed exports
-    are all a shell needs to run the demo's jobs (as the DAGs and assets do)."""
-    import json
-    import shlex
-
-    from upsert_kafka_ops.local import free_port
-
-    env = {**os.environ, "UPSERT_KAFKA_OPS_JARS_DIR": str(jars_dir)}
-    folder, port = tmp_path / "demo", free_port()
-    cli = [sys.executable, "-m", "upsert_kafka_ops.cli"]
-    keep = subprocess.run([*cli, "demo", "--keep", "--dir", str(folder), "--port", str(port)],
-                          capture_output=True, text=True, env=env, timeout=600, check=False)  # fmt: skip
-    try:
-        assert keep.returncode == 0, keep.stderr[-3000:]
-        exports = dict(
-            shlex.split(line[len("export ") :])[0].split("=", 1)
-            for line in keep.stdout.splitlines()
-            if line.startswith("export ")
-        )
-        assert exports["UKO_BOOTSTRAP_SERVERS"] == f"127.0.0.1:{port}"
-        assert (
-            json.loads(exports["AIRFLOW_CONN_KAFKA_DEFAULT"])["extra"]["bootstrap.servers"]
-            == f"127.0.0.1:{port}"
-        )
-        pipeline = Path(exports["UKO_PIPELINES_DIR"]) / "demo.yaml"
-        run = subprocess.run([*cli, "run", str(pipeline), "--job", "publish-users", "--job", "users-to-delta",
-                              "--json"], capture_output=True, text=True, env={**env, **exports}, timeout=600,
-                             check=False)  # fmt: skip
-        assert run.returncode == 0, run.stderr[-3000:]
-        results = {r["job"]: r for r in json.loads(run.stdout)["results"]}
-        assert results["users-to-delta"]["records_read"] == 4  # the seeded users, published then folded
-        again = subprocess.run([*cli, "demo", "--keep", "--dir", str(folder), "--port", str(port)],
-                               capture_output=True, text=True, env=env, timeout=120, check=False)  # fmt: skip
-        assert again.returncode == 2 and "still running" in again.stderr  # never empties a live demo
-    finally:
-        stop = subprocess.run([*cli, "local", "kafka", "stop", "--dir", str(folder / "kafka")],
-                              capture_output=True, text=True, env=env, timeout=120, check=False)  # fmt: skip
-    assert stop.stdout.strip() == "stopped", stop.stderr

@@ -8,6 +8,7 @@ The killed run is a real CLI process (``upsert-kafka-ops run``) that SIGKILLs it
 from __future__ import annotations
 
 import json
+import logging
 import random
 import re
 import subprocess
@@ -109,11 +110,11 @@ def _setup(
 @pytest.mark.parametrize(
     ("kind", "point", "mode"),
     [
-        # Delta killed after the read: tests/integration/test_continuous.py (a continuous job's second batch)
-        ("delta", "after-commit", "incremental"),
+        # Delta killed after the read: tests/integration/test_continuous.py (a continuous job's second
+        # batch). after-commit is one point for every target (jobs/to_warehouse.py: after the target's
+        # own commit has released its lock, before the group's offsets): one target kills there
         pytest.param("iceberg", "after-commit", "incremental", marks=pytest.mark.lines),
         pytest.param("postgres", "in-transaction", "incremental", marks=pytest.mark.lines),
-        ("postgres", "after-commit", "incremental"),
         ("postgres", "during-swap", "full"),
     ],
 )
@@ -169,6 +170,7 @@ def test_two_runs_of_one_job_never_interleave(
     jars_dir: Path,
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     monkeypatch.setenv("UKO_TEST_PG_PASSWORD", postgres.password)
     topic = new_topic(partitions=2)
@@ -188,33 +190,30 @@ def test_two_runs_of_one_job_never_interleave(
     assert "is being written by another run" in err_b
     assert json.loads(out_b)["results"][0]["status"] == "failed"
 
-    # C waits for the lock while A is paused; A is released once C says it waits (not after a fixed
-    # sleep: a loaded machine starts C's JVM slower); both succeed, one after the other
-    c = cli_run(file, jars_dir, {})
-    lines: list[str] = []
-    reader = threading.Thread(target=lambda: lines.extend(iter(c.stderr.readline, "")), daemon=True)  # type: ignore[union-attr]
-    reader.start()
+    # C waits for the lock while A is paused (in this process: the advisory lock is the PostgreSQL
+    # server's, per connection; B and A are the processes); A is released once C says it waits (not
+    # after a fixed sleep: a loaded machine is slower); both succeed, one after the other
+    caplog.set_level(logging.INFO, logger="upsert_kafka_ops.jobs")
+    waited: list[Any] = []
+    c = threading.Thread(target=lambda: waited.append(run_job(p, spark=spark, lock_timeout_s=300)))
+    c.start()
     deadline = time.monotonic() + 300
-    while not any("waiting for PostgreSQL advisory lock" in ln for ln in list(lines)):
-        assert c.poll() is None, "".join(lines)[-3000:]
+    while "waiting for PostgreSQL advisory lock" not in caplog.text:
+        assert c.is_alive(), caplog.text[-3000:]
         assert time.monotonic() < deadline, "run C never said that it waits for the lock"
         time.sleep(0.2)
     flag.touch()
     out_a, err_a = a.communicate(timeout=600)
-    out_c = c.stdout.read() if c.stdout is not None else ""
-    c.wait(timeout=600)
-    reader.join(timeout=60)
-    err_c = "".join(lines)
+    c.join(600)
     assert a.returncode == 0, err_a[-3000:]
-    assert c.returncode == 0, err_c[-3000:]
-    ra, rc = json.loads(out_a)["results"][0], json.loads(out_c)["results"][0]
-    assert (ra["run"], rc["run"]) == (1, 2)
-    assert rc["records_read"] == 0
+    ra, (rc,) = json.loads(out_a)["results"][0], waited
+    assert (ra["run"], rc.run, rc.status) == (1, 2, "succeeded")
+    assert rc.records_read == 0
     assert rows() == oracle_table(servers, topic)
     assert state().run == 2
     # C's log says that it waited, on what, and for how long (a waiting task is not silent)
-    assert "is being written by another run: waiting for PostgreSQL advisory lock" in err_c
-    assert re.search(r": took PostgreSQL advisory lock \d+ after waiting \d+\.\d s", err_c), err_c[-3000:]
+    assert "is being written by another run: waiting for PostgreSQL advisory lock" in caplog.text
+    assert re.search(r": took PostgreSQL advisory lock \d+ after waiting \d+\.\d s", caplog.text), caplog.text
 
 
 def test_a_streaming_run_killed_inside_foreach_batch_is_replayed_without_changing_the_result(
@@ -254,10 +253,14 @@ def test_a_backfill_into_a_delta_table_an_incremental_run_is_writing_waits_for_i
     postgres: LocalPostgres,
     jars_dir: Path,
     tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
-    """Two jobs of one target (an incremental materialize and a bounded backfill, as two schedulers
-    might start them): the backfill fails clearly with a short lock timeout, or waits and runs after;
-    the table then equals the backfill's bound, each run's offsets stored in its own commit."""
+    """Two jobs of one target (an incremental materialize in a process of its own and a bounded
+    backfill in this one, as two schedulers might start them): the backfill fails clearly with a short
+    lock timeout, or waits and runs after; the table then equals the backfill's bound, each run's
+    offsets stored in its own commit."""
+    from upsert_kafka_ops.jobs.core import ConcurrentRunError
+
     topic = new_topic(partitions=1)
     servers = kafka.bootstrap_servers
     one, rows, state = _setup("delta", kafka, topic, tmp_path, postgres)
@@ -265,24 +268,30 @@ def test_a_backfill_into_a_delta_table_an_incremental_run_is_writing_waits_for_i
     produce(servers, topic, random_changes(random.Random(8), 60, 20))
     back = {"name": "rebuild", "kind": "backfill", "source": job["source"], "target": job["target"],
             "until": {"offsets": {topic: {"0": 40}}}, "rewind": True}  # fmt: skip
+    both = pipeline(servers, [job, back])
     file = tmp_path / "pipeline.yaml"
-    file.write_text(yaml.safe_dump(pipeline(servers, [job, back]).to_json_dict()))
+    file.write_text(yaml.safe_dump(both.to_json_dict()))
     flag = tmp_path / "release"
     a = cli_run(file, jars_dir, {"UKO_FAULT_POINT": f"pause:after-read:{flag}"}, "--job", job["name"])
     _until_paused(a, flag)
-    quick = cli_run(file, jars_dir, {}, "--job", "rebuild", "--lock-timeout", "1")
-    out_q, err_q = quick.communicate(timeout=600)
-    assert quick.returncode == 1 and "is being written by another run" in err_q, err_q[-3000:]
-    assert json.loads(out_q)["results"][0]["status"] == "failed"
-    waiting = cli_run(file, jars_dir, {}, "--job", "rebuild")
-    time.sleep(2)
+    with pytest.raises(ConcurrentRunError, match="is being written by another run"):
+        run_job(both, "rebuild", spark=spark, lock_timeout_s=1)
+    caplog.set_level(logging.INFO, logger="upsert_kafka_ops.jobs")
+    waited: list[Any] = []
+    waiting = threading.Thread(
+        target=lambda: waited.append(run_job(both, "rebuild", spark=spark, lock_timeout_s=300))
+    )
+    waiting.start()
+    deadline = time.monotonic() + 300
+    while "is being written by another run: waiting for" not in caplog.text:
+        assert waiting.is_alive() and time.monotonic() < deadline, caplog.text[-3000:]
+        time.sleep(0.2)
     flag.touch()
     out_a, err_a = a.communicate(timeout=600)
-    out_w, err_w = waiting.communicate(timeout=600)
+    waiting.join(600)
     assert a.returncode == 0, err_a[-3000:]
-    assert waiting.returncode == 0, err_w[-3000:]
-    ra, rw = json.loads(out_a)["results"][0], json.loads(out_w)["results"][0]
-    assert (ra["run"], rw["run"], rw["mode"]) == (1, 2, "full")  # one after the other
+    ra, (rw,) = json.loads(out_a)["results"][0], waited
+    assert (ra["run"], rw.run, rw.mode, rw.status) == (1, 2, "full", "succeeded")  # one after the other
     assert state().offsets == {(topic, 0): 40}
     first_40 = [r for r in read_all(servers, [topic]) if r.offset < 40]
     expected = fold(first_40, lambda k: json.loads(k)["id"], json.loads)
