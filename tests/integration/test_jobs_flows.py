@@ -337,20 +337,10 @@ def test_cli_run_describe_topic_and_exit_codes(
     quiet = [ln for ln in ok.stderr.splitlines() if " WARN " in ln or " INFO " in ln or "WARNING" in ln]
     assert quiet == [], quiet[:5]  # Spark at ERROR, the JVM's incubator notice left out
 
-    verbose = _cli("run", str(file), "-v", env=env)
-    assert verbose.returncode == 0, verbose.stderr[-3000:]
-    assert " INFO SparkContext: Running Spark version" in verbose.stderr  # from the JVM's first lines
-    assert "WARNING: Using incubator modules: jdk.incubator.vector" in verbose.stderr
-
+    # -v's JVM lines and a failed job's exit code and result: the secret scan's run
+    # (tests/integration/test_secret_scan.py); a job that is not there is refused before any run
     missing = _cli("run", str(file), "--job", "nope")
     assert missing.returncode == 2 and "no job named 'nope'" in missing.stderr
-
-    bad = tmp_path / "bad.yaml"
-    bad.write_text(file.read_text().replace(topic, "no-such-topic"))
-    failed = _cli("run", str(bad), "--json", env=env)
-    assert failed.returncode == 1
-    assert json.loads(failed.stdout)["results"][0]["status"] == "failed"
-    assert "no-such-topic" in failed.stderr
 
     described = _cli("describe-topic", topic, "--bootstrap-servers", servers, "--json")
     assert described.returncode == 0, described.stderr
