@@ -33,8 +33,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from upsert_kafka_ops.engine.source import DataError
 from upsert_kafka_ops.engine.warehouse import TargetSchemaError
 from upsert_kafka_ops.errors import SpecError
-from upsert_kafka_ops.jobs.core import JOB_RESULT_VERSION, JobResult, OffsetsError, RunContext
-from upsert_kafka_ops.jobs.folders import StateError
+from upsert_kafka_ops.jobs.core import JOB_RESULT_VERSION, JobResult, RunContext
 from upsert_kafka_ops.jobs.grants import check_grants
 from upsert_kafka_ops.jobs.publish import latest_version, published_version
 from upsert_kafka_ops.jobs.run import run_context
@@ -43,7 +42,7 @@ from upsert_kafka_ops.jobs.streaming import ContinuousQuery
 from upsert_kafka_ops.jobs.targets import target_for
 from upsert_kafka_ops.jobs.topic_to_topic import start_continuous
 from upsert_kafka_ops.kafka import offsets as ko
-from upsert_kafka_ops.kafka.admin import shared_clients
+from upsert_kafka_ops.kafka.admin import TopicNotFoundError, shared_clients
 from upsert_kafka_ops.metrics.exporter import WatchOptions
 from upsert_kafka_ops.metrics.prometheus import continuous_exposition
 from upsert_kafka_ops.metrics.run_export import export_run
@@ -59,9 +58,16 @@ Offsets = dict[tuple[str, int], int]
 #: publish job its Delta table's version
 Continuous = MaterializeJob | TopicToTopicJob | PublishJob
 Position = Offsets | int
-#: failures no pause mends (a spec, the target's schema or state, the topic's records or offsets, a
-#: sink's partitions): the run ends at the first, as a bounded run would, instead of after ``retries``
-PERMANENT = (SpecError, TargetSchemaError, StateError, OffsetsError, DataError, SinkPartitionsError)
+
+
+def permanent(exc: BaseException) -> bool:
+    """Whether no pause mends the failure ``exc``: a spec, a target schema that does not fit, a record
+    that cannot be decoded, a sink topic whose partitions changed. The run then ends at the first, as a
+    bounded run would, instead of after ``retries``. A topic not found is not one: a broker that is
+    starting again answers so for a moment (the broker-restart trial saw it)."""
+    if isinstance(exc, TopicNotFoundError):
+        return False
+    return isinstance(exc, SpecError | TargetSchemaError | DataError | SinkPartitionsError)
 
 
 @dataclass
@@ -284,13 +290,13 @@ class ContinuousJobs:
     def _failed(self, live: _Live, exc: Exception) -> float:
         """Count a failed batch of ``live``'s job; the pause before it is tried again, or raise when it
         failed more often in a row than its trigger's ``retries`` or for a reason no pause mends
-        (:data:`PERMANENT`)."""
+        (:func:`permanent`)."""
         out, trigger = live.result, live.job.trigger
         out.failures += 1
         out.failing += 1
         out.last_error = f"{type(exc).__name__}: {(str(exc).splitlines() or [''])[0][:500]}"
         retries = trigger.retries if trigger is not None else 0
-        if isinstance(exc, PERMANENT):
+        if permanent(exc):
             log.error("job %s: the batch failed, not to be tried again: %s", out.job, out.last_error)
             raise exc
         if out.failing > retries:

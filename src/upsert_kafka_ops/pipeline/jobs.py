@@ -45,8 +45,8 @@ class Trigger(SpecModel):
         description="Failed batches in a row that are tried again (after 1 s, then twice as long each time, at "
         "most a minute) before the process exits with the error; a failed batch commits nothing, so trying "
         "it again is always safe (a broker or the target briefly away, a maintenance holding the lock). A failure "
-        "no pause mends (an invalid spec, a target schema that does not fit, a record that cannot be decoded, "
-        "stored offsets the topic no longer has) ends the process at the first.",
+        "no pause mends (an invalid spec, a target schema that does not fit, a record that cannot be decoded, a "
+        "sink topic whose partitions changed) ends the process at the first.",
     )
 
     @field_validator("interval")
