@@ -97,8 +97,11 @@ def test_delta_and_parquet_on_s3_run_incrementally_from_the_cli_and_hold_the_ora
     for run in (1, 2):
         if run == 2:
             produce(servers, topic, random_changes(rnd, 200, 60))
-        # both jobs in one CLI process, which resolves the store's secret from its environment
-        results = run_cli(file, None, jars_dir, s3.secret_key)
+            # both jobs in one CLI process, which resolves the store's secret from its environment and
+            # continues from what this process stored
+            results = run_cli(file, None, jars_dir, s3.secret_key)
+        else:
+            results = {j["name"]: run_job(pipeline, j["name"], spark=spark).to_dict() for j in jobs}
         first, second = results["users-delta"], results["users-parquet"]
         assert (first["status"], first["mode"], first["run"]) == (
             "succeeded", "full" if run == 1 else "incremental", run)  # fmt: skip
