@@ -12,6 +12,7 @@ folder): the same files as the Airflow DAGs in ``dags/``.
 - Sensors (stopped by default): ``upsert_kafka_new_data_<job>`` for each job that reads topics, and
   ``upsert_kafka_lag_status_<job>``, which records an observation on the job's outputs each time the
   Burrow status of its lag changes.
+- Executor: in-process (a run's steps one after another in its process, sharing one Spark driver).
 - Resources: ``kafka`` (every connection of the files) from ``UKO_BOOTSTRAP_SERVERS``,
   ``UKO_SECURITY_PROTOCOL``, ``UKO_SASL_MECHANISM``, ``UKO_KAFKA_USERNAME`` and the password
   ``UKO_KAFKA_PASSWORD`` (read by Dagster at run time through ``dg.EnvVar``); ``spark_runtime`` from
@@ -102,6 +103,10 @@ def build_definitions(folder: Path = PIPELINES) -> dg.Definitions:
                 sensors.append(lag_status_sensor(job=job.name, pipeline=pipeline, kafka_resources=kafka))
     written = {key for a in assets for key in a.keys}  # written by a job of another file: not external
     return dg.Definitions(
+        # a run's steps (the assets, then their checks) in its own process, one after another: each step
+        # in a process of its own (Dagster's default) started a Spark driver JVM for the asset and another
+        # for its matches_topic check
+        executor=dg.in_process_executor,
         assets=[*(spec for key, spec in external.items() if key not in written), *assets],
         asset_checks=checks,
         sensors=sensors,
