@@ -384,8 +384,9 @@ class KafkaAdmin:
             raise self.failure(exc, what) from None
         return out
 
-    def failure(self, exc: BaseException, what: str) -> Exception:
-        """The typed error for a failed call (also used for errors found inside results)."""
+    def failure(self, exc: BaseException, what: str, topic: str | None = None) -> Exception:
+        """The typed error for a failed call (also used for errors found inside results: ``topic`` is
+        the topic the result is about, named when it is not found)."""
         from confluent_kafka import KafkaException
 
         if self._client is not None:
@@ -415,7 +416,9 @@ class KafkaAdmin:
             cause = _describe(self.bootstrap_servers, self._errors, detail, self.timeout)
             return KafkaTimeoutError(f"{cause} (while trying to {what})")
         if name in _NOT_FOUND:
-            return TopicNotFoundError([what.rsplit(" ", 1)[-1]])
+            if topic is None and what.startswith("describe topic "):
+                topic = what.removeprefix("describe topic ")
+            return TopicNotFoundError([topic or f"one of those asked for (while trying to {what})"])
         if isinstance(exc, KafkaException | KafkaConnectionError | SpecError):
             return (
                 exc
@@ -536,7 +539,7 @@ class KafkaAdmin:
                     elif tp.error.name() in _LEADER_MOVING and time.monotonic() + pause < end:
                         again.append((tp.topic, tp.partition))
                     else:
-                        raise self.failure(_exception(tp.error), what)
+                        raise self.failure(_exception(tp.error), what, tp.topic)
                 pending = again if found else pending
                 if pending:
                     time.sleep(pause)
@@ -609,7 +612,7 @@ class KafkaAdmin:
         for result in self._wait(futures, what).values():
             for tp in result.topic_partitions or []:
                 if tp.error is not None:
-                    raise self.failure(_exception(tp.error), what)
+                    raise self.failure(_exception(tp.error), what, tp.topic)
                 out[(tp.topic, tp.partition)] = tp
         return out
 
