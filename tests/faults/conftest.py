@@ -1,7 +1,7 @@
 """Real components for the fault suite: a broker of its own (the tests restart it), and the shared
 jar cache and SparkSession (``tests/services.py``; in ``make test`` the suite runs after the Airflow
-suite in its pytest process, on the same session). The runs under test are CLI processes; this
-process produces, restarts the broker, reruns and checks."""
+suite in its pytest process, on the same session). The runs under test are threads of this process,
+which also produces, restarts the broker, reruns and checks."""
 
 from __future__ import annotations
 
