@@ -13,7 +13,7 @@ from upsert_kafka_ops.kafka.admin import KafkaAdmin, TopicNotFoundError
     ("what", "topic", "named"),
     [
         ("list offsets", "users", "users"),  # an error inside a result: its topic
-        ("describe topic clicks", None, "clicks"),
+        ("describe topic clicks", "clicks", "clicks"),
         ("list offsets", None, "one of those asked for (while trying to list offsets)"),
     ],
 )

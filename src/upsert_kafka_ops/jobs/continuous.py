@@ -93,7 +93,7 @@ class ContinuousResult:
     failing: int = 0
     last_error: str = ""
     #: the last batch's end-to-end latency: from the Kafka timestamp of the oldest record it read
-    #: until its commit (a materialize job; None until known)
+    #: until its commit (a materialize job; None when unknown)
     last_latency_s: float | None = None
     duration_s: float = 0.0
     began: float = field(default_factory=time.monotonic, repr=False)
@@ -144,15 +144,19 @@ def as_offsets(ends: Mapping[str, Mapping[Any, Any]]) -> Offsets:
     return {(t, int(p)): int(o) for t, parts in ends.items() for p, o in parts.items()}
 
 
+def _client_config(pipeline: Pipeline, job: Continuous, spark: SparkSession, src: Any) -> dict[str, Any]:
+    """The librdkafka settings of one of the job's sources."""
+    return RunContext(pipeline, job, spark).connection(src.connection, src.table).to_librdkafka()
+
+
 def topic_ends(pipeline: Pipeline, job: MaterializeJob | TopicToTopicJob, spark: SparkSession) -> Offsets:
     """The end offsets (read committed, as a run's bounds take them) of the job's source topics."""
     sources = [job.source] if isinstance(job, MaterializeJob) else list(job.sources.values())
     ends: Offsets = {}
     with shared_clients():
         for src in sources:
-            table = src.table
-            config = RunContext(pipeline, job, spark).connection(src.connection, table).to_librdkafka()
-            parts = ko.topic_partitions(config, topics=table.topic, pattern=table.topic_pattern)
+            config = _client_config(pipeline, job, spark, src)
+            parts = ko.topic_partitions(config, topics=src.table.topic, pattern=src.table.topic_pattern)
             ends.update(ko.end_offsets(config, parts, read_committed=True))
     return ends
 
@@ -168,9 +172,8 @@ def oldest_waiting_at(
     starts = {tp: (done or {}).get(tp) for tp, end in ends.items() if end > (done or {}).get(tp, 0)}
     if not starts:
         return None
-    src = job.source
-    config = RunContext(pipeline, job, spark).connection(src.connection, src.table).to_librdkafka()
     try:
+        config = _client_config(pipeline, job, spark, job.source)
         report = compute_lag(config, starts, isolation="read_committed", timeout=5.0)
     except Exception as exc:  # the latency goes unreported; the batch does not depend on it
         log.debug("job %s: the oldest waiting record's time is unknown: %s", job.name, exc)
@@ -321,21 +324,22 @@ class ContinuousJobs:
         if isinstance(job, TopicToTopicJob):
             self._follow(live, job)
             return
-        ends = (
-            latest_version(self.spark, self.pipeline, job)
-            if isinstance(job, PublishJob)
-            else topic_ends(self.pipeline, job, self.spark)
-        )
-        if live.done == ends:  # nothing new (a topic that went back, recreated, is a batch: its checks)
-            out.failing = 0
-            out.idle_checks += 1
-            out.last_check_at = time.time()
-            return
-        first = live.mode if out.batches == 0 else None
         oldest = None
-        if isinstance(job, MaterializeJob):  # before the batch: its records are read from there on
-            assert isinstance(ends, dict) and not isinstance(live.done, int)
-            oldest = oldest_waiting_at(self.pipeline, job, self.spark, live.done, ends)
+        with shared_clients():  # the look at the topics and the oldest record's read share a client
+            ends = (
+                latest_version(self.spark, self.pipeline, job)
+                if isinstance(job, PublishJob)
+                else topic_ends(self.pipeline, job, self.spark)
+            )
+            if live.done == ends:  # nothing new (a topic that went back, recreated, is a batch: its checks)
+                out.failing = 0
+                out.idle_checks += 1
+                out.last_check_at = time.time()
+                return
+            if isinstance(job, MaterializeJob):  # before the batch: its records are read from there on
+                assert isinstance(ends, dict) and not isinstance(live.done, int)
+                oldest = oldest_waiting_at(self.pipeline, job, self.spark, live.done, ends)
+        first = live.mode if out.batches == 0 else None
         batch = run_context(RunContext(self.pipeline, job, self.spark, first, self.lock_timeout_s))
         if isinstance(job, PublishJob):  # the version the batch published (its state file)
             live.done = published_version(self.pipeline, job)
@@ -345,8 +349,9 @@ class ContinuousJobs:
             live.done = _furthest(ends, as_offsets(batch.end_offsets))
         out.failing = 0
         out.add(batch)
-        if oldest is not None and out.last_batch_at is not None:
-            out.last_latency_s = round(max(0.0, out.last_batch_at - oldest), 3)
+        assert out.last_batch_at is not None  # add() set it
+        # unknown when the oldest record's time is (never an earlier batch's figure)
+        out.last_latency_s = None if oldest is None else round(max(0.0, out.last_batch_at - oldest), 3)
 
     def _follow(self, live: _Live, job: TopicToTopicJob) -> None:
         """A topic-to-topic job: its query started on a processing-time trigger of the job's interval

@@ -416,8 +416,6 @@ class KafkaAdmin:
             cause = _describe(self.bootstrap_servers, self._errors, detail, self.timeout)
             return KafkaTimeoutError(f"{cause} (while trying to {what})")
         if name in _NOT_FOUND:
-            if topic is None and what.startswith("describe topic "):
-                topic = what.removeprefix("describe topic ")
             return TopicNotFoundError([topic or f"one of those asked for (while trying to {what})"])
         if isinstance(exc, KafkaException | KafkaConnectionError | SpecError):
             return (
@@ -454,9 +452,9 @@ class KafkaAdmin:
                 if err is not None and hasattr(err, "name") and err.name() in _NOT_FOUND:
                     missing.append(name)
                     continue
-                raise self.failure(exc, f"describe topic {name}") from None
+                raise self.failure(exc, f"describe topic {name}", name) from None
             except BaseException as exc:
-                raise self.failure(exc, f"describe topic {name}") from None
+                raise self.failure(exc, f"describe topic {name}", name) from None
             out[name] = TopicInfo(name, str(desc.topic_id), len(desc.partitions))
         if missing and not missing_ok:
             raise TopicNotFoundError(sorted(missing))
