@@ -121,7 +121,9 @@ lint: install
 	$(BIN)/ruff format --check $(LINT_PATHS)
 	$(BIN)/mypy
 
-unit: install
+# a few unit tests read the jars' paths (a session's conf, the Connect server's command): fetched
+# first, once per machine (a no-op check after that)
+unit: install jars lake-jars
 	@$(TIMED) "unit tests" $(BIN)/pytest tests/unit
 
 check: lint unit
@@ -186,11 +188,13 @@ integration: jars flink kerberos registry yarn lake-jars prometheus minio nginx 
 # Before the suites, two lanes side by side (each is mostly one core's work): what Maven resolves, one
 # at a time (Maven's local repository takes one writer; its output is printed when it ends), and the
 # checks with the rest. Kerberos' client build comes first: it reinstalls confluent-kafka, which the
-# unit tests import.
+# unit tests import; the jars the unit tests read come before both lanes (on a new machine the unit
+# tests had started before the background lane had fetched them).
 test: export UKO_TEST_COSTS := $(CURDIR)/build/test-logs/costs
 test: test-costs-reset kerberos
 	@mkdir -p build/test-logs
-	@$(MAKE) --no-print-directory jars flink-jars registry yarn lake-jars >build/test-logs/prepare.log 2>&1 & maven=$$!; \
+	@$(MAKE) --no-print-directory lake-jars
+	@$(MAKE) --no-print-directory flink-jars registry yarn >build/test-logs/prepare.log 2>&1 & maven=$$!; \
 	  $(MAKE) --no-print-directory lint unit chart flink-venv prometheus minio nginx; checks=$$?; \
 	  wait $$maven; resolved=$$?; cat build/test-logs/prepare.log; [ $$checks -eq 0 ] && [ $$resolved -eq 0 ]
 	@$(MAKE) --no-print-directory integration

@@ -11,7 +11,9 @@ folder): the same files as the Airflow DAGs in ``dags/``.
   its own), on its ``schedule:`` like the others.
 - Sensors (stopped by default): ``upsert_kafka_new_data_<job>`` for each job that reads topics, and
   ``upsert_kafka_lag_status_<job>``, which records an observation on the job's outputs each time the
-  Burrow status of its lag changes.
+  Burrow status of its lag changes. A continuous job (``users-live``) runs outside Dagster, as a
+  Deployment: no new-data sensor, and ``upsert_kafka_commits_<job>`` (running by default) reports
+  each of its commits as a materialization of its table.
 - Executor: in-process (a run's steps one after another in its process, sharing one Spark driver).
 - Resources: ``kafka`` (every connection of the files) from ``UKO_BOOTSTRAP_SERVERS``,
   ``UKO_SECURITY_PROTOCOL``, ``UKO_SASL_MECHANISM``, ``UKO_KAFKA_USERNAME`` and the password
@@ -31,6 +33,7 @@ import dagster as dg
 from upsert_kafka_ops.dagster import (
     SparkRuntimeResource,
     UpsertKafkaResource,
+    continuous_commits_sensor,
     lag_status_sensor,
     new_data_sensor,
     upsert_kafka_assets,
@@ -43,6 +46,7 @@ from upsert_kafka_ops.dagster import (
 from upsert_kafka_ops.errors import SpecError
 from upsert_kafka_ops.jobs import Pipeline
 from upsert_kafka_ops.jobs.gates import LagCondition
+from upsert_kafka_ops.pipeline import MaterializeJob
 
 PIPELINES = Path(os.environ.get("UKO_PIPELINES_DIR") or Path(__file__).resolve().parents[1] / "pipelines")
 LAG = LagCondition(
@@ -98,8 +102,11 @@ def build_definitions(folder: Path = PIPELINES) -> dg.Definitions:
         )
         schedules += upsert_kafka_maintenance_schedules(pipeline=pipeline)
         for job in pipeline.jobs:
-            if job.reads_topics:
+            if job.continuous and isinstance(job, MaterializeJob):  # it runs outside Dagster
+                sensors.append(continuous_commits_sensor(job=job.name, pipeline=pipeline))
+            if job.reads_topics and not job.continuous:
                 sensors.append(new_data_sensor(job=job.name, pipeline=pipeline, kafka_resources=kafka))
+            if job.reads_topics:
                 sensors.append(lag_status_sensor(job=job.name, pipeline=pipeline, kafka_resources=kafka))
     written = {key for a in assets for key in a.keys}  # written by a job of another file: not external
     return dg.Definitions(

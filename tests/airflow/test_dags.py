@@ -25,6 +25,8 @@ from tests.demo_support import (
 )
 from tests.integration.oracle import read_all
 
+from upsert_kafka_ops.jobs import Pipeline
+from upsert_kafka_ops.jobs.continuous import ContinuousJobs, topic_ends
 from upsert_kafka_ops.local import LocalKafka
 
 from .conftest import PASSWORD, ROOT
@@ -67,22 +69,32 @@ def _run(demo: dict[str, Any], dag_id: str, capfd: pytest.CaptureFixture[str], *
     return dagrun, text
 
 
-def _warehouse_users(spark: Any, demo: dict[str, Any]) -> dict[int, tuple[str, str]]:
-    rows = spark.read.format("delta").load(str(demo["dir"] / "warehouse" / "users")).collect()
+def _warehouse_users(spark: Any, demo: dict[str, Any], table: str = "users") -> dict[int, tuple[str, str]]:
+    rows = spark.read.format("delta").load(str(demo["dir"] / "warehouse" / table)).collect()
     return {r.user_id: (r.user_name, r.region) for r in rows}
 
 
 def test_pipeline_dag_runs_every_job_in_order(
     demo: dict[str, Any], kafka: LocalKafka, spark: Any, capfd: pytest.CaptureFixture[str]
 ) -> None:
-    dagrun, _ = _run(demo, "upsert_kafka_demo", capfd)
+    # the continuous job runs beside Airflow, as its Deployment would (in a thread here, on a session
+    # of its own); the DAG's task for it is a lag sensor that waits until it has caught up
+    pipeline = Pipeline.load(ROOT / "pipelines" / "demo.yaml",
+                             env={**os.environ, "UKO_BOOTSTRAP_SERVERS": kafka.bootstrap_servers})  # fmt: skip
+    live = ContinuousJobs(pipeline, ["users-live"], spark.newSession())
+    with live.in_background():
+        dagrun, _ = _run(demo, "upsert_kafka_demo", capfd)
+        live.wait_committed("users-live", topic_ends(pipeline, pipeline.job("users-live"), spark), 120)
     assert task_states(dagrun) == dict.fromkeys(
-        ("publish-users", "users-to-delta", "users-history", "pageviews-per-region", "pageviews-per-page"),
+        ("publish-users", "users-to-delta", "users-history", "users-live", "pageviews-per-region",
+         "pageviews-per-page"),
         "success",
-    )
+    )  # fmt: skip
     users = users_oracle(kafka.bootstrap_servers, USERS_VALUE)
     assert users == {u: (n, r) for u, n, r in USERS_1}
     assert _warehouse_users(spark, demo) == users
+    assert _warehouse_users(spark, demo, "users_live") == users
+    assert live.results[0].batches >= 1 and live.results[0].failures == 0
     assert json_topic_oracle(kafka.bootstrap_servers, "pageviews_per_region") == expected_per_region(
         users, PAGEVIEWS
     )
@@ -93,6 +105,7 @@ def test_pipeline_dag_runs_every_job_in_order(
     results = xcoms("upsert_kafka_demo", dagrun.run_id)
     assert results["users-to-delta"]["rows_upserted"] == 4 and results["users-to-delta"]["mode"] == "full"
     assert (results["users-history"]["rows_upserted"], results["users-history"]["mode"]) == (4, "full")
+    assert results["users-live"]["passed"] is True  # the sensor's verdict
     assert spark.range(3).count() == 3  # the shared test session is alive after the DAG run
 
 

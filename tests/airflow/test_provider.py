@@ -86,6 +86,7 @@ def test_every_example_dag_imports_cleanly() -> None:
         "publish-users": set(),
         "users-to-delta": {"publish-users"},
         "users-history": {"publish-users"},
+        "users-live": {"publish-users"},  # the continuous job's lag sensor
         "pageviews-per-region": {"publish-users"},
         "pageviews-per-page": set(),
     }
@@ -326,7 +327,8 @@ def test_a_continuous_job_is_a_lag_sensor_in_the_pipeline_dag_never_a_run(tmp_pa
     assert task.job_name == "users-to-delta" and task.condition["max_time_lag_s"] == 30
     assert task.timeout == 600 and task.poke_interval == 30
     assert task.upstream_task_ids == {"publish-users"}  # still in order: it waits for what it reads
-    others = [t for t in dag.tasks if t.task_id != "users-to-delta"]
+    assert isinstance(dag.get_task("users-live"), ConsumerLagSensor)  # the demo file's own continuous job
+    others = [t for t in dag.tasks if t.task_id not in ("users-to-delta", "users-live")]
     assert others and all(isinstance(t, UpsertKafkaJobOperator) for t in others)
     assert not dag.timetable.can_be_scheduled  # the file's one schedule was the continuous job's
     # a continuous publish reads a Delta table: no consumer group, no lag to wait on, so no task

@@ -37,6 +37,7 @@ def test_definitions_hold_the_demo_assets_checks_and_sensors() -> None:
     assert keys == {
         "kafka/users", "kafka/pageviews", "kafka/pageviews_per_region", "kafka/pageviews_per_page",
         "warehouse/source/users", "warehouse/warehouse/users", "warehouse/warehouse/users_history",
+        "warehouse/warehouse/users_live",
     }  # fmt: skip
     materializable = {
         k.to_user_string() for k in graph.get_all_asset_keys() if graph.get(k).is_materializable
@@ -50,6 +51,7 @@ def test_definitions_hold_the_demo_assets_checks_and_sensors() -> None:
     assert (
         parents["warehouse/warehouse/users"]
         == parents["warehouse/warehouse/users_history"]
+        == parents["warehouse/warehouse/users_live"]
         == {"kafka/users"}
     )
     assert parents["kafka/users"] == {
@@ -84,9 +86,16 @@ def test_definitions_hold_the_demo_assets_checks_and_sensors() -> None:
     assert ("warehouse/warehouse/users_history", "matches_topic") in checks
     assert ("warehouse/warehouse/users_history", "row_count_matches_live_keys") not in checks
     assert ("kafka/pageviews_per_page", "lag_within_threshold") in checks
+    # the continuous job's table: no run of Dagster's writes it (users-live runs as a Deployment);
+    # its commits are reported, and it is verified like the others
+    assert ("warehouse/warehouse/users_live", "matches_topic") in checks
     sensors = {s.name for s in defs.sensors or []}
     readers = ("users_to_delta", "users_history", "pageviews_per_region", "pageviews_per_page")
-    assert sensors == {f"upsert_kafka_{kind}_{job}" for kind in ("new_data", "lag_status") for job in readers}
+    assert sensors == {
+        *(f"upsert_kafka_{kind}_{job}" for kind in ("new_data", "lag_status") for job in readers),
+        "upsert_kafka_lag_status_users_live",
+        "upsert_kafka_commits_users_live",
+    }
     # the file schedules users-to-delta hourly: a Dagster schedule and a freshness policy on its table
     assert {s.name: s.cron_schedule for s in defs.schedules or []} == {
         "upsert_kafka_schedule_users_to_delta": "0 * * * *"

@@ -29,10 +29,13 @@ import dagster as dg
 from upsert_kafka_ops.dagster import (
     VERIFY_CHECK,
     UpsertKafkaResource,
+    continuous_commits_sensor,
     op_name,
     upsert_kafka_assets,
     upsert_kafka_verify_checks,
 )
+from upsert_kafka_ops.jobs import Pipeline
+from upsert_kafka_ops.jobs.continuous import ContinuousJobs, topic_ends
 from upsert_kafka_ops.local import LocalKafka
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -71,9 +74,12 @@ def test_demo_pipeline_assets_publish_materialize_and_topic_to_topic(
     checks = upsert_kafka_verify_checks(
         pipeline_file=ROOT / "pipelines" / "demo.yaml", kafka_resources={"local": "kafka"}
     )
-    assert [c.check_key.name for c in checks] == [VERIFY_CHECK] * 2  # the two warehouse tables
+    assert [c.check_key.name for c in checks] == [VERIFY_CHECK] * 3  # the three warehouse tables
+    # users_live is the continuous job's table: Dagster never runs that job (below it runs beside)
+    live_key = dg.AssetKey(["warehouse", "warehouse", "users_live"])
+    run_checks = [c for c in checks if c.check_key.asset_key != live_key]
     resources = {"kafka": kafka_resource}
-    r1 = dg.materialize([*assets, *checks], resources=resources, instance=instance)
+    r1 = dg.materialize([*assets, *run_checks], resources=resources, instance=instance)
     assert r1.success
     verified = {e.asset_key.to_user_string(): e for e in r1.get_asset_check_evaluations()
                 if e.check_name == VERIFY_CHECK}  # fmt: skip
@@ -119,6 +125,17 @@ def test_demo_pipeline_assets_publish_materialize_and_topic_to_topic(
     assert json_topic_oracle(servers, "pageviews_per_region") == expected_per_region(topic_users, PAGEVIEWS)
     assert meta(r2, "users-history")["dagster/row_count"] == 5  # Alice's old row and Richard's stay
 
+    # the continuous job runs outside Dagster, as its Deployment would (a thread here, on a session of
+    # its own): the commits sensor reports its commit as a materialization of its table
+    pipeline = Pipeline.load(ROOT / "pipelines" / "demo.yaml")
+    live = ContinuousJobs(pipeline, ["users-live"], spark.newSession())
+    with live.in_background():
+        live.wait_committed("users-live", topic_ends(pipeline, pipeline.job("users-live"), spark), 120)
+    commits = continuous_commits_sensor(job="users-live", pipeline=pipeline)
+    (reported,) = commits.evaluate_tick(dg.build_sensor_context(instance=instance)).asset_events
+    assert isinstance(reported, dg.AssetMaterialization) and reported.asset_key == live_key
+    assert reported.metadata["upsert_kafka/mode"].value == "full"  # type: ignore[union-attr]
+
     # a row deleted behind the job's back: the check alone (no run) names its key
     spark.sql(f"DELETE FROM delta.`{tmp_path / 'warehouse' / 'users'}` WHERE user_id = 100")
     r3 = dg.materialize([*assets, *checks], resources=resources, instance=instance,
@@ -126,6 +143,8 @@ def test_demo_pipeline_assets_publish_materialize_and_topic_to_topic(
     assert r3.success and not r3.get_asset_materialization_events()
     evaluated = {e.asset_key.to_user_string(): e for e in r3.get_asset_check_evaluations()}
     assert evaluated["warehouse/warehouse/users_history"].passed  # the history table was not touched
+    followed = evaluated["warehouse/warehouse/users_live"]  # the continuous job's table is its topic's fold
+    assert followed.passed and followed.metadata["table_rows"].value == 3
     caught = evaluated["warehouse/warehouse/users"]
     assert not caught.passed and caught.severity == dg.AssetCheckSeverity.ERROR
     assert caught.metadata["missing_keys"].value == 1

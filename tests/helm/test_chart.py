@@ -254,6 +254,21 @@ def test_each_continuous_job_runs_as_a_deployment_that_lets_its_batch_commit_bef
     ]
 
 
+def test_the_demo_files_continuous_job_is_its_one_deployment(tmp_path: Path) -> None:
+    """pipelines/demo.yaml as a user deploys it (``--set-file pipelines.demo\\.yaml=...``): the
+    orchestrators run its five scheduled jobs, the chart runs ``users-live``."""
+    demo = tmp_path / "demo-values.yaml"
+    demo.write_text(yaml.safe_dump({"pipelines": {"demo.yaml": (ROOT / "pipelines" / "demo.yaml").read_text()}}))
+    objects = render(VALUES / "minimal.yaml", demo)
+    (deployment,) = [o for o in objects if o["kind"] == "Deployment"]
+    assert deployment["metadata"]["annotations"] == {
+        "upsert-kafka-ops/pipeline": "demo.yaml",
+        "upsert-kafka-ops/pipeline-job": "users-live",
+    }
+    (c,) = deployment["spec"]["template"]["spec"]["containers"]
+    assert c["args"][:4] == ["run", "/etc/upsert-kafka-ops/pipelines/demo.yaml", "--job", "users-live"]
+
+
 def test_a_continuous_job_whose_batches_stop_pages_and_a_live_one_never_does(tmp_path: Path) -> None:
     """``promtool test rules`` over the shipped alerts: one job whose last look at its topic stays put,
     one whose looks keep up with the clock."""

@@ -94,6 +94,29 @@ def test_demo_runs_the_pipeline_twice_and_moves_only_what_changed(jars_dir: Path
     pages = out.split("pageviews_per_page, materialized from the topic:")[1].split("\n\n")[0]
     assert _table(pages) == [["10001", "1"], ["10002", "2"], ["10003", "1"], ["10004", "1"], ["10005", "1"],
                              ["10006", "1"]]  # fmt: skip
+    # round 3: the continuous job caught up with the topic, then Bob's move (published while it ran)
+    # reached its table by a later batch; stopped, it finished that batch and its table is the fold
+    third = out.split("round 3: users-live runs continuously")[1].split("\n", 1)[1]
+    r = _runs(third.split("\n\n")[0])["users-live"]
+    assert (r["status"], r["mode"], r["execution"], r["read"]) == (
+        "succeeded",
+        "incremental",
+        "continuous",
+        "7",
+    )
+    followed = third.split("  users-live: caught up with the topic in ")[1].split("\n")[0]
+    assert " batch(es); Bob's move was in its table " in followed
+    live = out.split("users_live, kept by the continuous job:")[1].split("\n\n")[0]
+    assert _table(live) == [
+        ["100", "Bob", "Shenzhen"],
+        ["101", "Alice", "Hangzhou"],
+        ["102", "Greg", "Berlin"],
+    ]
+    verified = out.split("verify users-live: ")[1].split("\n")[0]
+    assert verified.endswith(
+        "3 row(s) in the table, 3 live key(s) in the topic up to the stored offsets: equal."
+    )
+    assert "users-live ran continuously" in summary and "warehouse/users_live" in summary
 
 
 def test_demo_refuses_a_folder_it_did_not_make(jars_dir: Path, tmp_path: Path) -> None:

@@ -135,5 +135,5 @@ def test_the_cli_refuses_a_token_in_clear_and_options_without_their_server(
     assert main(["spark-connect", "--token", TOKEN]) != 0  # a literal: refused, and not echoed
     err = capsys.readouterr().err
     assert "--token" in err and TOKEN not in err
-    assert main(["run", str(DEMO), "--token", "env:X"]) != 0
+    assert main(["run", str(DEMO), "--job", "users-to-delta", "--token", "env:X"]) != 0
     assert "--token: is given without --remote" in capsys.readouterr().err

@@ -293,7 +293,13 @@ def test_publish_jobs_have_no_lag_and_naming_one_says_so() -> None:
     from upsert_kafka_ops.jobs.lag import lag_jobs, pipeline_lag_names
 
     demo = Pipeline.load(Path(__file__).parents[2] / "pipelines" / "demo.yaml")
-    assert lag_jobs(demo) == ["users-to-delta", "users-history", "pageviews-per-region", "pageviews-per-page"]
+    assert lag_jobs(demo) == [
+        "users-to-delta",
+        "users-history",
+        "users-live",
+        "pageviews-per-region",
+        "pageviews-per-page",
+    ]
     assert pipeline_lag_names(demo) == pipeline_lag_names(demo, []) == lag_jobs(demo)
     assert pipeline_lag_names(demo, ["pageviews-per-page"]) == ["pageviews-per-page"]
     with pytest.raises(SpecError, match="'publish-users' is a publish job: it reads no topic") as info:

@@ -7,6 +7,8 @@ arrive and PV/UV per region (snapshot path) and PV per page (streaming path) are
 The same topic is also kept as a history table (every version of each user, SCD type 2).
 Round 2: Alice moves to Hangzhou and Richard is deleted in the source table, more pageviews arrive,
 and every job runs again: each one moves only what changed.
+Round 3: the continuous job ``users-live`` runs in the background (as a Deployment would run it),
+Bob moves to Shenzhen, the change is published, and the live table holds it a batch later.
 
 Everything lands in one folder (``build/demo`` by default), kept after the run: the Delta tables and
 the broker's data. A new run starts that folder afresh.
@@ -52,6 +54,9 @@ TOPICS: tuple[tuple[str, dict[str, str]], ...] = (
 #: the port ``demo --keep`` starts its broker on unless told otherwise (the one the docs show)
 KEEP_PORT = 9092
 PAGEVIEWS_2 = [(102, 10005), (102, 10006)]
+#: the demo's continuous job (round 3), and how long the demo waits for one of its commits
+LIVE_JOB = "users-live"
+LIVE_WAIT_S = 120.0
 
 
 def _show(title: str, df: DataFrame, order: list[str]) -> None:
@@ -77,7 +82,8 @@ def _round(spark: SparkSession, pipeline: Any, title: str) -> list[dict[str, Any
     from upsert_kafka_ops.cli.jobs import results_table
     from upsert_kafka_ops.jobs import run_job
 
-    results = [run_job(pipeline, job.name, spark=spark).to_dict() for job in pipeline.jobs]
+    bounded = [job for job in pipeline.jobs if not job.continuous]  # users-live runs in round 3
+    results = [run_job(pipeline, job.name, spark=spark).to_dict() for job in bounded]
     print(f"\n{title}")
     print(results_table(results), end="")
     return results
@@ -99,17 +105,54 @@ def prepare_dir(folder: Path) -> Path:
     return folder
 
 
+def _live_round(spark: SparkSession, pipeline: Any, source: str) -> dict[str, Any]:
+    """Round 3: ``users-live`` runs continuously in a thread, in a session of its own in the same Spark
+    application; once it has caught up, Bob moves in the source table, ``publish-users`` sends the
+    change, and the job's next batch commits it. Returns the job's result and how long the change took
+    from the end of the publish to the live table."""
+    from upsert_kafka_ops.cli.jobs import results_table
+    from upsert_kafka_ops.jobs import run_job
+    from upsert_kafka_ops.jobs.continuous import ContinuousJobs, topic_ends
+
+    job = pipeline.job(LIVE_JOB)
+    assert job.trigger is not None  # the demo's file gives it one
+    print(
+        f"\nround 3: {LIVE_JOB} runs continuously (a batch at most every {job.trigger.interval_s:g} s); "
+        "Bob moves to Shenzhen"
+    )
+    jobs = ContinuousJobs(pipeline, [LIVE_JOB], spark.newSession())
+    (live,) = jobs.results
+    with jobs.in_background():  # stopped after its current batch at the end of the block
+        jobs.wait_committed(LIVE_JOB, topic_ends(pipeline, job, spark), LIVE_WAIT_S)
+        first = live.batches
+        spark.sql(f"UPDATE delta.`{source}` SET region = 'Shenzhen' WHERE user_id = 100")
+        run_job(pipeline, "publish-users", spark=spark)
+        published = time.monotonic()
+        jobs.wait_committed(LIVE_JOB, topic_ends(pipeline, job, spark), LIVE_WAIT_S)
+        seen = time.monotonic() - published
+    result = live.to_dict()
+    print(results_table([result]), end="")
+    print(
+        f"  {LIVE_JOB}: caught up with the topic in {first} batch(es); Bob's move was in its table "
+        f"{seen:.1f} s after the publish ended (its batch's end-to-end latency {result['last_latency_s']} s)"
+    )
+    return {**result, "seen_after_publish_s": round(seen, 3)}
+
+
 def _summary(folder: Path, pipeline_file: Path, pipeline: Any, seconds: float) -> str:
-    jobs = ", ".join(f"{j.name} ({j.kind})" for j in pipeline.jobs)
+    bounded = [j for j in pipeline.jobs if not j.continuous]
+    jobs = ", ".join(f"{j.name} ({j.kind})" for j in bounded)
     return (
-        f"\ndemo: done in {seconds:.0f}s. {len(pipeline.jobs)} jobs ran twice: {jobs}.\n"
+        f"\ndemo: done in {seconds:.0f}s. {len(bounded)} jobs ran twice: {jobs}; {LIVE_JOB} ran continuously.\n"
         f"  results: {folder}\n"
         f"    warehouse/users  the Delta table folded from the topic 'users'\n"
         f"    warehouse/users_history  every version of each user (history: scd2)\n"
+        f"    warehouse/users_live  the same topic kept fresh by the continuous job {LIVE_JOB}\n"
         f"    source/users     the Delta table published to it (with its change data feed)\n"
         f"    kafka/           the broker's data (stopped); checkpoints/ the streaming job's state\n"
         f'  read them: spark.read.format("delta").load("{folder}/warehouse/users")\n'
-        f"  the jobs: {pipeline_file}; run them yourself with `upsert-kafka-ops run`, and compare the\n"
+        f"  the jobs: {pipeline_file}; run them yourself with `upsert-kafka-ops run` ({LIVE_JOB} runs\n"
+        f"    until Ctrl-C; --once runs every job once), and compare the\n"
         f"    warehouse table with its topic with `upsert-kafka-ops verify ... --job users-to-delta`\n"
     )
 
@@ -176,6 +219,12 @@ def run_demo(
             _show("pageviews_per_region, materialized from the topic:", regions.df, ["user_region"])
             pages = materialize(spark, _sink_table(pipeline, "pageviews-per-page"), local)
             _show("pageviews_per_page, materialized from the topic:", pages.df, ["page_id"])
+
+            live = _live_round(spark, pipeline, source)
+            live_table = spark.read.format("delta").load(f"{work}/warehouse/users_live")
+            _show("users_live, kept by the continuous job:", live_table, ["user_id"])
+            checked_live = verify_job(spark, pipeline, LIVE_JOB)
+            print(f"\nverify {LIVE_JOB}: {checked_live.summary()}")
             result = {
                 "rounds": [first, second],
                 "users": [r.asDict() for r in warehouse.orderBy("user_id").collect()],
@@ -184,6 +233,9 @@ def run_demo(
                 "verify": checked.to_dict(),
                 "history": [r.asDict() for r in versions.orderBy("user_id", "valid_from").collect()],
                 "verify_history": checked_history.to_dict(),
+                "live": live,
+                "users_live": [r.asDict() for r in live_table.orderBy("user_id").collect()],
+                "verify_live": checked_live.to_dict(),
             }
         finally:
             if ours:  # before the broker stops: the session's Kafka clients go with it

@@ -26,7 +26,8 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -220,6 +221,7 @@ class ContinuousJobs:
         self.pipeline, self.spark, self.lock_timeout_s = pipeline, spark, lock_timeout_s
         self.lives = [self._live(name, mode) for name in names]
         self.failed = ""
+        self._ended: BaseException | None = None  # what ended a run in_background
 
     def _live(self, name: str, mode: Literal["incremental", "full"] | None) -> _Live:
         job = self.pipeline.job(name)
@@ -251,6 +253,44 @@ class ContinuousJobs:
     @property
     def results(self) -> list[ContinuousResult]:
         return [live.result for live in self.lives]
+
+    @contextmanager
+    def in_background(self) -> Iterator[ContinuousJobs]:
+        """Run the jobs in a thread while the block runs (give them a session of their own,
+        ``spark.newSession()``, when the block uses Spark too); leaving the block stops them after
+        their current batch. A failure that ended them is raised here, and by :meth:`wait_committed`."""
+        stop = threading.Event()
+
+        def follow() -> None:
+            try:
+                self.run(stop)
+            except BaseException as exc:  # raised in the caller's thread
+                self._ended = exc
+
+        thread = threading.Thread(target=follow, name="continuous-jobs", daemon=True)
+        thread.start()
+        try:
+            yield self
+        finally:
+            stop.set()
+            thread.join()
+        if self._ended is not None:
+            raise self._ended
+
+    def wait_committed(self, job: str, ends: Offsets, timeout_s: float) -> None:
+        """Wait until the materialize or topic-to-topic job ``job`` (running :meth:`in_background`) has
+        committed a batch ending at or past ``ends``; :class:`TimeoutError` after ``timeout_s``."""
+        (out,) = (r for r in self.results if r.job == job)
+        deadline = time.monotonic() + timeout_s
+        while True:
+            if self._ended is not None:
+                raise self._ended
+            done = as_offsets(out.last.end_offsets) if out.last is not None else {}
+            if all(done.get(tp, 0) >= end for tp, end in ends.items()):
+                return
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"job {job} did not commit up to {dict(ends)} within {timeout_s:g} s.")
+            time.sleep(0.05)
 
     def run(self, stop: threading.Event) -> list[ContinuousResult]:
         """Run the jobs until ``stop`` is set (seen between batches): the next batch is always the one
