@@ -258,7 +258,9 @@ def test_the_demo_files_continuous_job_is_its_one_deployment(tmp_path: Path) -> 
     """pipelines/demo.yaml as a user deploys it (``--set-file pipelines.demo\\.yaml=...``): the
     orchestrators run its five scheduled jobs, the chart runs ``users-live``."""
     demo = tmp_path / "demo-values.yaml"
-    demo.write_text(yaml.safe_dump({"pipelines": {"demo.yaml": (ROOT / "pipelines" / "demo.yaml").read_text()}}))
+    demo.write_text(
+        yaml.safe_dump({"pipelines": {"demo.yaml": (ROOT / "pipelines" / "demo.yaml").read_text()}})
+    )
     objects = render(VALUES / "minimal.yaml", demo)
     (deployment,) = [o for o in objects if o["kind"] == "Deployment"]
     assert deployment["metadata"]["annotations"] == {
