@@ -20,8 +20,8 @@ query's progress. p50, p99 and the largest, over every record sent in the window
 **Sustained rate** (``BENCH_STREAM_MAX_RATES``, default 20,000, 50,000 and 100,000 records/s, each
 for ``BENCH_STREAM_PROBE_SECONDS``, default 60): a rate is sustained when the job's lag (the topics'
 end minus what its table holds, sampled every second) does not grow over the second half of the
-window (its slope at most 1% of the rate). The highest sustained rate is reported, ours and the
-baseline's.
+window (its slope at most 1% of the rate) and the producer sent at least 95% of the rate (a rate it
+could not send was not offered). The highest sustained rate is reported, ours and the baseline's.
 
 - **flink**: Flink 2.2.1's streaming job over the same kind of topic (``INSERT INTO`` an upsert-kafka
   sink topic ``SELECT * FROM`` the upsert-kafka source: its ChangelogNormalize is the fold), in
@@ -446,8 +446,12 @@ def one(
         if len(half) > 2
         else 0.0
     )
-    return {"kind": kind, "rate": rate, "seconds": seconds, "sent": paced.sent, "first_catch_up_s": round(first, 2),
-            "drain_s": round(drained, 2), "lag_slope_per_s": round(slope, 1), "sustained": slope <= 0.01 * rate,
+    # a rate the producer did not reach was not offered: on two cores beside the broker and the job, the
+    # Python producer fell to 37,000 records/s of 50,000 asked, and that probe's lag then fell
+    achieved = paced.sent / seconds
+    return {"kind": kind, "rate": rate, "seconds": seconds, "sent": paced.sent, "achieved_rate": round(achieved),
+            "first_catch_up_s": round(first, 2), "drain_s": round(drained, 2), "lag_slope_per_s": round(slope, 1),
+            "sustained": slope <= 0.01 * rate and achieved >= 0.95 * rate,
             "max_lag": max((lag for _, lag in samples), default=0), **lat, "stopped": stopped}  # fmt: skip
 
 
@@ -475,8 +479,8 @@ def main() -> int:
                         r = one(kind, rate, PROBE_SECONDS, kafka, tmp, spark, seed)
                         r["probe"] = True
                         results.append(r)
-                        print(f"{kind:9} {rate:>7,}/s probe: sustained {r['sustained']} (lag slope "
-                              f"{r['lag_slope_per_s']}/s, max lag {r['max_lag']:,}); p50 {r['p50_s']:.2f} s", flush=True)  # fmt: skip
+                        print(f"{kind:9} {rate:>7,}/s probe: sustained {r['sustained']} (sent {r['achieved_rate']:,}/s, lag "
+                              f"slope {r['lag_slope_per_s']}/s, max lag {r['max_lag']:,}); p50 {r['p50_s']:.2f} s", flush=True)  # fmt: skip
             finally:
                 spark.stop()
     OUT.write_text(json.dumps(results, indent=2))
