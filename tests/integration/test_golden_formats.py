@@ -4,18 +4,17 @@ The vectors (``tests/golden/flink_formats.json``, see its README) were made by r
 ``json``/``csv``/``raw``/``avro`` encoders on each row. Encoding must give the same bytes, since key
 bytes pick the partition and are the compaction key; decoding those bytes must give the row back.
 
-Spark work is batched: a module fixture cuts every selected vector's row from one checkpointed
-DataFrame, applies the codec expressions a per-vector job would run (encode the row; decode Flink's
-bytes and re-encode the decoded row), and collects the per-vector results, keyed by vector id, in
-one Spark job per format and direction. Each vector is still its own test asserting on its own
-entry. If a batch job fails, its vectors run one by one so that the error lands on its vector.
+Spark work is batched: a module fixture holds every selected vector's row in one checkpointed
+one-row DataFrame and, per format, computes in one Spark job the codec expressions a per-vector job
+would run (encode the row; decode Flink's bytes and re-encode the decoded row) as columns side by
+side. Each vector is still its own test asserting on its own entry. If a format's job fails, its
+vectors run one by one so that the error lands on its vector.
 """
 
 from __future__ import annotations
 
 import base64
 import datetime as dt
-import functools
 import json
 from dataclasses import dataclass
 from decimal import Decimal
@@ -28,7 +27,7 @@ from upsert_kafka_ops.formats.codecs import make_codec
 from upsert_kafka_ops.spec.types import SqlType, parse_type
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import SparkSession
 
 VECTORS = json.loads((Path(__file__).parents[1] / "golden" / "flink_formats.json").read_text())
 IMPLEMENTED = {"json", "raw", "csv", "avro"}
@@ -133,101 +132,79 @@ def _runs_spark(vector: dict[str, Any]) -> bool:
 
 @dataclass
 class _Result:
-    """What Spark gave one vector: a row of the encode / decode frame of :func:`_plan`, or the
-    exception that computing it raised (the vector's test raises it)."""
+    """What Spark gave one vector: its encoding ``{"b": bytes}`` and decoding ``{"err": flag, "b": the
+    decoded row encoded again}`` (:func:`_collect_wide`), or the exception that computing them raised
+    (the vector's test raises it)."""
 
     encode: Any = None
     decode: Any = None
 
 
-def _input_frames(
-    spark: SparkSession, vectors: list[dict[str, Any]], results: dict[str, _Result]
-) -> dict[str, DataFrame]:
-    """Each vector's row as a one-row DataFrame of its own columns (``createDataFrame([row], schema)``).
+def _base_row(spark: SparkSession, vectors: list[dict[str, Any]]) -> Any:
+    """Every vector's row in one checkpointed one-row DataFrame, one struct column ``v<i>`` per vector,
+    or None when Spark refuses one of the rows (then each vector runs alone: :func:`_alone`).
 
-    All rows come from one ``createDataFrame`` call (one struct column per vector) that is
-    checkpointed once: a DataFrame of Python rows is recomputed by a Python worker in every job that
-    reads it, which costs about a second per vector even inside one job.
-    """
+    A DataFrame of Python rows is recomputed by a Python worker in every job that reads it, which costs
+    about a second per vector even inside one job; checkpointed once, the jobs read it from memory."""
     try:
         inputs = [_schema_and_row(v) for v in vectors]
         schema = ", ".join(f"`v{i}` STRUCT<{s}> NOT NULL" for i, (s, _) in enumerate(inputs))
-        base = spark.createDataFrame([tuple(row for _, row in inputs)], schema).localCheckpoint()
-        return {v["id"]: base.select(f"v{i}.*") for i, v in enumerate(vectors)}
-    except Exception:  # a row Spark refuses: make them one by one, the error lands on its vector
-        frames = {}
-        for v in vectors:
-            try:
-                schema, row = _schema_and_row(v)
-                frames[v["id"]] = spark.createDataFrame([row], schema)
-            except Exception as e:
-                results[v["id"]].encode = e
-        return frames
+        return spark.createDataFrame([tuple(row for _, row in inputs)], schema).localCheckpoint()
+    except Exception:
+        return None
 
 
-def _plan(df: DataFrame, vector: dict[str, Any]) -> tuple[DataFrame, DataFrame | None]:
-    """The codec expressions of one vector on its row ``df`` (no job yet): a frame of (id, b) with
-    the encoded row and, where :func:`_checks_decoding`, a frame of (id, err, b) with the decoding
-    error flag of Flink's bytes and the decoded row encoded again."""
+def _columns(row: Any, vector: dict[str, Any]) -> tuple[Any, Any, Any]:
+    """The codec expressions of one vector on its row (a struct column): the encoded row and, where
+    :func:`_checks_decoding`, the decoding error flag of Flink's bytes and the decoded row (None
+    otherwise). The decoded row is encoded again by a projection after the one that decodes it, as
+    the engine reads a decoded record: inlined, Spark would copy the whole decoder into every use of
+    each field (minutes of planning and code generation for the DECIMAL vectors)."""
     from pyspark.sql import functions as F
-    from pyspark.sql.types import BinaryType, BooleanType, NullType
-
-    def checked(frame: DataFrame, types: dict[str, Any]) -> DataFrame:
-        # the union needs one type per column: an all-NULL column is cast, another type fails the vector
-        cols = [F.col("id")]
-        for name, want_type in types.items():
-            got_type = frame.schema[name].dataType
-            if isinstance(got_type, NullType):
-                cols.append(F.col(name).cast(want_type).alias(name))
-            elif got_type == want_type:
-                cols.append(F.col(name))
-            else:
-                raise TypeError(f"{name} is {got_type.simpleString()}, not {want_type.simpleString()}")
-        return frame.select(*cols)
 
     fields = _fields(vector)
     codec = make_codec(vector["format"], fields, _options(vector))
-    vid = F.lit(vector["id"]).alias("id")
-    encoded = codec.encode(F.struct(*[F.col(n) for n, _ in fields]))
-    encode = checked(df.select(vid, encoded.alias("b")), {"b": BinaryType()})
+    encoded = codec.encode(F.struct(*[row.getField(n).alias(n) for n, _ in fields]))
     if not _checks_decoding(vector):
-        return encode, None
-    # decoding Flink's bytes gives the row back: re-encoding it reproduces the bytes exactly.
-    # The decoded row is a column that the re-encoding reads, as the engine reads a decoded
-    # record: inlined, Spark would copy the whole decoder into every use of each field
-    # (minutes of planning and code generation for the DECIMAL vectors).
+        return encoded, None, None
     decoded = codec.decode(F.lit(_want(vector)))
-    row = df.select(vid, decoded.error.alias("err"), decoded.value.alias("v"))
-    decode = checked(
-        row.select("id", "err", codec.encode(F.col("v")).alias("b")),
-        {"err": BooleanType(), "b": BinaryType()},
-    )
-    return encode, decode
+    return encoded, decoded.error, decoded.value
 
 
-def _collect_union(frames: list[DataFrame]) -> dict[str, Any]:
-    """The rows of one-row frames by vector id, from one Spark job over their union."""
-    union = functools.reduce(lambda a, b: a.union(b), frames).coalesce(1)
-    rows: dict[str, Any] = {}
-    for r in union.collect():
-        assert r["id"] not in rows, f"two result rows for {r['id']}"
-        rows[r["id"]] = r
-    return rows
+def _collect_wide(base: Any, vectors: list[tuple[int, dict[str, Any]]]) -> dict[str, _Result]:
+    """One Spark job for ``vectors`` (index in ``base``, vector): a projection of every vector's
+    columns side by side over the one row, then the decoded rows encoded again; the results by vector
+    id. Raises what the job raised."""
+    from pyspark.sql import functions as F
+
+    first, second = [], []
+    for i, v in vectors:
+        encoded, error, value = _columns(F.col(f"v{i}"), v)
+        first.append(encoded.alias(f"e{i}"))
+        second.append(F.col(f"e{i}"))
+        if error is not None:
+            first += [error.alias(f"x{i}"), value.alias(f"d{i}")]
+            again = make_codec(v["format"], _fields(v), _options(v)).encode(F.col(f"d{i}"))
+            second += [F.col(f"x{i}"), again.alias(f"d{i}")]
+    (row,) = base.select(*first).select(*second).collect()
+    found = row.asDict()
+    return {
+        v["id"]: _Result(
+            encode={"b": found[f"e{i}"]},
+            decode={"err": found[f"x{i}"], "b": found[f"d{i}"]} if f"x{i}" in found else None,
+        )
+        for i, v in vectors
+    }
 
 
-def _collect_all(frames: dict[str, DataFrame]) -> dict[str, Any]:
-    """Each frame's row, or the exception it raised, by vector id. One Spark job for all of them;
-    only when that job fails, one job per frame, so that the error lands on the failing vector."""
+def _alone(spark: SparkSession, vector: dict[str, Any]) -> _Result:
+    """One vector in a job of its own: its row made alone, so that an error lands on it."""
     try:
-        return _collect_union(list(frames.values()))
-    except Exception:
-        rows: dict[str, Any] = {}
-        for vid, frame in frames.items():
-            try:
-                rows.update(_collect_union([frame]))
-            except Exception as e:
-                rows[vid] = e
-        return rows
+        schema, row = _schema_and_row(vector)
+        base = spark.createDataFrame([(row,)], f"`v0` STRUCT<{schema}> NOT NULL")
+        return _collect_wide(base, [(0, vector)])[vector["id"]]
+    except Exception as e:
+        return _Result(encode=e, decode=e)
 
 
 def _selected_vector_ids(request: pytest.FixtureRequest) -> set[str]:
@@ -246,31 +223,23 @@ def _selected_vector_ids(request: pytest.FixtureRequest) -> set[str]:
 
 @pytest.fixture(scope="module")
 def spark_results(spark: SparkSession, request: pytest.FixtureRequest) -> dict[str, _Result]:
-    """The Spark results of every selected vector that needs Spark: per format, one job encodes
-    all rows and one job decodes all of Flink's bytes (see :func:`_plan`)."""
+    """The Spark results of every selected vector that needs Spark: per format, one job computes
+    every vector's encoding and decoding side by side (see :func:`_collect_wide`); when a format's job
+    fails, its vectors run one by one, so that the error lands on its vector."""
     selected = _selected_vector_ids(request)
     vectors = [v for v in VECTORS if v["id"] in selected and not v.get("expected_error") and _runs_spark(v)]
-    results = {v["id"]: _Result() for v in vectors}
-    inputs = _input_frames(spark, vectors, results)
-    encode: dict[str, dict[str, DataFrame]] = {}  # format -> vector id -> frame
-    decode: dict[str, dict[str, DataFrame]] = {}
-    for v in vectors:
-        if v["id"] not in inputs:
-            continue
+    base = _base_row(spark, vectors)
+    if base is None:
+        return {v["id"]: _alone(spark, v) for v in vectors}
+    formats: dict[str, list[tuple[int, dict[str, Any]]]] = {}
+    for i, v in enumerate(vectors):
+        formats.setdefault(v["format"], []).append((i, v))
+    results: dict[str, _Result] = {}
+    for batch in formats.values():
         try:
-            enc, dec = _plan(inputs[v["id"]], v)
-        except Exception as e:  # building the expressions failed: that vector's test raises it
-            results[v["id"]].encode = e
-            continue
-        encode.setdefault(v["format"], {})[v["id"]] = enc
-        if dec is not None:
-            decode.setdefault(v["format"], {})[v["id"]] = dec
-    for frames in encode.values():
-        for vid, row in _collect_all(frames).items():
-            results[vid].encode = row
-    for frames in decode.values():
-        for vid, row in _collect_all(frames).items():
-            results[vid].decode = row
+            results.update(_collect_wide(base, batch))
+        except Exception:
+            results.update({v["id"]: _alone(spark, v) for _, v in batch})
     return results
 
 
