@@ -35,8 +35,18 @@ PASSWORD = "bob-secret"  # tests/shared_broker.py SCRAM_USERS
 
 @pytest.fixture(scope="module")
 def spark_cluster(jars_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalSparkCluster]:
+    """The module's cluster; when the module ends, it stops cleanly: its master and worker are gone,
+    and a second stop does nothing (checked here rather than on a cluster of its own: two JVMs fewer)."""
     with LocalSparkCluster(tmp_path_factory.mktemp("spark-cluster"), cores=1, memory="1g") as cluster:
+        pids = [p.pid for p in cluster._procs.values()]
+        assert cluster.status()["aliveworkers"] == 1
         yield cluster
+    cluster.stop()  # idempotent
+    deadline = time.monotonic() + 10
+    while any(Path(f"/proc/{pid}").exists() for pid in pids) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not [pid for pid in pids if Path(f"/proc/{pid}").exists()]
+    assert "Successfully registered with master" in cluster.log_file("worker").read_text()
 
 
 def _runtime(cluster: LocalSparkCluster, **fields: Any) -> SparkSubmitRuntime:
@@ -186,16 +196,3 @@ def test_cluster_mode_ships_the_job_file_and_keeps_env_off_the_command(tmp_path:
     assert cmd[cmd.index("--properties-file") + 1] == str(props)
     assert cmd[-3:] == ["job.json", "--result-uri", "file:///shared/results/run.json"]
     assert "very-secret-value" not in " ".join(cmd)
-
-
-def test_the_cluster_stops_cleanly(jars_dir: Path, tmp_path: Path) -> None:
-    cluster = LocalSparkCluster(tmp_path, memory="512m").start()
-    pids = [p.pid for p in cluster._procs.values()]
-    assert cluster.status()["aliveworkers"] == 1
-    cluster.stop()
-    cluster.stop()  # idempotent
-    deadline = time.monotonic() + 10
-    while any(Path(f"/proc/{pid}").exists() for pid in pids) and time.monotonic() < deadline:
-        time.sleep(0.2)
-    assert not [pid for pid in pids if Path(f"/proc/{pid}").exists()]
-    assert "Successfully registered with master" in cluster.log_file("worker").read_text()
