@@ -278,14 +278,20 @@ class ContinuousJobs:
             raise self._ended
 
     def wait_committed(self, job: str, ends: Offsets, timeout_s: float) -> None:
-        """Wait until the materialize or topic-to-topic job ``job`` (running :meth:`in_background`) has
-        committed a batch ending at or past ``ends``; :class:`TimeoutError` after ``timeout_s``."""
-        (out,) = (r for r in self.results if r.job == job)
+        """Wait until the materialize job ``job`` (running :meth:`in_background`) has committed a batch
+        ending at or past ``ends`` (its batches' end offsets cover every partition of its topics);
+        :class:`TimeoutError` after ``timeout_s``."""
+        found = [r for r in self.results if r.job == job and r.kind == "materialize"]
+        if not found:
+            names = [r.job for r in self.results if r.kind == "materialize"]
+            raise SpecError("job", f"{job!r} is not a materialize job of this run.", f"name one of {names}.")
+        out = found[0]
         deadline = time.monotonic() + timeout_s
         while True:
             if self._ended is not None:
                 raise self._ended
-            done = as_offsets(out.last.end_offsets) if out.last is not None else {}
+            last = out.last  # the job's thread replaces it after each batch
+            done = as_offsets(last.end_offsets) if last is not None else {}
             if all(done.get(tp, 0) >= end for tp, end in ends.items()):
                 return
             if time.monotonic() > deadline:
