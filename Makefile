@@ -186,17 +186,18 @@ integration: jars flink kerberos registry yarn lake-jars prometheus minio nginx 
 # every pytest process of make test records where its time went (tests/costs.py); the suites' end
 # prints the top files and writes build/test-logs/costs.md (scripts/test_costs.py).
 # Before the suites, two lanes side by side (each is mostly one core's work): what Maven resolves, one
-# at a time (Maven's local repository takes one writer; its output is printed when it ends), and the
-# checks with the rest. Kerberos' client build comes first: it reinstalls confluent-kafka, which the
-# unit tests import; the jars the unit tests read come before both lanes (on a new machine the unit
-# tests had started before the background lane had fetched them).
+# at a time (Maven's local repository takes one writer; its output is printed when it ends; in a new
+# checkout the driver's class archive is built there too, about a minute), and the checks with the
+# rest. Kerberos' client build comes first: it reinstalls confluent-kafka, which the unit tests import.
+# The unit tests come after both lanes: a few read the jars' paths (on a new machine they had started
+# before the jars were fetched, and failed).
 test: export UKO_TEST_COSTS := $(CURDIR)/build/test-logs/costs
 test: test-costs-reset kerberos
 	@mkdir -p build/test-logs
-	@$(MAKE) --no-print-directory lake-jars
-	@$(MAKE) --no-print-directory flink-jars registry yarn >build/test-logs/prepare.log 2>&1 & maven=$$!; \
-	  $(MAKE) --no-print-directory lint unit chart flink-venv prometheus minio nginx; checks=$$?; \
+	@$(MAKE) --no-print-directory jars flink-jars registry yarn lake-jars >build/test-logs/prepare.log 2>&1 & maven=$$!; \
+	  $(MAKE) --no-print-directory lint chart flink-venv prometheus minio nginx; checks=$$?; \
 	  wait $$maven; resolved=$$?; cat build/test-logs/prepare.log; [ $$checks -eq 0 ] && [ $$resolved -eq 0 ]
+	@$(MAKE) --no-print-directory unit
 	@$(MAKE) --no-print-directory integration
 
 test-costs-reset:
