@@ -104,9 +104,9 @@ def build_definitions(folder: Path = PIPELINES) -> dg.Definitions:
         for job in pipeline.jobs:
             if job.continuous and isinstance(job, MaterializeJob):  # it runs outside Dagster
                 sensors.append(continuous_commits_sensor(job=job.name, pipeline=pipeline))
-            if job.reads_topics and not job.continuous:
-                sensors.append(new_data_sensor(job=job.name, pipeline=pipeline, kafka_resources=kafka))
             if job.reads_topics:
+                if not job.continuous:  # a continuous job is never run by Dagster
+                    sensors.append(new_data_sensor(job=job.name, pipeline=pipeline, kafka_resources=kafka))
                 sensors.append(lag_status_sensor(job=job.name, pipeline=pipeline, kafka_resources=kafka))
     written = {key for a in assets for key in a.keys}  # written by a job of another file: not external
     return dg.Definitions(

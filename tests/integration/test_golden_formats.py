@@ -155,39 +155,42 @@ def _base_row(spark: SparkSession, vectors: list[dict[str, Any]]) -> Any:
 
 
 def _columns(row: Any, vector: dict[str, Any]) -> tuple[Any, Any, Any]:
-    """The codec expressions of one vector on its row (a struct column): the encoded row and, where
-    :func:`_checks_decoding`, the decoding error flag of Flink's bytes and the decoded row (None
-    otherwise). The decoded row is encoded again by a projection after the one that decodes it, as
-    the engine reads a decoded record: inlined, Spark would copy the whole decoder into every use of
-    each field (minutes of planning and code generation for the DECIMAL vectors)."""
+    """The codec of one vector, and its expressions on the vector's row (a struct column): the encoded
+    row and, where :func:`_checks_decoding`, Flink's bytes decoded (None otherwise). The decoded row is
+    encoded again by a projection after the one that decodes it, as the engine reads a decoded record:
+    inlined, Spark would copy the whole decoder into every use of each field (minutes of planning and
+    code generation for the DECIMAL vectors)."""
     from pyspark.sql import functions as F
 
     fields = _fields(vector)
     codec = make_codec(vector["format"], fields, _options(vector))
     encoded = codec.encode(F.struct(*[row.getField(n).alias(n) for n, _ in fields]))
-    if not _checks_decoding(vector):
-        return encoded, None, None
-    decoded = codec.decode(F.lit(_want(vector)))
-    return encoded, decoded.error, decoded.value
+    decoded = codec.decode(F.lit(_want(vector))) if _checks_decoding(vector) else None
+    return codec, encoded, decoded
 
 
 def _collect_wide(base: Any, vectors: list[tuple[int, dict[str, Any]]]) -> dict[str, _Result]:
     """One Spark job for ``vectors`` (index in ``base``, vector): a projection of every vector's
     columns side by side over the one row, then the decoded rows encoded again; the results by vector
-    id. Raises what the job raised."""
+    id. Raises what the job raised, or a TypeError for a column of another type than the test reads
+    (bytes, and a boolean error flag)."""
     from pyspark.sql import functions as F
+    from pyspark.sql.types import BinaryType, BooleanType, NullType
 
     first, second = [], []
     for i, v in vectors:
-        encoded, error, value = _columns(F.col(f"v{i}"), v)
+        codec, encoded, decoded = _columns(F.col(f"v{i}"), v)
         first.append(encoded.alias(f"e{i}"))
         second.append(F.col(f"e{i}"))
-        if error is not None:
-            first += [error.alias(f"x{i}"), value.alias(f"d{i}")]
-            again = make_codec(v["format"], _fields(v), _options(v)).encode(F.col(f"d{i}"))
-            second += [F.col(f"x{i}"), again.alias(f"d{i}")]
-    (row,) = base.select(*first).select(*second).collect()
-    found = row.asDict()
+        if decoded is not None:
+            first += [decoded.error.alias(f"x{i}"), decoded.value.alias(f"d{i}")]
+            second += [F.col(f"x{i}"), codec.encode(F.col(f"d{i}")).alias(f"d{i}")]
+    frame = base.select(*first).select(*second)
+    for field in frame.schema.fields:  # an all-NULL column is NullType: its value is None, which fails
+        want = BooleanType() if field.name.startswith("x") else BinaryType()
+        if field.dataType not in (want, NullType()):
+            raise TypeError(f"{field.name} is {field.dataType.simpleString()}, not {want.simpleString()}")
+    found = frame.collect()[0].asDict()
     return {
         v["id"]: _Result(
             encode={"b": found[f"e{i}"]},
