@@ -128,6 +128,10 @@ def test_continuous_jobs_follow_their_topic_stop_on_sigterm_and_continue_after_a
     assert all(j["idle_checks"] >= 2 and time.time() - j["last_check_at"] < 30 for j in status["jobs"]), (
         status
     )
+    # each first batch built its table from the earliest offset: the run says so, with that batch's reason
+    assert [(j["mode"], j["reason"].split(":")[0]) for j in status["jobs"]] == [
+        ("full", "no stored offsets")
+    ] * 2
     # the last batch read the last round's records, produced after last_round: its latency runs from
     # the oldest of them to the batch's end (its target's commit, then its group's: the table can be
     # caught up a moment before). A record's timestamp is in whole milliseconds, the latency rounded

@@ -97,10 +97,16 @@ class ContinuousResult:
     #: until its commit (a materialize job; None when unknown)
     last_latency_s: float | None = None
     duration_s: float = 0.0
+    #: ``full`` once a batch rebuilt the target (the first with ``--mode full``, or one that found
+    #: the table missing or its offsets unusable), with that batch's reason; else ``incremental``
+    mode: str = "incremental"
+    reason: str = ""
     began: float = field(default_factory=time.monotonic, repr=False)
 
     def add(self, batch: JobResult, batches: int = 1) -> None:
         """Count ``batch`` (the result of ``batches`` micro-batches of a streaming query)."""
+        if batch.mode == "full":
+            self.mode, self.reason = "full", batch.reason
         self.batches += batches
         self.records_read += batch.records_read
         self.records_written += batch.records_written
@@ -116,7 +122,8 @@ class ContinuousResult:
             "job": self.job,
             "kind": self.kind,
             "status": "succeeded",
-            "mode": "incremental",
+            "mode": self.mode,
+            "reason": self.reason,
             "execution": "continuous",
             "interval_s": self.interval_s,
             "batches": self.batches,
