@@ -273,6 +273,24 @@ def _group_offsets(servers: str, topic: str, group: str) -> dict[int, int]:
     return {p: o for (_, p), o in committed.items() if o is not None}
 
 
+def _start_cli(file: Path, log: Path) -> subprocess.Popen[str]:
+    """``upsert-kafka-ops run FILE --json`` in its own process, its log in ``log``."""
+    with log.open("w") as err:  # the child keeps its own descriptor
+        return subprocess.Popen(
+            [sys.executable, "-m", "upsert_kafka_ops.cli", "run", str(file), "--json"],
+            stdout=subprocess.PIPE, stderr=err, text=True,
+        )  # fmt: skip
+
+
+def _stop_cli(proc: subprocess.Popen[str]) -> dict[str, Any]:
+    """SIGTERM, as a Deployment's stop: the job ends its batch and exits 0 with its result."""
+    proc.send_signal(signal.SIGTERM)
+    out, _ = proc.communicate(timeout=600)
+    assert proc.returncode == 0, f"the continuous job exited {proc.returncode}"
+    result: dict[str, Any] = json.loads(out)["results"][0]
+    return result
+
+
 class Ours:
     """The continuous job in its own process (``upsert-kafka-ops run``)."""
 
@@ -287,11 +305,7 @@ class Ours:
                       "trigger": {"continuous": True, "interval": INTERVAL}}],
         }))  # fmt: skip
         self.log = tmp / f"{topic}.log"
-        with self.log.open("w") as log:  # the child keeps its own descriptor
-            self.proc = subprocess.Popen(
-                [sys.executable, "-m", "upsert_kafka_ops.cli", "run", str(self.file), "--json"],
-                stdout=subprocess.PIPE, stderr=log, text=True,
-            )  # fmt: skip
+        self.proc = _start_cli(self.file, self.log)
         self.topic = topic
 
     def held(self) -> dict[int, int]:
@@ -309,11 +323,7 @@ class Ours:
         return _latencies(_records(servers, self.topic, since), self.commits())
 
     def stop(self) -> dict[str, Any]:
-        self.proc.send_signal(signal.SIGTERM)
-        out, _ = self.proc.communicate(timeout=600)
-        assert self.proc.returncode == 0, f"the continuous job exited {self.proc.returncode}"
-        result: dict[str, Any] = json.loads(out)["results"][0]
-        return result
+        return _stop_cli(self.proc)
 
 
 class OursTopic:
@@ -342,11 +352,7 @@ class OursTopic:
                       "trigger": {"continuous": True, "interval": INTERVAL}}],
         }))  # fmt: skip
         self.log = tmp / f"{topic}.log"
-        with self.log.open("w") as log:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-m", "upsert_kafka_ops.cli", "run", str(self.file), "--json"],
-                stdout=subprocess.PIPE, stderr=log, text=True,
-            )  # fmt: skip
+        self.proc = _start_cli(self.file, self.log)
 
     def held(self) -> dict[int, int]:
         return _group_offsets(self.servers, self.topic, "upsert-kafka-ops.live")
@@ -355,11 +361,7 @@ class OursTopic:
         return _matched(_keyed(servers, self.topic, since), _keyed(servers, self.sink, {}))
 
     def stop(self) -> dict[str, Any]:
-        self.proc.send_signal(signal.SIGTERM)
-        out, _ = self.proc.communicate(timeout=600)
-        assert self.proc.returncode == 0, f"the continuous job exited {self.proc.returncode}"
-        result: dict[str, Any] = json.loads(out)["results"][0]
-        return result
+        return _stop_cli(self.proc)
 
 
 class Baseline:
