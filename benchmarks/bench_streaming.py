@@ -331,8 +331,9 @@ class OursTopic:
     in its own process (``BENCH_STREAM_KINDS`` must name it: ``ours-topic``). A continuous query over an
     upsert source is refused (it would need retractions), so this one reads the topic as the append-only
     ``kafka`` table of the same columns, as a user streams events (its tombstones skipped as records it
-    cannot decode): its latency is that of our sink-topic path, not of the fold Flink's job runs. Its offsets are those it committed to its consumer group
-    after each batch; a record's latency runs to the sink record written for it (a tombstone writes none)."""
+    cannot decode): its latency is that of our sink-topic path, not of the fold Flink's job runs. Its
+    offsets are those it committed to its consumer group after each batch; a record's latency runs to
+    the sink record written for it (a tombstone writes none)."""
 
     def __init__(self, tmp: Path, kafka: LocalKafka, topic: str) -> None:
         self.servers, self.topic, self.sink = kafka.bootstrap_servers, topic, f"{topic}-sink"
@@ -463,14 +464,15 @@ class FlinkStream:
             raise SystemExit(
                 f"PyFlink's virtualenv is missing ({FLINK_PYTHON}): run `make flink` (make bench does)."
             )
-        self.log = (tmp / f"flink-{topic}.log").open("w")
+        self.log = tmp / f"flink-{topic}.log"  # a path, as the other jobs' (_caught_up reads its end)
+        self.err = self.log.open("w")
         self.proc = subprocess.Popen([str(FLINK_PYTHON), "-c", FLINK_STREAM], stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, stderr=self.log, text=True)  # fmt: skip
+                                     stdout=subprocess.PIPE, stderr=self.err, text=True)  # fmt: skip
         assert self.proc.stdin is not None and self.proc.stdout is not None
         self.proc.stdin.write(json.dumps(job) + "\n")
         self.proc.stdin.flush()
         line = self.proc.stdout.readline()
-        assert '"started"' in line, f"Flink's job did not start (see {self.log.name}): {line!r}"
+        assert '"started"' in line, f"Flink's job did not start (see {self.log}): {line!r}"
 
     def held(self) -> dict[int, int]:
         """The offsets Flink's checkpoints committed (read by the sink's records by then)."""
@@ -485,7 +487,7 @@ class FlinkStream:
         self.proc.stdin.close()
         stopped = self.proc.stdout.readline()
         self.proc.wait(timeout=300)
-        self.log.close()
+        self.err.close()
         return {"cancelled": '"stopped"' in stopped, "exit": self.proc.returncode}
 
 

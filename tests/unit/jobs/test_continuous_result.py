@@ -8,7 +8,8 @@ from upsert_kafka_ops.jobs.core import JobResult
 
 def test_a_batch_that_rebuilt_the_target_makes_the_run_full_with_its_reason() -> None:
     result = ContinuousResult("live", "materialize", 1.0)
-    assert (result.to_dict()["mode"], result.to_dict()["reason"]) == ("incremental", "")
+    before = result.to_dict()
+    assert (before["mode"], before["reason"]) == ("incremental", "")
     result.add(
         JobResult("live", "materialize", mode="full", reason="the Delta table is missing", records_read=7)
     )
