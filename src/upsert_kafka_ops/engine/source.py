@@ -980,8 +980,10 @@ def read_append(
 ) -> Read:
     """Every record of a plain (append-only) Kafka table inside the bounds, decoded into its columns.
 
-    A tombstone or an undecodable value fails the read naming topic, partition and offset, unless the
-    value format's ``ignore-parse-errors`` is set (then such records are skipped and counted).
+    An undecodable value fails the read naming topic, partition and offset, unless the value format's
+    ``ignore-parse-errors`` is set (then such records are skipped and counted). A tombstone (a null
+    value) gives no row, as in Flink, and is counted in ``tombstones_in`` (with ``raw`` it is a row
+    whose value column is NULL, as Flink reads it).
     """
     from pyspark.sql import functions as F
 
@@ -1001,17 +1003,24 @@ def read_append(
     progress.expect(bounds.span())
     rows = decode_append(table, raw)
     vopts = table.side_options("value")
-    stats = rows.agg(F.count(F.lit(1)).alias("n"), F.count(F.when(F.col("_bad"), 1)).alias("bad")).first()
+    stats = rows.agg(
+        F.count(F.lit(1)).alias("n"),
+        F.count(F.when(F.col("_bad"), 1)).alias("bad"),
+        F.count(F.when(F.col("_tombstone"), 1)).alias("tombs"),
+    ).first()
     assert stats is not None
     if stats["bad"] and vopts.get("ignore-parse-errors", "false").lower() != "true":
         raise first_error(rows.where("_bad"), "value", table.value_format)
-    df = rows.where(~F.col("_bad")).drop("_bad", "_topic", "_partition", "_offset")
+    df = rows.where(~F.col("_bad") & ~F.col("_tombstone")).drop(
+        "_bad", "_tombstone", "_topic", "_partition", "_offset"
+    )
     result = RunResult(
         operation="read_append",
         topics=sorted({t for t, _ in bounds.partitions()}),
         records_in=int(stats["n"]),
+        tombstones_in=int(stats["tombs"]),
         parse_errors_skipped=int(stats["bad"]),
-        records_out=int(stats["n"]) - int(stats["bad"]),
+        records_out=int(stats["n"]) - int(stats["bad"]) - int(stats["tombs"]),
         start_offsets=offsets_to_json(bounds.start),
         end_offsets=offsets_to_json(bounds.end),
         duration_s=round(time.monotonic() - began, 3),
@@ -1020,9 +1029,14 @@ def read_append(
 
 
 def decode_append(table: KafkaTable, raw: DataFrame) -> DataFrame:
-    """Decode raw Kafka records (batch or streaming) into a plain table's columns, plus ``_bad`` (a
-    tombstone or an undecodable value) and the record's ``_topic``, ``_partition`` and ``_offset``
-    (underscored: the table may have columns named topic, partition or offset)."""
+    """Decode raw Kafka records (batch or streaming) into a plain table's columns, plus ``_bad`` (an
+    undecodable value), ``_tombstone`` (a null value, which gives no row) and the record's ``_topic``,
+    ``_partition`` and ``_offset`` (underscored: the table may have columns named topic, partition or
+    offset).
+
+    A null value gives no row, as in Flink: its json, csv and avro decoders return none for it (the
+    record is skipped, not an error). Flink's ``raw`` format reads it as a NULL value column instead,
+    so with ``raw`` it is a row like any other."""
     from pyspark.sql import functions as F
 
     in_key = set(table.key_fields)
@@ -1040,6 +1054,7 @@ def decode_append(table: KafkaTable, raw: DataFrame) -> DataFrame:
             out.append(key_value.getField(c.name[len(table.key_fields_prefix) :]).alias(c.name))
         else:
             out.append(vd.value.getField(c.name).alias(c.name))
-    bad = F.col("value").isNull() | vd.error
+    tombstone = F.col("value").isNull() if table.value_format != "raw" else F.lit(False)
+    bad = F.col("value").isNotNull() & vd.error
     position = [F.col(n).alias(f"_{n}") for n in ("topic", "partition", "offset")]
-    return staged.select(*out, bad.alias("_bad"), *position)
+    return staged.select(*out, bad.alias("_bad"), tombstone.alias("_tombstone"), *position)

@@ -115,7 +115,7 @@ def _register_streams(
     for name, src in job.sources.items():
         assert isinstance(src, KafkaSource)
         raw = _stream_reader(spark, src, connections[src.connection], fresh).load()
-        decoded = decode_append(src.table, raw)
+        decoded = decode_append(src.table, raw).where("NOT _tombstone")  # no row, as in Flink
         vopts = {k.split(".", 2)[2]: v for k, v in src.table.format_options.items() if k.startswith("value.")}
         if vopts.get("ignore-parse-errors", "false").lower() == "true":
             decoded = decoded.where("NOT _bad")
@@ -138,7 +138,7 @@ def _register_streams(
                     ),
                 ).otherwise(F.lit(True))
             )
-        decoded = decoded.drop("_bad", "_topic", "_partition", "_offset")
+        decoded = decoded.drop("_bad", "_tombstone", "_topic", "_partition", "_offset")
         decoded.createOrReplaceTempView(name)
         views.append(name)
     return views
