@@ -5,8 +5,10 @@ from __future__ import annotations
 import json
 import random
 from collections.abc import Callable
+from decimal import Decimal
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 from pyspark.sql import SparkSession
@@ -20,10 +22,12 @@ from tests.integration.jobs_support import (
 )
 
 from upsert_kafka_ops.engine import delta_rs
+from upsert_kafka_ops.engine.delta import ensure_delta_table
 from upsert_kafka_ops.jobs import run_job
 from upsert_kafka_ops.jobs.core import OffsetsError
 from upsert_kafka_ops.jobs.targets.delta import read_delta_log
 from upsert_kafka_ops.local import LocalKafka
+from upsert_kafka_ops.spec.table import UpsertKafkaTable
 
 
 def _delta(spark: SparkSession, path: Path) -> dict[int, tuple[str, str, str]]:
@@ -123,6 +127,44 @@ def test_small_changes_are_merged_by_delta_rs_and_spark_reads_its_commits(
         spark.conf.unset("spark.databricks.delta.write.txnAppId")
         spark.conf.unset("spark.databricks.delta.write.txnVersion")
     assert _delta(spark, path) == before
+
+
+def test_a_small_merge_names_its_keys_and_still_matches_every_string_key(
+    spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """delta-rs's MERGE of a small change also names the change's key values (``t.id IN (...)``), so it
+    skips the files whose statistics exclude them. A key with a quote, a backslash, a tab or a
+    character outside the BMP still finds its row: updated, deleted or inserted, never twice."""
+    ddl = (
+        "CREATE TABLE t (id {}, v STRING, PRIMARY KEY (id) NOT ENFORCED) WITH ('connector' = 'upsert-kafka', "
+        "'topic' = 't', 'properties.bootstrap.servers' = 'b:9092', 'key.format' = 'json', 'value.format' = 'json')"
+    )
+    table = UpsertKafkaTable.from_flink_ddl(ddl.format("STRING"))
+    keys = ["a'b", "c\\d", "x\\'y", "tab\tz", "\u00e9\U0001f600", "''", "plain"]
+    path = str(tmp_path / "t")
+    ensure_delta_table(spark, path, table)
+    spark.createDataFrame([(k, "old") for k in keys], "id STRING, v STRING").write.format("delta").mode(
+        "append"
+    ).save(path)
+    changes = spark.createDataFrame(
+        [("+U", k, "new") for k in keys[:5]] + [("-D", keys[5], None), ("+U", "fresh'", "new")],
+        "op STRING, id STRING, v STRING",
+    )
+    assert delta_rs.key_filter(changes.toArrow(), table).startswith("t.`id` IN (")
+    counts = delta_rs.merge_small(changes, path, table, app_id="t", version=1, metadata={}, rows=7)
+    got = spark.read.format("delta").load(path).select("id", "v").collect()
+    assert len(got) == len({r["id"] for r in got}), "a key was inserted beside its row"
+    assert dict((r["id"], r["v"]) for r in got) == {k: "new" for k in keys[:5]} | {
+        "plain": "old",
+        "fresh'": "new",
+    }
+    assert counts == {"upserted": 6, "deleted": 1}
+    # no filter where it could not be exact: more values than it names, or a key type it does not name
+    monkeypatch.setattr(delta_rs, "KEY_FILTER_VALUES", 6)
+    assert delta_rs.key_filter(changes.toArrow(), table) == ""
+    decimal = UpsertKafkaTable.from_flink_ddl(ddl.format("DECIMAL(10, 2)"))
+    amounts = pa.table({"id": pa.array([Decimal("1.50")], pa.decimal128(10, 2)), "v": ["x"]})
+    assert delta_rs.key_filter(amounts, decimal) == ""
 
 
 def test_the_schema_read_from_the_log_here_is_the_one_spark_reads(

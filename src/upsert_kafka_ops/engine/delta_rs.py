@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
 from upsert_kafka_ops.engine.fold_here import held_rows
-from upsert_kafka_ops.engine.warehouse import target_columns
+from upsert_kafka_ops.engine.warehouse import VALUE_FILTERED_KEY_TYPES, target_columns
 from upsert_kafka_ops.spec.table import UpsertKafkaTable
 
 if TYPE_CHECKING:
@@ -92,6 +92,39 @@ def _q(alias: str, name: str) -> str:
     return f"{alias}.`{name}`"
 
 
+#: the most distinct values of a key column a MERGE names in its key filter (more: no filter)
+KEY_FILTER_VALUES = 1000
+
+
+def _literal(value: object) -> str:
+    """``value`` (an int or a str of a key column) as a delta-rs (DataFusion) SQL literal."""
+    if isinstance(value, str):
+        return "'" + value.replace("'", "''") + "'"  # a backslash is itself there (checked by a test)
+    return str(int(value))  # type: ignore[call-overload]
+
+
+def key_filter(source: Any, table: UpsertKafkaTable) -> str:
+    """A condition on the target's key columns naming the change's own key values (``t.id IN (3, 7)``),
+    or ``""`` when the key has a column of another type, a null, or more than
+    ``KEY_FILTER_VALUES`` distinct values. Each MERGE condition ``t.k = s.k`` implies it, so it
+    changes nothing a MERGE does; it lets delta-rs skip the files whose statistics exclude every
+    changed key instead of reading them all, which is what keeps a small run into a large table whose
+    files each hold a range of keys (a ``maintain`` job's ``cluster``) about as fast as into a small
+    one (``benchmarks/bench_delta_layout.py``)."""
+    import pyarrow.compute as pc
+
+    kinds = dict(target_columns(table))
+    parts = []
+    for k in table.primary_key:
+        if kinds[k].name not in VALUE_FILTERED_KEY_TYPES:
+            return ""
+        values = pc.unique(source.column(k))
+        if values.null_count or len(values) > KEY_FILTER_VALUES:
+            return ""
+        parts.append(f"{_q('t', k)} IN ({', '.join(_literal(v) for v in values.to_pylist())})")
+    return " AND ".join(parts)
+
+
 def merge_small(
     changes: DataFrame,
     path: str,
@@ -128,9 +161,11 @@ def merge_small(
     held = held_rows(changes)  # the fold's own rows, when it folded them in this process
     source = held.select(["op", *names]) if held is not None else changes.select("op", *names).toArrow()
     upsert = "s.op NOT IN ('-D', 'close')" if close_only else "s.op <> '-D'"
+    on = [f"{_q('t', k)} = {_q('s', k)}" for k in table.primary_key]
+    narrow = key_filter(source, table)
     merger = target.merge(
         source,
-        predicate=" AND ".join(f"{_q('t', k)} = {_q('s', k)}" for k in table.primary_key),
+        predicate=" AND ".join([*on, narrow] if narrow else on),
         source_alias="s",
         target_alias="t",
         commit_properties=props,

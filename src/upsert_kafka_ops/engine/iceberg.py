@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from upsert_kafka_ops import spark_compat
 from upsert_kafka_ops.engine.fold_here import held_rows
 from upsert_kafka_ops.engine.warehouse import (
+    VALUE_FILTERED_KEY_TYPES,
     columns_to_add,
     commit_confs,
     merge_sql,
@@ -182,9 +183,6 @@ def iceberg_merge(
     return {"upserted": int(counts["u"]), "deleted": int(deleted)}
 
 
-#: the key types whose deleted values are counted by an IN filter on the table (values that compare
-#: in Spark as they are stored: integers and strings, not CHAR's padding)
-_FILTERED_KEY_TYPES = frozenset({"TINYINT", "SMALLINT", "INT", "BIGINT", "STRING", "VARCHAR"})
 #: the most deleted keys counted by a filter on their values (more: a join)
 FILTERED_DELETES = 1000
 
@@ -202,7 +200,7 @@ def _deleted_count(spark: SparkSession, src: DataFrame, ref: str, table: UpsertK
     names = list(table.primary_key)
     mine = spark.table(ref).select(*[F.col(quote_name(k)) for k in names])  # quoted: a name may hold a dot
     kinds = dict(target_columns(table))
-    if held is not None and len(names) == 1 and kinds[names[0]].name in _FILTERED_KEY_TYPES:
+    if held is not None and len(names) == 1 and kinds[names[0]].name in VALUE_FILTERED_KEY_TYPES:
         import pyarrow.compute as pc
 
         gone = held.filter(pc.equal(held.column("op"), "-D")).column(names[0]).to_pylist()

@@ -80,6 +80,11 @@ def merge_sql(target: str, view: str, table: UpsertKafkaTable, close_only: Seque
     )
 
 
+#: the key types whose values a filter on the table may name (values that compare as they are
+#: stored, in Spark and in delta-rs: integers and strings, not CHAR's padding)
+VALUE_FILTERED_KEY_TYPES = frozenset({"TINYINT", "SMALLINT", "INT", "BIGINT", "STRING", "VARCHAR"})
+
+
 #: Delta and Iceberg read a commit's transaction id and metadata (the stored offsets) from the
 #: session's conf, which every thread of the process shares: two jobs committing at once in one
 #: session would each take the other's offsets. One commit at a time per process.
