@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
+import pyarrow as pa
 import pytest
 from pyspark.sql import SparkSession
 from tests.integration.jobs_support import (
@@ -138,3 +139,55 @@ def test_maintenance_compacts_expires_waits_for_the_lock_and_the_next_run_contin
     assert (after.mode, after.reason) == ("incremental", "")
     assert after.start_offsets == before.offsets_json()
     assert _rows(kind, spark, pipe, postgres) == oracle_table(servers, topic)
+
+
+def test_cluster_sorts_a_delta_table_by_its_key_so_a_small_run_rewrites_few_files(
+    kafka: LocalKafka, new_topic: Callable[..., str], spark: SparkSession, tmp_path: Path
+) -> None:
+    """``cluster`` rewrites a Delta table as files of about ``cluster_file_mb``, each holding one range
+    of keys, and sets the table's ``delta.targetFileSize``; the rows and stored offsets stay. The next
+    small run (delta-rs, its MERGE naming the changed keys) rewrites only the files holding them,
+    where before every file held keys from the whole range."""
+    from deltalake import DeltaTable
+
+    servers, topic = kafka.bootstrap_servers, new_topic(partitions=2)
+    path = tmp_path / "users"
+    pipe = Pipeline.model_validate({
+        "connections": {"main": {"bootstrap_servers": servers}},
+        "jobs": [
+            {"name": "users", "kind": "materialize", "source": source(topic, servers),
+             "target": {"kind": "delta", "path": str(path)}},
+            {"name": "tidy", "kind": "maintain", "job": "users", "expire": False, "cluster": True,
+             "cluster_file_mb": 0.003},
+        ],
+    })  # fmt: skip
+    rnd = random.Random(11)
+    produce(servers, topic, random_changes(rnd, 6000, 4000))
+    run_job(pipe, "users", spark=spark)
+    before = read_stored_offsets(pipe.job("users"), pipe)
+
+    def ranges() -> list[tuple[int, int]]:
+        adds = pa.table(DeltaTable(str(path)).get_add_actions(flatten=True))
+        return sorted(zip(adds.column("min.id").to_pylist(), adds.column("max.id").to_pylist(), strict=True))
+
+    spread = ranges()
+
+    done = run_job(pipe, "tidy", spark=spark).write
+    clustered = ranges()
+    assert done["files_after"] == len(clustered) >= 6, done
+    # each file holds one range of keys (Delta's ZORDER blurs the bounds a little), where each file
+    # of the full run's held the whole range
+    width = sum(hi - lo for lo, hi in clustered) / (clustered[-1][1] - clustered[0][0])
+    assert width < 1.1 < sum(hi - lo for lo, hi in spread) / (spread[-1][1] - spread[0][0]), clustered
+    size = DeltaTable(str(path)).metadata().configuration.get("delta.targetFileSize")
+    assert size == str(int(0.003 * 1024 * 1024))
+    assert _rows("delta", spark, pipe, None) == oracle_table(servers, topic)  # type: ignore[arg-type]
+    assert read_stored_offsets(pipe.job("users"), pipe) == before
+
+    live = sorted(oracle_table(servers, topic))
+    produce(servers, topic, [(k, {"name": f"n{k}", "region": "Paris", "score": "1.50"}) for k in live[:3]])
+    after = run_job(pipe, "users", spark=spark)
+    assert (after.mode, after.write.get("writer")) == ("incremental", "delta-rs")
+    metrics = DeltaTable(str(path)).history(1)[0]["operationMetrics"]
+    assert 1 <= metrics["num_target_files_removed"] <= 3 < len(clustered), metrics
+    assert _rows("delta", spark, pipe, None) == oracle_table(servers, topic)  # type: ignore[arg-type]

@@ -72,6 +72,14 @@ def test_it_reads_no_topic_so_it_has_no_lag_and_reads_its_table() -> None:
         ({"job": "users", "compact": False, "expire": False}, ICEBERG, "compact", "would do nothing"),
         ({"job": "users", "retain_hours": -1}, ICEBERG, "retain_hours", "greater than or equal to 0"),
         ({"job": "users", "compact": False}, PG, "compact", "expire has nothing to do there"),
+        ({"job": "users", "cluster": True}, ICEBERG, "cluster", "only a Delta table is clustered"),
+        ({"job": "users", "cluster": True}, PG, "cluster", "drop cluster, or maintain a Delta table"),
+        (
+            {"job": "users", "cluster": True, "cluster_file_mb": 0},
+            {"kind": "delta", "path": "/t"},
+            "cluster_file_mb",
+            "greater than 0",
+        ),
     ],
 )
 def test_refusals_name_the_field_and_the_fix(
@@ -81,6 +89,22 @@ def test_refusals_name_the_field_and_the_fix(
         _pipeline({"name": "tidy", "kind": "maintain", **job}, target=target)
     assert says in str(info.value)
     assert field in str(info.value)
+
+
+def test_cluster_alone_is_a_job_and_its_file_size_is_in_megabytes() -> None:
+    pipe = _pipeline(
+        {
+            "name": "tidy",
+            "kind": "maintain",
+            "job": "users",
+            "compact": False,
+            "expire": False,
+            "cluster": True,
+        },
+        target={"kind": "delta", "path": "/t"},
+    )
+    tidy = pipe.job("tidy")
+    assert isinstance(tidy, MaintainJob) and (tidy.cluster, tidy.cluster_file_mb) == (True, 2)
 
 
 def test_a_maintain_job_of_a_topic_to_topic_job_is_refused() -> None:

@@ -210,20 +210,52 @@ DELTA_RETENTION_CHECK_HOURS = 168
 
 
 def delta_maintain(
-    spark: SparkSession, path: str, *, compact: bool, expire: bool, retain_hours: float
+    spark: SparkSession,
+    path: str,
+    *,
+    compact: bool,
+    expire: bool,
+    retain_hours: float,
+    cluster_file_bytes: int | None = None,
 ) -> dict[str, int]:
     """``OPTIMIZE`` (``compact``: small files bin-packed into large ones, deletion vectors applied)
     and ``VACUUM ... RETAIN retain_hours HOURS`` (``expire``: files no version of that window
     needs deleted). Neither carries a run's state: the state stays in the commit that wrote it.
-    Returns the table's files before and after and what each command did."""
+    Returns the table's files before and after and what each command did.
+
+    :param cluster_file_bytes: instead of compact's ``OPTIMIZE``, ``OPTIMIZE ... ZORDER BY`` the table's
+        primary key into files of about this size (Delta's ``optimize.maxFileSize`` for the command),
+        each holding one range of keys, and the table's ``delta.targetFileSize`` set to it (what
+        delta-rs and Databricks write a MERGE's files as; Delta on Spark takes the property only with
+        its arbitrary-properties check lifted, for this command)."""
     ref = delta_ref(path)
 
-    def files() -> int:
+    def detail() -> Row:
         row = spark.sql(f"DESCRIBE DETAIL {ref}").first()
-        return int(row["numFiles"]) if row is not None else 0
+        assert row is not None  # DESCRIBE DETAIL has one row
+        return row
 
-    done = {"files_before": files()}
-    if compact:
+    before = detail()
+    done = {"files_before": int(before["numFiles"])}
+    if cluster_file_bytes is not None:
+        key = (before["properties"] or {}).get("upsert_kafka_ops.primary_key")
+        if not key:
+            raise TargetSchemaError(
+                f"Delta table {path}: its properties name no primary key (upsert_kafka_ops.primary_key), "
+                "so cluster cannot sort it by the key. Tables this project creates have it: drop cluster."
+            )
+        size = str(int(cluster_file_bytes))
+        with commit_confs(spark, {"spark.databricks.delta.optimize.maxFileSize": size}):
+            row = spark.sql(
+                f"OPTIMIZE {ref} ZORDER BY ({', '.join(quote_name(k) for k in key.split(','))})"
+            ).first()
+        metrics = row["metrics"] if row is not None else None
+        done["files_compacted"] = int(metrics["numFilesRemoved"]) if metrics is not None else 0
+        done["files_written"] = int(metrics["numFilesAdded"]) if metrics is not None else 0
+        if (before["properties"] or {}).get("delta.targetFileSize") != size:
+            with commit_confs(spark, {"spark.databricks.delta.allowArbitraryProperties.enabled": "true"}):
+                spark.sql(f"ALTER TABLE {ref} SET TBLPROPERTIES ('delta.targetFileSize' = '{size}')")
+    elif compact:
         row = spark.sql(f"OPTIMIZE {ref}").first()
         metrics = row["metrics"] if row is not None else None
         done["files_compacted"] = int(metrics["numFilesRemoved"]) if metrics is not None else 0
@@ -245,5 +277,5 @@ def delta_maintain(
         last = delta_last_commit(spark, path)
         metrics = last["operationMetrics"] if last is not None and last["operation"] == "VACUUM END" else None
         done["files_deleted"] = int((metrics or {}).get("numDeletedFiles", 0))
-    done["files_after"] = files()
+    done["files_after"] = int(detail()["numFiles"])
     return done

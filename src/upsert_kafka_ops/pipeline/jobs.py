@@ -481,6 +481,19 @@ class MaintainJob(JobSpec):
         description="How long replaced files stay readable for time travel and for readers still on an "
         "old version (Delta's default is 168, 7 days; below it VACUUM's own check is lifted for this job).",
     )
+    cluster: bool = Field(
+        default=False,
+        description="Delta: sort the table by its primary key into files of about cluster_file_mb "
+        "(OPTIMIZE ... ZORDER BY the key, in place of compact's OPTIMIZE) and set its delta.targetFileSize "
+        "to that size, so that a small run rewrites the few small files holding its keys rather than "
+        "every large one. For large tables whose runs change few keys; it rewrites the whole table.",
+    )
+    cluster_file_mb: float = Field(
+        default=2,
+        gt=0,
+        description="The size of the files cluster writes, in megabytes: the smaller, the less a small "
+        "run rewrites, and the more files a reader of the whole table opens.",
+    )
 
     @model_validator(mode="after")
     def _target(self) -> MaintainJob:
@@ -490,9 +503,16 @@ class MaintainJob(JobSpec):
                 "a Parquet target is rewritten whole by every run: it has no old files or versions to clean.",
                 "maintain a Delta, Iceberg or PostgreSQL target, or drop this job.",
             )
-        if not (self.compact or self.expire):
+        if self.cluster and not self.target.clusters_by_key:
             raise SpecError(
-                "compact", "both compact and expire are off: the job would do nothing.", "turn one on."
+                "cluster",
+                "only a Delta table is clustered by this job: a small run rewrites each of its files that "
+                "holds a changed key, which clustering keeps few and small.",
+                "drop cluster, or maintain a Delta table.",
+            )
+        if not (self.compact or self.expire or self.cluster):
+            raise SpecError(
+                "compact", "compact, expire and cluster are off: the job would do nothing.", "turn one on."
             )
         if not (self.compact or self.target.keeps_versions):
             raise SpecError(

@@ -30,6 +30,8 @@ class TargetSpec(SpecModel):
     full_only: ClassVar[bool] = False
     #: keeps replaced files or snapshots until they are expired (what a maintain job's expire removes)
     keeps_versions: ClassVar[bool] = True
+    #: a maintain job can sort it by its key into small files (a maintain job's cluster)
+    clusters_by_key: ClassVar[bool] = False
 
     @property
     def snapshot_column(self) -> str | None:
@@ -158,6 +160,8 @@ class DeltaTarget(Folder, TargetSpec):
     Processed offsets are stored in the same commit (``userMetadata``), with Delta's idempotent-write
     identifiers (txnAppId = job name, txnVersion = run sequence).
     """
+
+    clusters_by_key: ClassVar[bool] = True
 
     kind: Literal["delta"] = Field(description="Target kind.")
     path: str = Field(description="Table folder: a local path or s3a://bucket/folder.")

@@ -130,7 +130,12 @@ class DeltaTable(FolderTable):
         if delta_schema(spark, self.spec.path) is None:  # on S3 the hold gave the session its store
             return {}
         return delta_maintain(
-            spark, self.spec.path, compact=job.compact, expire=job.expire, retain_hours=job.retain_hours
+            spark,
+            self.spec.path,
+            compact=job.compact,
+            expire=job.expire,
+            retain_hours=job.retain_hours,
+            cluster_file_bytes=int(job.cluster_file_mb * 1024 * 1024) if job.cluster else None,
         )
 
 
