@@ -231,6 +231,7 @@ bench: jars flink lake-jars minio
 	@$(TIMED) "lag bench" $(BIN)/python benchmarks/bench_lag.py
 	@$(TIMED) "memory bench" $(BIN)/python benchmarks/bench_memory.py
 	@$(TIMED) "scale bench" env UKO_MINIO=$(CURDIR)/.tools/bin/minio $(BIN)/python benchmarks/bench_scale.py
+	@$(TIMED) "delta layout bench" $(BIN)/python benchmarks/bench_delta_layout.py
 	@$(TIMED) "streaming bench" env UKO_FLINK_PYTHON=$(CURDIR)/$(FLINK_VENV)/bin/python $(BIN)/python benchmarks/bench_streaming.py
 
 # Re-pin the whole verified set after changing a range in pyproject.toml (check it resolves first:
